@@ -1,0 +1,126 @@
+"""Model configs and the registry of named presets.
+
+A `ModelConfig` fixes every architectural choice of a decoder-only transformer; the presets
+below name the published shapes (GPT-2 124M, SmolLM2-135M) and tiny ones for tests and laptops.
+`lmlab train --model PRESET --n-layers 6 …` starts from a preset and overrides fields.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from lmlab.errors import LmlabError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    family: Literal["gpt2", "llama"]
+    vocab_size: int
+    context_length: int
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_ff: int
+    n_kv_heads: int | None = None  # None = n_heads (multi-head); 1 = multi-query
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm_eps: float = 1e-5
+    norm_placement: Literal["pre", "post"] = "pre"
+    ffn: Literal["gelu", "swiglu"] = "gelu"
+    positions: Literal["learned", "sinusoidal", "rope"] = "learned"
+    rope_base: float = 10000.0
+    bias: bool = True
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        if self.d_model % self.n_heads:
+            raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                             "pick a d_model that is a multiple of n_heads")
+        if self.n_heads % (self.n_kv_heads or self.n_heads):
+            raise LmlabError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with some fields changed (the CLI's overrides); unknown fields are an error."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise LmlabError(f"unknown model setting(s) {sorted(unknown)}; valid: "
+                             f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+
+def _gpt2(**shape) -> ModelConfig:
+    return ModelConfig(family="gpt2", norm="layernorm", ffn="gelu", positions="learned", bias=True,
+                       tie_embeddings=True, **shape)
+
+
+def _llama(**shape) -> ModelConfig:
+    shape.setdefault("norm_eps", 1e-5)
+    return ModelConfig(family="llama", norm="rmsnorm", ffn="swiglu", positions="rope", bias=False, **shape)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    "gpt2-tiny": _gpt2(vocab_size=4096, context_length=256, n_layers=4, n_heads=4, d_model=128, d_ff=512),
+    "gpt2-small": _gpt2(vocab_size=8192, context_length=256, n_layers=6, n_heads=6, d_model=384, d_ff=1536),
+    "gpt2": _gpt2(vocab_size=50257, context_length=1024, n_layers=12, n_heads=12, d_model=768, d_ff=3072),
+    "llama-tiny": _llama(vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                         d_model=128, d_ff=352, tie_embeddings=True),
+    "llama-small": _llama(vocab_size=8192, context_length=256, n_layers=6, n_heads=6, n_kv_heads=2,
+                          d_model=384, d_ff=1024, tie_embeddings=False),
+    "smollm2-135m": _llama(vocab_size=49152, context_length=8192, n_layers=30, n_heads=9, n_kv_heads=3,
+                           d_model=576, d_ff=1536, rope_base=100000.0, tie_embeddings=True),
+}
+
+
+def preset(name: str, **overrides) -> ModelConfig:
+    """The named preset, with `overrides` applied."""
+    if name not in PRESETS:
+        raise LmlabError(f"unknown model preset '{name}'; choose one of: {', '.join(PRESETS)}")
+    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything about a pre-training run except the model's shape and the data's location."""
+
+    max_steps: int = 1000
+    batch_size: int = 16  # sequences per optimizer step, over all processes and micro-batches
+    grad_accum: int = 1  # micro-batches per optimizer step
+    block_size: int | None = None  # tokens per training sequence; None = the model's context length
+    lr: float = 6e-4
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    schedule: Literal["cosine", "linear"] = "cosine"
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    val_fraction: float = 0.05
+    eval_every: int = 200
+    eval_batches: int = 10
+    checkpoint_every: int = 200
+    keep_checkpoints: int = 3
+    log_every: int = 10
+    seed: int = 0
+    bf16: bool = False
+
+    def __post_init__(self):
+        if self.batch_size % self.grad_accum:
+            raise LmlabError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
+        if self.max_steps < 1:
+            raise LmlabError(f"max_steps={self.max_steps} must be at least 1")
+        if self.schedule not in ("cosine", "linear"):
+            raise LmlabError(f"schedule '{self.schedule}' is unknown; use cosine or linear")
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def config_to_dict(cfg: ModelConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def config_from_dict(d: dict) -> ModelConfig:
+    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    return ModelConfig(**{k: v for k, v in d.items() if k in names})

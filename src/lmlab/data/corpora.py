@@ -1,0 +1,21 @@
+"""Named corpora that need no download, and the dispatch from a `--data` argument to texts."""
+
+from lmlab.data.markov import markov_corpus
+from lmlab.data.sources import read_texts
+from lmlab.data.stdlib import stdlib_texts
+
+EMBEDDED = {
+    "markov": "text sampled from a Markov chain over made-up words; its true entropy is known exactly",
+    "stdlib": "the Python standard library's own source files (real text every Python install carries)",
+}
+MARKOV_TRAIN_DOCS = 4000
+MARKOV_TRAIN_SEED = 0
+
+
+def load_corpus(data: str) -> list[str]:
+    """Documents for `--data`: an embedded corpus name (see EMBEDDED) or a file/directory/JSONL path."""
+    if data == "markov":
+        return markov_corpus(MARKOV_TRAIN_DOCS, seed=MARKOV_TRAIN_SEED)[0]
+    if data == "stdlib":
+        return stdlib_texts()
+    return read_texts(data)

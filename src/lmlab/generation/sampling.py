@@ -1,0 +1,27 @@
+"""Turning next-token logits into a token: greedy, temperature, top-k, top-p (nucleus)."""
+
+import torch
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+    """Set to -inf every logit outside the top-k and outside the smallest set whose probability
+    reaches top_p (the most likely token always stays). logits (B, V) -> (B, V)."""
+    if top_k is not None and 0 < top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        drop_sorted = cumulative - sorted_logits.softmax(-1) >= top_p  # mass before this token already enough
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+               top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pick the next token for each row of logits (B, V) -> (B,). temperature 0 means greedy."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = filter_logits(logits.float() / temperature, top_k, top_p).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

@@ -1,0 +1,78 @@
+"""Llama <-> Hugging Face `LlamaForCausalLM`: config fields and tensor names.
+
+HF keeps q/k/v and gate/up as separate matrices; we stack them (one matmul each), so loading
+concatenates along the output dimension and saving splits them again.
+"""
+
+import torch
+
+from lmlab.config import ModelConfig
+from lmlab.errors import LmlabError
+
+_LAYER = {  # lmlab name (after blocks.{i}.) -> HF name (after model.layers.{i}.)
+    "norm1.weight": "input_layernorm.weight",
+    "attention.out.weight": "self_attn.o_proj.weight",
+    "norm2.weight": "post_attention_layernorm.weight",
+    "feed_forward.down.weight": "mlp.down_proj.weight",
+}
+_STACKED = {  # lmlab name -> HF names stacked along dim 0, in order
+    "attention.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+    "feed_forward.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+}
+_TOP = {"token_embedding.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
+
+
+def config_from_hf(hf: dict) -> ModelConfig:
+    """Our config for an HF Llama `config.json` dict."""
+    if hf.get("rope_scaling"):
+        raise LmlabError(f"rope_scaling {hf['rope_scaling']} is not supported yet; only plain RoPE models load")
+    rope_base = hf.get("rope_theta") or (hf.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+    return ModelConfig(
+        family="llama", vocab_size=hf["vocab_size"], context_length=hf["max_position_embeddings"],
+        n_layers=hf["num_hidden_layers"], n_heads=hf["num_attention_heads"],
+        n_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"], d_model=hf["hidden_size"],
+        d_ff=hf["intermediate_size"], norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6), ffn="swiglu",
+        positions="rope", rope_base=float(rope_base), bias=False,
+        tie_embeddings=hf.get("tie_word_embeddings", False),
+    )
+
+
+def config_to_hf(cfg: ModelConfig) -> dict:
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": cfg.vocab_size,
+        "max_position_embeddings": cfg.context_length, "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads or cfg.n_heads,
+        "hidden_size": cfg.d_model, "intermediate_size": cfg.d_ff, "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_base, "hidden_act": "silu", "tie_word_embeddings": cfg.tie_embeddings,
+        "attention_bias": False, "mlp_bias": False, "attention_dropout": cfg.dropout,
+    }
+
+
+def from_hf(hf_state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """HF tensors -> our state dict."""
+    ours = {k: hf_state[v] for k, v in _TOP.items()}
+    for i in range(cfg.n_layers):
+        prefix = f"model.layers.{i}."
+        for name, hf_name in _LAYER.items():
+            ours[f"blocks.{i}.{name}"] = hf_state[prefix + hf_name]
+        for name, hf_names in _STACKED.items():
+            ours[f"blocks.{i}.{name}"] = torch.cat([hf_state[prefix + n] for n in hf_names], dim=0)
+    ours["lm_head.weight"] = hf_state["model.embed_tokens.weight"] if cfg.tie_embeddings else hf_state["lm_head.weight"]
+    return ours
+
+
+def to_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Our state dict -> HF tensors (the tied LM head is left out, as HF saves it)."""
+    hf = {v: state[k] for k, v in _TOP.items()}
+    kv_dim = (cfg.n_kv_heads or cfg.n_heads) * cfg.head_dim
+    sizes = {"attention.qkv.weight": [cfg.d_model, kv_dim, kv_dim], "feed_forward.gate_up.weight": [cfg.d_ff, cfg.d_ff]}
+    for i in range(cfg.n_layers):
+        prefix = f"model.layers.{i}."
+        for name, hf_name in _LAYER.items():
+            hf[prefix + hf_name] = state[f"blocks.{i}.{name}"]
+        for name, hf_names in _STACKED.items():
+            for hf_name, part in zip(hf_names, state[f"blocks.{i}.{name}"].split(sizes[name], dim=0)):
+                hf[prefix + hf_name] = part
+    if not cfg.tie_embeddings:
+        hf["lm_head.weight"] = state["lm_head.weight"]
+    return hf

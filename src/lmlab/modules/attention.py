@@ -1,0 +1,139 @@
+"""Scaled dot-product attention and the multi-head / grouped-query layers built on it.
+
+One function, `attend`, does the maths two ways: the fused path (torch SDPA, fast, no weights)
+and the explicit path (softmax(QK^T / sqrt(d)) V written out, can return the weights for
+attention maps). Tests check the two agree. `SelfAttention` and `CrossAttention` share it.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lmlab.modules.kv_cache import LayerKV
+from lmlab.modules.positions import apply_rotary
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(q k^T / sqrt(head_dim) + mask) v, with grouped-query heads.
+
+    q: (B, H, T, D); k, v: (B, H_kv, S, D) with H a multiple of H_kv (query head h reads kv head
+    h // (H / H_kv)); mask: bool (B or 1, 1, T, S), True where a query may look.
+    Returns the output (B, H, T, D) and, if `need_weights`, the weights (B, H, T, S).
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
+            dropout_p=dropout_p, enable_gqa=k.size(1) != q.size(1),
+        )
+        return out, None
+    groups = q.size(1) // k.size(1)
+    k = k.repeat_interleave(groups, dim=1)  # (B, H, S, D)
+    v = v.repeat_interleave(groups, dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    if mask is None and is_causal:
+        T, S = scores.shape[-2:]
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    out = F.dropout(weights, dropout_p) @ v  # (B, H, T, D)
+    return out, weights
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention; `n_kv_heads < n_heads` gives grouped-query (1 = multi-query).
+
+    Q, K and V come from one fused projection (one matmul instead of three). Rotary positions,
+    when the model uses them, are applied to q and k here; a KV cache, when given, holds the
+    keys and values of earlier positions so decoding feeds one new token at a time.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
+        assert d_model % n_heads == 0 and n_heads % self.n_kv_heads == 0
+        self.head_dim = d_model // n_heads
+        self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=bias)
+        self.out = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+        self.dropout = dropout
+        self.need_weights = False  # set True to keep the last attention map in `self.weights`
+        self.weights: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+                kv_cache: LayerKV | None = None) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).split(
+            [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim], dim=-1)
+        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
+        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
+        y, self.weights = attend(q, k, v, mask, is_causal=True,
+                                 dropout_p=self.dropout if self.training else 0.0,
+                                 need_weights=self.need_weights)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
+        return self.out(y)
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention of a sequence (queries) over another one (keys/values), e.g. a decoder
+    reading an encoder's output. `memory_mask` (B, S) marks the real memory positions."""
+
+    def __init__(self, d_model: int, n_heads: int, d_memory: int | None = None, bias: bool = True,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.q = nn.Linear(d_model, d_model, bias=bias)
+        self.kv = nn.Linear(d_memory or d_model, 2 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = dropout
+        self.need_weights = False
+        self.weights: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, T, C = x.shape
+        S = memory.size(1)
+        q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k, v = self.kv(memory).view(B, S, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
+        mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+        y, self.weights = attend(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
+                                 need_weights=self.need_weights)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+
+def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int) -> torch.Tensor | None:
+    """The bool mask (B or 1, 1, T, S) for T new queries over S keys (the last T of which are the
+    queries themselves): causal, minus padded keys. None when plain causal SDPA suffices.
+
+    attention_mask: (B, S), 1 for real tokens, 0 for padding. Every query may always see itself,
+    so a padded query's softmax never runs over an empty row (which would give NaN).
+    """
+    if attention_mask is None and T == S:
+        return None
+    device = attention_mask.device if attention_mask is not None else None
+    query_pos = torch.arange(S - T, S, device=device)[:, None]  # (T, 1)
+    key_pos = torch.arange(S, device=device)[None, :]  # (1, S)
+    causal = key_pos <= query_pos  # (T, S)
+    if attention_mask is None:
+        return causal[None, None]
+    keep = causal[None] & attention_mask.bool()[:, None, :]  # (B, T, S)
+    keep |= key_pos == query_pos
+    return keep[:, None]  # (B, 1, T, S)

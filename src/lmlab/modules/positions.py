@@ -1,0 +1,72 @@
+"""Position information: learned and sinusoidal tables added to token embeddings, and rotary
+embeddings (RoPE) that rotate queries and keys by an angle proportional to their position."""
+
+import math
+
+import torch
+from torch import nn
+
+
+class LearnedPositions(nn.Module):
+    """A trained vector per position (GPT-2, BERT)."""
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        """positions (B, T) or (T,) int -> (…, T, d_model)."""
+        return self.table(positions)
+
+
+def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)); (max_len, d_model).
+
+    Built on the CPU even inside a `torch.device("meta")` block, so a model built on meta for fast
+    loading still has its tables (they are computed, not stored in checkpoints)."""
+    pos = torch.arange(max_len, dtype=torch.float32, device="cpu")[:, None]
+    freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float32, device="cpu") / d_model)
+    table = torch.zeros(max_len, d_model, device="cpu")
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+    return table
+
+
+class SinusoidalPositions(nn.Module):
+    """The fixed sin/cos table of the original Transformer: no weights, any offset is a rotation."""
+
+    def __init__(self, max_len: int, d_model: int, base: float = 10000.0):
+        super().__init__()
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.table[positions]
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE: pairs of query/key features are rotated by position * base^(-2i/head_dim), so the
+    score q_m . k_n depends on m - n only. Pairs are (i, i + head_dim/2), as in Llama/HF."""
+
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        # on the CPU even under torch.device("meta"): see sinusoidal_table
+        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim)
+        angles = torch.arange(max_len, dtype=torch.float32, device="cpu")[:, None] * inv_freq  # (max_len, D/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (max_len, D)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (B, T) or (T,) -> cos, sin shaped to broadcast over (B, H, T, D)."""
+        cos, sin = self.cos[positions], self.sin[positions]  # (…, T, D)
+        if positions.dim() == 2:
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
+        return cos, sin
+
+
+def apply_rotary(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate x (B, H, T, D) by the angles in `rope` = (cos, sin)."""
+    cos, sin = rope
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (x * cos + rotated * sin).to(x.dtype)

@@ -1,0 +1,263 @@
+"""Pre-training a decoder on raw text with the causal-LM objective.
+
+Read top to bottom: documents -> tokenizer -> packed token blocks -> (inputs, targets) ->
+cross-entropy -> AdamW with warmup + decay -> checkpoints that resume exactly -> an HF-layout
+model directory. Runs the same in one process or under `torchrun` (DDP).
+"""
+
+import contextlib
+import dataclasses
+import json
+import math
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from lmlab.config import ModelConfig, TrainConfig, config_from_dict, config_to_dict
+from lmlab.data.blocks import batch_starts, gather, shard, split_blocks
+from lmlab.data.corpora import load_corpus
+from lmlab.data.tokens import tokenize_corpus
+from lmlab.errors import LmlabError
+from lmlab.eval.perplexity import mean_block_loss
+from lmlab.eval.plot import save_line_plot
+from lmlab.io.atomic import atomic_write_text
+from lmlab.io.hf import save_hf_dir
+from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.models.decoder import build_decoder
+from lmlab.objectives.causal_lm import causal_lm
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
+from lmlab.training import distributed
+from lmlab.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, set_rng_state
+from lmlab.training.optim import build_optimizer, lr_multiplier
+from lmlab.training.progress import MetricsLog, progress_bar
+
+# Settings that may change between a run and its resumption (they do not touch the weights).
+RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every"}
+
+
+@dataclass(frozen=True)
+class PretrainResult:
+    step: int
+    val_loss: float | None
+    model_dir: Path | None  # None when the run stopped early (Ctrl-C, --stop-after)
+    interrupted: bool
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise LmlabError(f"device '{device}' asked for but CUDA is not available; use --device cpu")
+    return torch.device(device)
+
+
+def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str | Path,
+             tokenizer: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+             device: str = "auto", show_progress: bool = True) -> PretrainResult:
+    """Train `model_cfg` on `data` (a path or an embedded corpus name) into the run directory `out`.
+
+    `tokenizer` is a tokenizer.json (or its directory); without one a byte-level BPE of the
+    preset's vocab size is trained on the data. `stop_after` ends this session after that many
+    steps with a checkpoint (resume later with `resume=True`); so does Ctrl-C.
+    """
+    out = Path(out)
+    ckpt_dir = out / "checkpoints"
+    checkpoints = list_checkpoints(ckpt_dir)
+    if checkpoints and not resume:
+        raise LmlabError(f"'{out}' already holds a run ({checkpoints[-1].name}); pass --resume to continue it "
+                         "or choose a new --out directory")
+    if resume and not checkpoints:
+        raise LmlabError(f"nothing to resume in '{out}' (no checkpoints/step_*.pt); drop --resume to start a run")
+    ckpt = load_checkpoint(checkpoints[-1]) if resume else None
+    dev = pick_device(device)
+    d = distributed.setup(dev.type)
+    if d.world_size > 1 and dev.type == "cuda":
+        dev = torch.device("cuda", d.local_rank)
+    try:
+        return _run(model_cfg, train_cfg, data, out, tokenizer, ckpt, stop_after, dev, d, show_progress)
+    finally:
+        distributed.teardown(d)
+
+
+def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev, d, show_progress):
+    # 1. Text and tokenizer (rank 0 trains and saves; the others wait, then read).
+    texts = load_corpus(data)
+    tok_file = out / TOKENIZER_FILE
+    if d.is_main and not tok_file.exists():
+        tok = load_tokenizer(tokenizer_path) if tokenizer_path else train_bpe(texts, model_cfg.vocab_size)
+        save_tokenizer(tok, out)
+    d.barrier()
+    tok = load_tokenizer(tok_file)
+    model_cfg = model_cfg.replace(vocab_size=tok.get_vocab_size())
+    block_size = train_cfg.block_size or model_cfg.context_length
+    if block_size > model_cfg.context_length:
+        raise LmlabError(f"block_size={block_size} exceeds the model's context_length={model_cfg.context_length}; "
+                         "lower --block-size or raise --context-length")
+
+    # 2. Token blocks: tokenized once (cached by content hash), split, batched by step.
+    if d.is_main:
+        tokenize_corpus(texts, tok)
+    d.barrier()
+    tokens = tokenize_corpus(texts, tok)
+    split = split_blocks(tokens, block_size, train_cfg.val_fraction, train_cfg.seed)
+    data_key = Path(tokens.filename).stem
+    if ckpt is not None:
+        _check_same_run(ckpt, model_cfg, train_cfg, data_key)
+        train_cfg = config_from_train_dict(ckpt["train_config"]).replace(
+            **{k: getattr(train_cfg, k) for k in RESUMABLE_CHANGES})
+
+    # 3. Model, optimizer, schedule; restored exactly when resuming.
+    torch.manual_seed(train_cfg.seed)
+    model = build_decoder(model_cfg).to(dev)
+    optimizer = build_optimizer(model, train_cfg.lr, train_cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(
+        s, train_cfg.warmup_steps, train_cfg.max_steps, train_cfg.schedule, train_cfg.min_lr_ratio))
+    start = 0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        set_rng_state(ckpt["rng"])
+        start = ckpt["step"]
+    wrapped = DistributedDataParallel(model) if d.world_size > 1 else model
+    if d.is_main:
+        atomic_write_text(out / "run.json", json.dumps({"model": config_to_dict(model_cfg), "train": dataclasses.asdict(
+            train_cfg), "data": data, "data_key": data_key}, indent=2))
+    metrics = MetricsLog(out / "metrics.jsonl", resume_step=start if ckpt is not None else None) if d.is_main else None
+
+    def checkpoint(step: int) -> None:
+        if d.is_main:
+            save_checkpoint(out / "checkpoints", step, {
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "model_config": config_to_dict(model_cfg), "train_config": dataclasses.asdict(train_cfg),
+                "data_key": data_key}, train_cfg.keep_checkpoints)
+        d.barrier()
+
+    def validate() -> float:
+        model.eval()
+        with _autocast(dev, train_cfg.bf16):
+            starts = split.val_blocks[: train_cfg.eval_batches * micro_batch]
+            loss = mean_block_loss(model, split.tokens, starts, block_size, micro_batch, dev)
+        model.train()
+        return loss
+
+    # 4. The loop. Ctrl-C (SIGINT) only raises a flag; the step in flight finishes, then we save.
+    micro_batch = train_cfg.batch_size // d.world_size // train_cfg.grad_accum
+    if micro_batch < 1 or train_cfg.batch_size % (d.world_size * train_cfg.grad_accum):
+        raise LmlabError(f"batch_size={train_cfg.batch_size} must be a multiple of processes ({d.world_size}) "
+                         f"x grad_accum ({train_cfg.grad_accum})")
+    tokens_per_step = train_cfg.batch_size * block_size
+    end = train_cfg.max_steps if stop_after is None else min(train_cfg.max_steps, start + stop_after)
+    bar = progress_bar(train_cfg.max_steps, start, disable=not (show_progress and d.is_main))
+    val_loss, step, stopped = None, start, False
+    model.train()
+    with _sigint_flag() as interrupted:
+        while step < end and not stopped:
+            t0 = time.perf_counter()
+            starts = shard(batch_starts(split.train_blocks, train_cfg.batch_size, step, train_cfg.seed),
+                           d.rank, d.world_size)
+            loss_sum = 0.0
+            for micro in range(train_cfg.grad_accum):
+                block = gather(split.tokens, starts[micro * micro_batch:(micro + 1) * micro_batch], block_size)
+                inputs, targets = causal_lm(block.to(dev, non_blocking=True))
+                sync = micro == train_cfg.grad_accum - 1 or d.world_size == 1
+                with _autocast(dev, train_cfg.bf16), (contextlib.nullcontext() if sync else wrapped.no_sync()):
+                    loss = cross_entropy(wrapped(inputs), targets) / train_cfg.grad_accum
+                    loss.backward()
+                loss_sum += loss.item()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip).item()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            seconds = time.perf_counter() - t0
+            row = {"step": step, "loss": loss_sum, "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                   "tokens_per_s": tokens_per_step / seconds}
+            if step % train_cfg.eval_every == 0 or step == train_cfg.max_steps:
+                val_loss = validate()
+                row |= {"val_loss": val_loss, "val_ppl": _exp(val_loss)}
+            if d.is_main and (step % train_cfg.log_every == 0 or "val_loss" in row or step == end):
+                metrics.write(**row)
+                bar.set_postfix(loss=f"{loss_sum:.3f}", tok_s=f"{row['tokens_per_s']:.0f}", refresh=False)
+            bar.update(1)
+            if step % train_cfg.checkpoint_every == 0 and step < end:
+                checkpoint(step)
+            stopped = _any_rank(interrupted(), d)
+    bar.close()
+
+    # 5. Save: a checkpoint always; the HF-layout model and the loss curve when training finished.
+    checkpoint(step)
+    done = step >= train_cfg.max_steps
+    if d.is_main:
+        _plot(metrics.read(), out / "loss.png")
+        if done:
+            save_hf_dir(model, out / "model", tok)
+    return PretrainResult(step=step, val_loss=val_loss, model_dir=out / "model" if done else None,
+                          interrupted=not done)
+
+
+def config_from_train_dict(d: dict) -> TrainConfig:
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in d.items() if k in names})
+
+
+def _check_same_run(ckpt: dict, model_cfg: ModelConfig, train_cfg: TrainConfig, data_key: str) -> None:
+    """A resumed run must be the run that wrote the checkpoint, else 'resume' means nothing."""
+    saved_model, saved_train = config_from_dict(ckpt["model_config"]), config_from_train_dict(ckpt["train_config"])
+    diffs = [f"{f.name}: {getattr(saved_model, f.name)!r} in the checkpoint, {getattr(model_cfg, f.name)!r} now"
+             for f in dataclasses.fields(ModelConfig) if getattr(saved_model, f.name) != getattr(model_cfg, f.name)]
+    diffs += [f"{f.name}: {getattr(saved_train, f.name)!r} in the checkpoint, {getattr(train_cfg, f.name)!r} now"
+              for f in dataclasses.fields(TrainConfig)
+              if f.name not in RESUMABLE_CHANGES and getattr(saved_train, f.name) != getattr(train_cfg, f.name)]
+    if ckpt["data_key"] != data_key:
+        diffs.append("the training data (its tokens) differ")
+    if diffs:
+        raise LmlabError(f"--resume with a different config ({'; '.join(diffs)}); rerun with the original "
+                         "settings or start a new --out directory")
+
+
+def _autocast(dev: torch.device, bf16: bool):
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16)
+
+
+@contextlib.contextmanager
+def _sigint_flag():
+    """Within the block, Ctrl-C sets a flag (read by calling the yielded function) instead of raising."""
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        yield lambda: bool(caught)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _any_rank(flag: bool, d: distributed.Dist) -> bool:
+    """True on every rank if it is true on one, so all processes stop at the same step."""
+    if d.world_size == 1:
+        return flag
+    t = torch.tensor([float(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def _exp(x: float) -> float:
+    return math.exp(min(x, 700.0))
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    train = [(r["step"], r["loss"]) for r in rows]
+    val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+    series = {"train loss": tuple(zip(*train))} if train else {}
+    if val:
+        series["validation loss"] = tuple(zip(*val))
+    if series:
+        save_line_plot(path, series, title="Training curve", xlabel="step", ylabel="loss (nats/token)")

@@ -1,0 +1,85 @@
+"""Byte-level BPE: train a tokenizer on text, save it, load it back.
+
+Text is first turned into bytes (every byte has its own token), then the most frequent adjacent
+pairs are merged until the vocabulary is full. Because all 256 bytes are in the vocabulary from
+the start, any Unicode string encodes without an unknown token and decodes back exactly.
+
+Encoding adds no special tokens: callers decide where `<|bos|>` / `<|eos|>` go (the data
+pipeline puts an eos after every document). Text that spells a special token, say "<|eos|>",
+encodes to that token, as in GPT-2; set `tokenizer.encode_special_tokens = True` to encode it as
+plain text instead, and decode with `skip_special_tokens=False` to get such text back.
+"""
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from lmlab.errors import LmlabError
+from lmlab.io.atomic import atomic_write_text
+
+BOS = "<|bos|>"
+EOS = "<|eos|>"
+PAD = "<|pad|>"
+UNK = "<|unk|>"
+SPECIAL_TOKENS = (BOS, EOS, PAD, UNK)  # ids 0, 1, 2, 3 in a tokenizer trained here
+TOKENIZER_FILE = "tokenizer.json"
+
+N_BYTES = 256
+MIN_VOCAB_SIZE = N_BYTES + len(SPECIAL_TOKENS) + 1  # every byte, the specials, one merge
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Train a byte-level BPE tokenizer with `vocab_size` tokens (bytes + specials + merges).
+
+    The vocabulary can end up smaller when the texts have fewer distinct pairs to merge.
+    """
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise LmlabError(
+            f"vocab size {vocab_size} is too small; byte-level BPE needs at least {MIN_VOCAB_SIZE} "
+            f"({N_BYTES} bytes + {len(SPECIAL_TOKENS)} special tokens + 1 merge)"
+        )
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, seen or not
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
+    """Write `tokenizer` as `directory/tokenizer.json` (atomically) and return that file's path."""
+    path = Path(directory) / TOKENIZER_FILE
+    atomic_write_text(path, tokenizer.to_str())
+    return path
+
+
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    """Load a tokenizer from a `tokenizer.json` file or from a directory that contains one."""
+    path = Path(path)
+    file = path / TOKENIZER_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise LmlabError(
+            f"tokenizer '{file}' does not exist; "
+            f"pass a tokenizer.json file or a directory containing one"
+        )
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as error:  # the Rust library raises a bare Exception for any parse failure
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise LmlabError(
+            f"tokenizer '{file}' is not a valid tokenizer.json ({first_line}); "
+            f"re-save or re-train it"
+        ) from error
+
+
+def special_token_ids(tokenizer: Tokenizer) -> dict[str, int | None]:
+    """The ids of lmlab's bos / eos / pad / unk tokens in `tokenizer`, None for any it lacks."""
+    names = {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK}
+    return {role: tokenizer.token_to_id(token) for role, token in names.items()}

@@ -1,0 +1,39 @@
+"""What a run shows while it works: a progress bar (loss, tokens/s, ETA) and metrics.jsonl."""
+
+import json
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from lmlab.io.atomic import atomic_write_text
+
+
+def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False) -> tqdm:
+    """A tqdm bar counting optimizer steps; its postfix carries loss and tokens/s, its ETA the rest."""
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True, disable=disable,
+                file=sys.stderr)
+
+
+class MetricsLog:
+    """Append-only JSONL of training metrics, one object per logged step."""
+
+    def __init__(self, path: Path, resume_step: int | None = None):
+        """Open `path`; when resuming at `resume_step`, drop lines logged after that step (the run
+        that wrote them died before its next checkpoint, so they will be logged again)."""
+        self.path = path
+        if resume_step is not None and path.exists():
+            kept = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= resume_step]
+            atomic_write_text(path, "".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            path.unlink(missing_ok=True)
+
+    def write(self, **metrics) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
