@@ -8,7 +8,7 @@ EMBEDDED = {
     "markov": "text sampled from a Markov chain over made-up words; its true entropy is known exactly",
     "stdlib": "the Python standard library's own source files (real text every Python install carries)",
 }
-MARKOV_TRAIN_DOCS = 4000
+MARKOV_TRAIN_DOCS = 20000
 MARKOV_TRAIN_SEED = 0
 
 

@@ -170,6 +170,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
                     loss = cross_entropy(wrapped(inputs), targets) / train_cfg.grad_accum
                     loss.backward()
                 loss_sum += loss.item()
+            loss_sum = _mean_over_ranks(loss_sum, d)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip).item()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -242,11 +243,18 @@ def _sigint_flag():
 
 def _any_rank(flag: bool, d: distributed.Dist) -> bool:
     """True on every rank if it is true on one, so all processes stop at the same step."""
-    if d.world_size == 1:
-        return flag
-    t = torch.tensor([float(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return flag if d.world_size == 1 else _all_reduce(float(flag), dist.ReduceOp.MAX) > 0
+
+
+def _mean_over_ranks(value: float, d: distributed.Dist) -> float:
+    """The global batch's loss, not just this rank's share of it."""
+    return value if d.world_size == 1 else _all_reduce(value, dist.ReduceOp.SUM) / d.world_size
+
+
+def _all_reduce(value: float, op) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=op)
+    return t.item()
 
 
 def _exp(x: float) -> float:

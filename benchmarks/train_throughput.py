@@ -1,0 +1,244 @@
+"""Training throughput: lmlab versus Hugging Face transformers on the same model, same weights.
+
+For GPT-2 (`gpt2-small`) and Llama (`llama-small`) this builds the lmlab decoder and the HF model
+with the identical config (`config_to_hf`), copies the weights across so both start equal (and
+checks the first loss agrees), then times full training steps:
+
+  lmlab: exactly the pre-training recipe's step — causal_lm -> model -> cross_entropy -> backward
+         -> clip_grad_norm_ -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule.
+  HF:    what a transformers user writes — model.train(), model(input_ids, labels=input_ids).loss
+         -> backward -> clip_grad_norm_(1.0) -> torch.optim.AdamW (default, foreach) -> zero_grad.
+
+Both sides see the same token batches and read 256 tokens per sequence. Repetitions interleave
+lmlab and HF (alternating which goes first) and each side reports its median round, so a noisy
+shared machine slows both alike. Usage:
+
+  python benchmarks/train_throughput.py                 # CPU, full size
+  python benchmarks/train_throughput.py --quick         # tiny smoke test
+  python benchmarks/train_throughput.py --device cuda --bf16
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+from lmlab.config import ModelConfig, preset
+from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.models.decoder import build_decoder
+from lmlab.models.registry import family
+from lmlab.objectives.causal_lm import causal_lm
+from lmlab.training.optim import build_optimizer, lr_multiplier
+
+RESULTS = Path(__file__).parent / "results" / "train_throughput.json"
+LR, WEIGHT_DECAY, GRAD_CLIP = 3e-4, 0.1, 1.0
+HF_CLASSES = {"gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
+              "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM)}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--steps", type=int, default=10, help="timed training steps per side per round")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per side before timing")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved lmlab/HF repetitions; the median is kept")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast on both sides (CUDA only)")
+    p.add_argument("--quick", action="store_true", help="tiny models, few steps: a smoke test, not a benchmark")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args()
+    if args.bf16 and args.device != "cuda":
+        p.error("--bf16 is for --device cuda; on the CPU both sides run fp32")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda asked for but CUDA is not available")
+    if args.quick:
+        args.steps, args.warmup, args.rounds, args.batch_size, args.seq_len = 2, 1, 2, 2, 32
+    return args
+
+
+def model_configs(quick: bool) -> dict[str, ModelConfig]:
+    """The two benchmarked shapes: 6 layers, d_model 384, 6 heads, vocab 8192 (tiny ones with --quick)."""
+    if quick:
+        return {"gpt2": preset("gpt2-tiny", n_layers=2, vocab_size=512),
+                "llama": preset("llama-tiny", n_layers=2, vocab_size=512)}
+    return {"gpt2": preset("gpt2-small"), "llama": preset("llama-small")}
+
+
+def build_pair(cfg: ModelConfig, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The lmlab decoder and the HF model for `cfg`, holding the same weights."""
+    torch.manual_seed(0)
+    ours = build_decoder(cfg)
+    convert = family(cfg.family)
+    config_cls, model_cls = HF_CLASSES[cfg.family]
+    hf = model_cls(config_cls(**convert.config_to_hf(cfg)))
+    missing, unexpected = hf.load_state_dict(convert.to_hf(ours.state_dict(), cfg), strict=False)
+    tied_head = ["lm_head.weight"] if cfg.tie_embeddings else []
+    assert missing == tied_head and not unexpected, (missing, unexpected)
+    return ours.to(device).train(), hf.to(device).train()
+
+
+def training_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
+    """6 N + 12 n_layers d_model seq_len (the PaLM appendix-B count, forward + backward).
+
+    N counts every weight that takes part in a matmul: the blocks (and the final norm) plus the
+    LM head matrix (vocab x d_model), whether or not it is tied to the token embedding. The token
+    and position embedding lookups are not matmuls and are left out. The second term is the
+    attention scores and weighted sum (QK^T and AV), counted over the full T x T square.
+    """
+    model = build_decoder(cfg)
+    n = sum(p.numel() for name, p in model.named_parameters()
+            if name.startswith(("blocks.", "norm.")))
+    n += cfg.vocab_size * cfg.d_model
+    return 6 * n + 12 * cfg.n_layers * cfg.d_model * seq_len
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+    """The best of a few n x n matmuls, in GFLOP/s: what this machine's GEMM reaches at these threads."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
+class LmlabTrainer:
+    """The pre-training recipe's step (recipes/pretrain.py), on batches of T+1 tokens."""
+
+    def __init__(self, model: torch.nn.Module, autocast):
+        self.model, self.autocast = model, autocast
+        self.optimizer = build_optimizer(model, LR, WEIGHT_DECAY)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_multiplier(s, 100, 10_000, "cosine", 0.1))
+
+    def step(self, block: torch.Tensor) -> float:
+        inputs, targets = causal_lm(block)  # (B, T) each
+        with self.autocast():
+            loss = cross_entropy(self.model(inputs), targets)
+            loss.backward()
+        loss_value = loss.item()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP).item()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return loss_value
+
+
+class HFTrainer:
+    """A plain transformers training step: the model shifts the labels and computes the loss."""
+
+    def __init__(self, model: torch.nn.Module, autocast):
+        self.model, self.autocast = model, autocast
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+
+    def step(self, block: torch.Tensor) -> float:
+        input_ids = block[:, :-1]  # (B, T): the same T tokens lmlab reads; HF predicts T-1 of them
+        with self.autocast():
+            loss = self.model(input_ids, labels=input_ids).loss
+            loss.backward()
+        loss_value = loss.item()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss_value
+
+
+def timed_steps(trainer, batches: list[torch.Tensor], steps: int, device: torch.device) -> float:
+    """Seconds for `steps` training steps, cycling through `batches`."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        trainer.step(batches[i % len(batches)])
+    synchronize(device)
+    return time.perf_counter() - t0
+
+
+def check_same_start(ours, hf, block: torch.Tensor, cfg: ModelConfig) -> float:
+    """Both models give the same loss on the same T-1 predictions before training; return it."""
+    input_ids = block[:, :-1]
+    with torch.no_grad():
+        ours_loss = cross_entropy(ours(input_ids)[:, :-1], input_ids[:, 1:]).item()
+        hf_loss = hf(input_ids, labels=input_ids).loss.item()
+    assert abs(ours_loss - hf_loss) < 1e-4, f"{cfg.family}: lmlab loss {ours_loss} != HF loss {hf_loss}"
+    return ours_loss
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+
+    def autocast():
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
+
+    peak = matmul_peak_gflops(device, dtype)
+    tokens_per_step = args.batch_size * args.seq_len
+    results = []
+    for name, cfg in model_configs(args.quick).items():
+        ours, hf = build_pair(cfg, device)
+        g = torch.Generator().manual_seed(1)
+        batches = [torch.randint(0, cfg.vocab_size, (args.batch_size, args.seq_len + 1), generator=g).to(device)
+                   for _ in range(4)]
+        start_loss = check_same_start(ours, hf, batches[0], cfg)
+        trainers = {"lmlab": LmlabTrainer(ours, autocast), "hf": HFTrainer(hf, autocast)}
+        for trainer in trainers.values():
+            timed_steps(trainer, batches, args.warmup, device)
+        rates = {impl: [] for impl in trainers}
+        for r in range(args.rounds):
+            order = list(trainers) if r % 2 == 0 else list(reversed(trainers))
+            for impl in order:
+                seconds = timed_steps(trainers[impl], batches, args.steps, device)
+                rates[impl].append(args.steps * tokens_per_step / seconds)
+        flops_per_token = training_flops_per_token(cfg, args.seq_len)
+        for impl, per_round in rates.items():
+            tokens_per_s = statistics.median(per_round)
+            gflops = tokens_per_s * flops_per_token / 1e9
+            results.append({
+                "model": name, "impl": impl, "tokens_per_s": tokens_per_s, "rounds_tokens_per_s": per_round,
+                "gflops": gflops, "pct_of_peak": 100 * gflops / peak, "start_loss": start_loss,
+                "speedup_vs_hf": tokens_per_s / statistics.median(rates["hf"]),
+            })
+        del ours, hf, trainers
+
+    print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"transformers {transformers.__version__}, {'bf16' if args.bf16 else 'fp32'}, "
+          f"batch {args.batch_size} x seq {args.seq_len}, {args.steps} steps x {args.rounds} rounds (median); "
+          f"matmul peak {peak:.1f} GFLOP/s")
+    print(f"{'model':<7}{'impl':<7}{'tokens/s':>10}{'GFLOP/s':>10}{'% peak':>8}{'lmlab/HF':>10}")
+    for row in results:
+        print(f"{row['model']:<7}{row['impl']:<7}{row['tokens_per_s']:>10.0f}{row['gflops']:>10.1f}"
+              f"{row['pct_of_peak']:>7.1f}%{row['speedup_vs_hf']:>9.2f}x")
+
+    machine = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+               else platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+               "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+               "transformers": transformers.__version__, "matmul_peak_gflops": peak}
+    settings = {"dtype": "bf16-autocast" if args.bf16 else "fp32", "batch_size": args.batch_size,
+                "seq_len": args.seq_len, "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
+                "quick": args.quick, "lr": LR, "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

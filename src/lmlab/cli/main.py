@@ -1,0 +1,43 @@
+"""The `lmlab` command: one subcommand per module in this package.
+
+Each module has `add_parser(subparsers)` and `run(args)`. A bad input (`LmlabError`) prints one
+line and exits with code 2; anything else is a bug and keeps its traceback.
+"""
+
+import argparse
+import sys
+
+from lmlab.cli import eval as eval_cmd
+from lmlab.cli import generate, quickstart, tokenizer, train
+from lmlab.errors import LmlabError
+
+COMMANDS = [quickstart, tokenizer, train, generate, eval_cmd]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors: one line, exit 2
+        self.exit(2, f"lmlab: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lmlab", description="Build, train, inspect and use language models.")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except LmlabError as e:
+        print(f"lmlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lmlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

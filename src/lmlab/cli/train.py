@@ -1,0 +1,62 @@
+"""`lmlab train`: pre-train a decoder (causal LM) from a preset, with overrides, resumably."""
+
+import argparse
+import dataclasses
+import typing
+
+from lmlab.config import ModelConfig, TrainConfig, PRESETS, preset
+from lmlab.data.corpora import EMBEDDED
+from lmlab.recipes.pretrain import pretrain
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_fields(group, cls, skip=()) -> None:
+    """One optional flag per dataclass field (`n_layers` -> `--n-layers`); unset flags keep the preset."""
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if typing.get_origin(f.type) is typing.Literal:
+            group.add_argument(_flag(f.name), dest=f.name, choices=typing.get_args(f.type), default=None)
+            continue
+        kind = typing.get_args(f.type) or (f.type,)
+        kind = next((k for k in kind if k in (int, float, bool, str)), str)
+        if kind is bool:
+            group.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            group.add_argument(_flag(f.name), dest=f.name, type=kind, default=None, metavar=kind.__name__.upper())
+
+
+def _set_fields(args, cls) -> dict:
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if getattr(args, f.name, None) is not None}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("train", help="pre-train a language model (causal LM)",
+                              description="Pre-train a decoder on text. Every model and training setting "
+                                          "has a flag; unset ones keep the preset's / default value.")
+    p.add_argument("--model", required=True, help=f"preset: {', '.join(PRESETS)}")
+    p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
+    p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
+    p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE on the data)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
+    _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
+    _add_fields(p.add_argument_group("training settings"), TrainConfig)
+    p.set_defaults(run=run)
+
+
+def run(args) -> None:
+    model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
+    train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
+    result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
+                      stop_after=args.stop_after, device=args.device)
+    if result.model_dir is None:
+        print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
+              f"Continue with: lmlab train … --out {args.out} --resume")
+    else:
+        print(f"done: {result.step} steps, validation loss {result.val_loss:.4f}. Model saved to {result.model_dir}")

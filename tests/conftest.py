@@ -1,0 +1,35 @@
+"""Shared fixtures: an isolated lmlab cache, a tiny corpus, tiny configs."""
+
+import pytest
+
+from lmlab.config import TrainConfig, preset
+from lmlab.data.markov import markov_corpus
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own cache, so nothing leaks between tests or into ~/.cache."""
+    monkeypatch.setenv("LMLAB_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "corpus.txt"
+    path.write_text("\n".join(markov_corpus(300, seed=3)[0]))
+    return path
+
+
+TINY_MODEL = dict(vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
+TINY_MODEL_ARGS = ["--vocab-size", "300", "--context-length", "32", "--n-layers", "2", "--n-heads", "2",
+                   "--d-model", "32", "--d-ff", "64"]
+
+
+@pytest.fixture
+def tiny_gpt2():
+    return preset("gpt2-tiny", **TINY_MODEL)
+
+
+@pytest.fixture
+def tiny_train():
+    return TrainConfig(max_steps=6, batch_size=4, block_size=16, lr=1e-3, warmup_steps=2, eval_every=3,
+                       checkpoint_every=2, keep_checkpoints=2, log_every=1)

@@ -1,0 +1,86 @@
+"""Pre-training: exact resumption, checkpoints, outputs of a run, optimizer and schedule."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lmlab.config import preset
+from lmlab.errors import LmlabError
+from lmlab.models.decoder import build_decoder
+from lmlab.recipes.pretrain import pretrain
+from lmlab.training.checkpoint import list_checkpoints
+from lmlab.training.optim import build_optimizer, lr_multiplier
+
+from conftest import TINY_MODEL
+
+
+def weights(run_dir):
+    return load_file(run_dir / "model" / "model.safetensors")
+
+
+@pytest.mark.parametrize("family,overrides", [("gpt2-tiny", {}), ("llama-tiny", {"n_kv_heads": 1}),
+                                              ("gpt2-tiny", {"dropout": 0.1})])
+def test_resume_gives_same_weights(tmp_path, corpus_file, tiny_train, family, overrides):
+    cfg = preset(family, **TINY_MODEL, **overrides)
+    train = tiny_train.replace(grad_accum=2)
+    pretrain(cfg, train, str(corpus_file), tmp_path / "full", show_progress=False)
+    first = pretrain(cfg, train, str(corpus_file), tmp_path / "split", stop_after=3, show_progress=False)
+    assert first.interrupted and first.step == 3 and first.model_dir is None
+    second = pretrain(cfg, train, str(corpus_file), tmp_path / "split", resume=True, show_progress=False)
+    assert second.step == 6 and not second.interrupted
+    full, split = weights(tmp_path / "full"), weights(tmp_path / "split")
+    assert full.keys() == split.keys()
+    assert all(torch.equal(full[k], split[k]) for k in full)
+    metrics = [json.loads(line) for line in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5, 6]
+
+
+def test_run_directory_holds_model_metrics_curve_and_last_k_checkpoints(tmp_path, corpus_file, tiny_gpt2, tiny_train):
+    result = pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "run", show_progress=False)
+    run = tmp_path / "run"
+    assert {p.name for p in (run / "model").iterdir()} == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["step_0000004.pt", "step_0000006.pt"]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {"loss", "lr", "tokens_per_s", "grad_norm"} <= rows[0].keys()
+    assert [r["step"] for r in rows if "val_loss" in r] == [3, 6]
+    assert rows[-1]["val_ppl"] == pytest.approx(torch.tensor(rows[-1]["val_loss"]).exp().item(), rel=1e-6)
+    assert result.val_loss == rows[-1]["val_loss"]
+    assert (run / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert not list(run.rglob("*.tmp"))
+
+
+def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_gpt2, tiny_train):
+    pretrain(tiny_gpt2, tiny_train.replace(max_steps=40, eval_every=5, lr=3e-3), str(corpus_file), tmp_path / "r",
+             show_progress=False)
+    val = [json.loads(line)["val_loss"] for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+           if "val_loss" in line]
+    assert val[-1] < val[0] - 1.0
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path, corpus_file, tiny_gpt2, tiny_train):
+    pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "r", stop_after=2, show_progress=False)
+    with pytest.raises(LmlabError, match="different config.*lr"):
+        pretrain(tiny_gpt2, tiny_train.replace(lr=5e-3), str(corpus_file), tmp_path / "r", resume=True,
+                 show_progress=False)
+    with pytest.raises(LmlabError, match="already holds a run"):
+        pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "r", show_progress=False)
+
+
+def test_weight_decay_skips_norms_biases_and_embeddings(tiny_gpt2):
+    model = build_decoder(tiny_gpt2)
+    decay, no_decay = build_optimizer(model, 1e-3, 0.1).param_groups
+    decayed = {id(p) for p in decay["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in decayed}
+    assert names and all(n.endswith("weight") and "norm" not in n and "embedding" not in n for n in names)
+    assert no_decay["weight_decay"] == 0.0
+    assert sum(p.numel() for g in (decay, no_decay) for p in g["params"]) == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "linear"])
+def test_schedule_warms_up_then_decays_to_min(schedule):
+    values = [lr_multiplier(s, 10, 100, schedule, 0.1) for s in range(101)]
+    assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(values[10:], values[11:]))
+    assert values[100] == pytest.approx(0.1)
