@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
 def run_perplexity(args) -> None:
     model, tokenizer = load(args.model)
     text = "\n".join(read_texts(args.file))
-    ids = tokenizer.encode(text).ids
+    ids = tokenizer.encode(text)
     if len(ids) < 2:
         raise LmlabError(f"'{args.file}' has {len(ids)} token(s); perplexity needs at least 2")
     result = perplexity(model, torch.tensor(ids), model.config.context_length, args.stride)

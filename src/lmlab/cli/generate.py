@@ -4,7 +4,6 @@ import sys
 
 from lmlab.generation.generate import stream_tokens
 from lmlab.io.load import load
-from lmlab.tokenizers.bpe import special_token_ids
 
 
 def add_parser(subparsers) -> None:
@@ -21,11 +20,11 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     model, tokenizer = load(args.model)
-    prompt_ids = tokenizer.encode(args.prompt).ids
+    prompt_ids = tokenizer.encode(args.prompt)
     new_ids, printed = [], ""
     sys.stdout.write(args.prompt)
     for token in stream_tokens(model, prompt_ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-                               args.seed, special_token_ids(tokenizer)["eos"]):
+                               args.seed, tokenizer.eos_id):
         new_ids.append(token)
         text = tokenizer.decode(new_ids)
         if not text.endswith("\ufffd"):  # wait until a multi-byte character is complete

@@ -20,7 +20,6 @@ from lmlab.eval.perplexity import perplexity
 from lmlab.generation.generate import generate
 from lmlab.io.load import load
 from lmlab.recipes.pretrain import pretrain
-from lmlab.tokenizers.bpe import special_token_ids
 from lmlab.training.checkpoint import list_checkpoints
 
 HELD_OUT_DOCS, HELD_OUT_SEED = 300, 12345
@@ -53,16 +52,15 @@ def run(args) -> None:
 
     # Held-out text from the same source, with its exact surprisal: the entropy floor.
     texts, surprisal = markov_corpus(HELD_OUT_DOCS, seed=HELD_OUT_SEED)
-    held_out = tokenize_corpus(texts, tokenizer)
-    train_tokens = tokenize_corpus(markov_corpus(MARKOV_TRAIN_DOCS)[0], tokenizer)
+    held_out = tokenize_corpus(texts, tokenizer.backend)
+    train_tokens = tokenize_corpus(markov_corpus(MARKOV_TRAIN_DOCS)[0], tokenizer.backend)
     ours = perplexity(model, torch.from_numpy(held_out.astype("int64")), model.config.context_length)
     floor = math.exp(surprisal / (len(held_out) - 1))
-    unigram = unigram_perplexity(train_tokens, held_out, tokenizer.get_vocab_size())
+    unigram = unigram_perplexity(train_tokens, held_out, tokenizer.vocab_size)
 
     print("\nSamples (temperature 0.8):")
-    eos = special_token_ids(tokenizer)["eos"]
     for i, prompt in enumerate(PROMPTS):
-        ids = generate(model, tokenizer.encode(prompt).ids, 40, temperature=0.8, seed=i, eos_id=eos)
+        ids = generate(model, tokenizer.encode(prompt), 40, temperature=0.8, seed=i, eos_id=tokenizer.eos_id)
         print(f"  {prompt}{tokenizer.decode(ids)}")
     print(f"\nHeld-out perplexity per token ({ours.tokens} tokens):")
     print(f"  unigram baseline     {unigram:8.3f}")

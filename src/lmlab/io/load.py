@@ -3,15 +3,15 @@
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.hf import load_hf_dir
 from lmlab.modules.transformer import TransformerDecoder
-from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
+from lmlab.tokenizers.bpe import TOKENIZER_FILE
+from lmlab.tokenizers.text import TextTokenizer
 
 
-def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, Tokenizer]:
+def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
     """(model, tokenizer) from an HF-layout model directory or an lmlab run directory (its model/)."""
     path = Path(name_or_path)
     if (path / "model" / "config.json").is_file():
@@ -24,4 +24,4 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[
                          "stopped, finish it with `lmlab train … --resume`")
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
-    return load_hf_dir(path, dtype), load_tokenizer(path)
+    return load_hf_dir(path, dtype), TextTokenizer.from_dir(path)
