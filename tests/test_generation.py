@@ -1,12 +1,14 @@
-"""Decoding: greedy is argmax, filters keep the right tokens, seeds reproduce, the cache changes nothing."""
+"""Decoding: greedy is argmax, filters keep the right tokens, seeds reproduce, the cache changes nothing,
+a batch gives what each prompt gets alone, and every bad setting is one clear error."""
 
 import pytest
 import torch
 
 from lmlab.config import preset
 from lmlab.errors import LmlabError
-from lmlab.generation.generate import generate
-from lmlab.generation.sampling import filter_logits, next_token
+from lmlab.generation import GenerationConfig, generate, generate_batch
+from lmlab.generation.beam import beam_search
+from lmlab.generation.sampling import apply_repetition_penalty, filter_logits, next_token
 from lmlab.models.decoder import build_decoder
 
 
@@ -16,14 +18,35 @@ def model():
     return build_decoder(preset("llama-tiny", vocab_size=64, context_length=48, n_layers=2)).eval()
 
 
-def test_greedy_with_cache_equals_argmax_without(model):
-    prompt = [5, 9, 2]
-    new = generate(model, prompt, 12, temperature=0)
+@pytest.fixture(scope="module")
+def gpt2():
+    torch.manual_seed(1)
+    return build_decoder(preset("gpt2-tiny", vocab_size=64, context_length=48, n_layers=2, d_model=32,
+                                n_heads=2, d_ff=64)).eval()
+
+
+def uncached_greedy(model, prompt, n, repetition_penalty=1.0):
+    """The reference: re-run the whole sequence for every token, no cache."""
     ids = list(prompt)
     with torch.no_grad():
-        for _ in range(12):
-            ids.append(model(torch.tensor([ids]))[0, -1].argmax().item())
-    assert new == ids[3:]
+        for _ in range(n):
+            logits = model(torch.tensor([ids]))[:, -1]
+            seen = torch.zeros_like(logits, dtype=torch.bool)
+            seen[0, ids] = True
+            ids.append(apply_repetition_penalty(logits, seen, repetition_penalty).argmax().item())
+    return ids[len(prompt):]
+
+
+@pytest.mark.parametrize("penalty", [1.0, 1.8])
+def test_greedy_with_cache_equals_argmax_without(model, gpt2, penalty):
+    for m in (model, gpt2):
+        assert generate(m, [5, 9, 2], 12, repetition_penalty=penalty) == uncached_greedy(m, [5, 9, 2], 12, penalty)
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
+    logits = torch.tensor([[2.0, -2.0, 2.0, -2.0]])
+    seen = torch.tensor([[True, True, False, False]])
+    assert apply_repetition_penalty(logits, seen, 2.0).tolist() == [[1.0, -4.0, 2.0, -2.0]]
 
 
 def test_same_seed_same_sample_different_seed_differs(model):
@@ -33,8 +56,50 @@ def test_same_seed_same_sample_different_seed_differs(model):
 
 
 def test_eos_stops_generation(model):
-    greedy = generate(model, [3], 10, temperature=0)
-    assert generate(model, [3], 10, temperature=0, eos_id=greedy[4]) == greedy[:greedy.index(greedy[4])]
+    greedy = generate(model, [3], 10)
+    assert generate(model, [3], 10, eos_id=greedy[4]) == greedy[:greedy.index(greedy[4])]
+    [result] = generate_batch(model, [[3]], GenerationConfig(max_new_tokens=10, eos_id=(63, greedy[4])))
+    assert (result.finish_reason, result.stop) == ("stop", greedy[4])
+    assert generate_batch(model, [[3]], GenerationConfig(max_new_tokens=10))[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize("which", ["model", "gpt2"])
+def test_batch_gives_same_tokens_as_one_by_one(which, request):
+    m = request.getfixturevalue(which)
+    prompts = [[7], [4, 8, 15, 16, 23, 42], [1, 2, 3], [9, 9]]
+    config = GenerationConfig(max_new_tokens=10, repetition_penalty=1.3)
+    batch = generate_batch(m, prompts, config)
+    assert [r.token_ids for r in batch] == [generate_batch(m, [p], config)[0].token_ids for p in prompts]
+
+
+def test_finished_rows_stop_while_others_continue(model):
+    prompts = [[3], [11, 12, 13]]
+    alone = [generate(model, p, 10) for p in prompts]
+    eos = alone[0][2]
+    assert eos not in alone[1]
+    first, second = generate_batch(model, prompts, GenerationConfig(max_new_tokens=10, eos_id=eos))
+    assert first.token_ids == alone[0][:alone[0].index(eos)] and first.finish_reason == "stop"
+    assert second.token_ids == alone[1] and second.finish_reason == "length"
+
+
+def test_beam_batch_gives_same_as_one_by_one(model):
+    prompts = [[7, 1], [4, 8, 15, 16], [2]]
+    config = GenerationConfig(max_new_tokens=8, num_beams=3, eos_id=5)
+    for together, p in zip(beam_search(model, prompts, config), prompts):
+        alone = beam_search(model, [p], config)[0]
+        assert (together.token_ids, together.finish_reason) == (alone.token_ids, alone.finish_reason)
+        assert together.score == pytest.approx(alone.score, abs=1e-5)
+
+
+def test_beam_search_finds_a_sequence_at_least_as_likely_as_greedy(model):
+    def logprob(prompt, new):
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + new]))[0, len(prompt) - 1:-1].log_softmax(-1)
+        return logits.gather(1, torch.tensor(new)[:, None]).sum().item()
+    prompt = [5, 6]
+    beam = beam_search(model, [prompt], GenerationConfig(max_new_tokens=6, num_beams=4, length_penalty=0.0))[0]
+    assert beam.score == pytest.approx(logprob(prompt, beam.token_ids), abs=1e-4)
+    assert beam.score >= logprob(prompt, generate(model, prompt, 6)) - 1e-5
 
 
 def test_top_k_keeps_k_best():
@@ -57,6 +122,40 @@ def test_sampling_never_picks_filtered_tokens():
     assert set(picks.tolist()) == {2, 3}
 
 
+def test_sampled_tokens_stay_inside_top_k(model):
+    config = GenerationConfig(max_new_tokens=1, temperature=3.0, top_k=3)
+    with torch.no_grad():
+        allowed = set(model(torch.tensor([[4, 2]]))[0, -1].topk(3).indices.tolist())
+    picks = {generate_batch(model, [[4, 2]], GenerationConfig(**{**config.__dict__, "seed": s}))[0].token_ids[0]
+             for s in range(30)}
+    assert picks <= allowed and len(picks) > 1
+
+
 def test_prompt_beyond_context_is_an_error(model):
     with pytest.raises(LmlabError, match="exceeds the model's context of 48"):
         generate(model, list(range(40)), 10)
+    with pytest.raises(LmlabError, match="prompt 1 is empty"):
+        generate_batch(model, [[1], []], GenerationConfig(max_new_tokens=5))
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(temperature=-1.0), "temperature -1.0 must be >= 0"),
+    (dict(temperature=1.0, top_p=0.0), "top_p 0.0 must be in (0, 1]"),
+    (dict(temperature=1.0, top_p=1.5), "top_p 1.5 must be in (0, 1]"),
+    (dict(temperature=1.0, top_k=0), "top_k 0 must be at least 1"),
+    (dict(num_beams=0), "num_beams 0 must be at least 1"),
+    (dict(max_new_tokens=0), "max_new_tokens 0 must be at least 1"),
+    (dict(repetition_penalty=0.0), "repetition_penalty 0.0 must be > 0"),
+    (dict(num_beams=3, temperature=0.7), "beam search is deterministic"),
+    (dict(top_k=5), "top_k only apply when sampling"),
+    (dict(stop_strings=[""]), "a stop string is empty"),
+    (dict(num_beams=2, stop_strings=["."]), "stop strings work with step-by-step decoding only"),
+    (dict(early_stopping="sometimes"), "early_stopping 'sometimes'"),
+])
+def test_bad_settings_are_one_clear_error(settings, message):
+    with pytest.raises(LmlabError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        GenerationConfig(**settings)
+
+
+def test_one_stop_string_is_not_split_into_characters():
+    assert GenerationConfig(stop_strings="END").stop_strings == ("END",)

@@ -1,34 +1,95 @@
-"""`lmlab generate`: continue a prompt with a trained model, printing tokens as they arrive."""
+"""`lmlab generate`: continue a prompt, printing text as it arrives (or one JSON object).
 
+The sampling flags defined here are shared with `lmlab chat`: `sampling_config` maps them to a
+`GenerationConfig`, which checks every value.
+"""
+
+import argparse
+import json
 import sys
+from dataclasses import replace
 
-from lmlab.generation.generate import stream_tokens
+from lmlab.generation.config import GenerationConfig
+from lmlab.generation.generate import generate_batch, stream_text
 from lmlab.io.load import load
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("generate", help="generate text from a prompt")
-    p.add_argument("--model", required=True, help="model directory or lmlab run directory")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--seed", type=int)
+    p = subparsers.add_parser(
+        "generate", help="continue a prompt with a model",
+        description="Continue PROMPT (plain text, no special tokens unless --add-bos). Samples at temperature "
+                    "1.0 unless --greedy, --temperature or --beams say otherwise; stops at the tokenizer's "
+                    "end-of-text tokens, a --stop string, or after --max-new-tokens.",
+        epilog="examples:\n"
+               "  lmlab generate --model runs/quickstart --prompt 'Zini' --max-new-tokens 40 --seed 1\n"
+               "  lmlab generate --model smollm2-135m-instruct --prompt 'The capital of France is' --greedy --json\n"
+               "  lmlab generate --model smollm2-135m-instruct --prompt 'Once upon a time' --beams 4",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--add-bos", action="store_true", help="put the tokenizer's bos token before the prompt")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (text, token_ids, finish_reason, stop, prompt_tokens) at the end")
+    decoding = add_sampling_args(p, max_new_tokens=64)
+    decoding.add_argument("--beams", type=int, default=1, metavar="K",
+                          help="beam search with K beams (deterministic, prints at the end; default 1)")
+    decoding.add_argument("--length-penalty", type=float, default=1.0, metavar="P",
+                          help="beam score = sum logprob / length**P; > 0 favours longer outputs (default 1.0)")
     p.set_defaults(run=run)
 
 
+def add_sampling_args(p: argparse.ArgumentParser, max_new_tokens: int):
+    """The decoding flags `generate` and `chat` share; returns their argument group."""
+    g = p.add_argument_group("decoding")
+    g.add_argument("--max-new-tokens", type=int, default=max_new_tokens, metavar="N",
+                   help=f"stop after N new tokens (default {max_new_tokens})")
+    how = g.add_mutually_exclusive_group()
+    how.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    how.add_argument("--temperature", type=float, metavar="T",
+                     help="sampling temperature (default 1.0; 0 = greedy)")
+    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most likely tokens only")
+    g.add_argument("--top-p", type=float, metavar="P",
+                   help="sample among the smallest set of tokens whose probability reaches P, in (0, 1]")
+    g.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R",
+                   help="R > 1 discourages tokens already in the prompt or output (default 1.0 = off)")
+    g.add_argument("--stop", nargs="+", action="extend", default=[], metavar="STR",
+                   help="stop when the text contains STR (not printed); \\n and \\t mean newline and tab")
+    g.add_argument("--seed", type=int, metavar="S", help="random seed, for reproducible sampling")
+    return g
+
+
+def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig:
+    """The `GenerationConfig` the flags ask for, checked before any model is loaded (a bad value is a
+    one-line LmlabError). The caller adds the tokenizer's stop ids with `dataclasses.replace`."""
+    beams = getattr(args, "beams", 1)  # chat has no beam flags
+    temperature = args.temperature
+    if temperature is None:
+        temperature = 0.0 if args.greedy or beams > 1 else 1.0
+    stops = tuple(s.replace("\\n", "\n").replace("\\t", "\t") for s in args.stop) + extra_stops
+    return GenerationConfig(
+        max_new_tokens=args.max_new_tokens, temperature=temperature, top_k=args.top_k, top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty, num_beams=beams,
+        length_penalty=getattr(args, "length_penalty", 1.0),
+        stop_strings=stops, seed=args.seed)
+
+
 def run(args) -> None:
+    config = sampling_config(args)
     model, tokenizer = load(args.model)
-    prompt_ids = tokenizer.encode(args.prompt)
-    new_ids, printed = [], ""
+    config = replace(config, eos_id=tokenizer.stop_ids)
+    prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
+    if args.json or config.num_beams > 1:
+        result = generate_batch(model, [prompt_ids], config, tokenizer)[0]
+        if args.json:
+            print(json.dumps({"text": result.text, "token_ids": result.token_ids,
+                              "finish_reason": result.finish_reason, "stop": result.stop,
+                              "prompt_tokens": len(prompt_ids)}, ensure_ascii=False))
+        else:
+            print(args.prompt + result.text)
+        return
     sys.stdout.write(args.prompt)
-    for token in stream_tokens(model, prompt_ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-                               args.seed, tokenizer.eos_id):
-        new_ids.append(token)
-        text = tokenizer.decode(new_ids)
-        if not text.endswith("\ufffd"):  # wait until a multi-byte character is complete
-            sys.stdout.write(text[len(printed):])
-            sys.stdout.flush()
-            printed = text
-    sys.stdout.write(tokenizer.decode(new_ids)[len(printed):] + "\n")
+    sys.stdout.flush()
+    for piece in stream_text(model, tokenizer, prompt_ids, config):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")

@@ -8,10 +8,11 @@ import argparse
 import sys
 
 from lmlab.cli import eval as eval_cmd
-from lmlab.cli import generate, quickstart, tokenizer, train
+from lmlab.cli import chat, download, generate, logprobs, quickstart, tokenizer, train
+from lmlab.cli import list as list_cmd
 from lmlab.errors import LmlabError
 
-COMMANDS = [quickstart, tokenizer, train, generate, eval_cmd]
+COMMANDS = [quickstart, tokenizer, train, generate, chat, logprobs, eval_cmd, download, list_cmd]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,38 +1,109 @@
-"""Autoregressive decoding with a KV cache: prefill the prompt once, then one token per step."""
+"""The entry points: token ids in, new tokens (and text) out; one prompt, a batch, or a stream.
+
+    generate(model, ids, 40, temperature=0.8, top_p=0.95)      -> new token ids
+    generate_batch(model, [ids1, ids2], config, tokenizer)      -> [Generation, Generation]
+    for piece in stream_text(model, tokenizer, ids, config): print(piece, end="")
+
+Greedy and sampling run `decode_steps`; num_beams > 1 runs `beam_search`. With a tokenizer, each
+row's tokens also pass through an `IncrementalDetokenizer`, which finds the stop strings.
+"""
 
 from collections.abc import Iterator
 
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.generation.sampling import next_token
-from lmlab.modules.kv_cache import KVCache
+from lmlab.generation.beam import beam_search
+from lmlab.generation.config import GenerationConfig
+from lmlab.generation.decode import decode_steps
+from lmlab.generation.detokenize import IncrementalDetokenizer
+from lmlab.generation.output import Generation
 
 
-@torch.no_grad()
-def stream_tokens(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, temperature: float = 1.0,
-                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                  eos_id: int | None = None) -> Iterator[int]:
-    """Yield new token ids one at a time (stops at eos, which is not yielded, or after max_new_tokens)."""
-    cfg = model.config
-    if not prompt_ids:
-        raise LmlabError("the prompt is empty; pass some text (or --add-bos)")
-    if len(prompt_ids) + max_new_tokens > cfg.context_length:
-        raise LmlabError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
-                         f"model's context of {cfg.context_length} tokens; shorten the prompt or ask for fewer tokens")
-    device = next(model.parameters()).device
-    generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
-    cache = KVCache(cfg.n_layers, 1, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim,
-                    len(prompt_ids) + max_new_tokens, next(model.parameters()).dtype, device)
-    logits = model(torch.tensor([prompt_ids], device=device), kv_cache=cache)[:, -1]  # (1, V)
-    for _ in range(max_new_tokens):
-        token = next_token(logits, temperature, top_k, top_p, generator)  # (1,)
-        if token.item() == eos_id:
-            return
-        yield token.item()
-        logits = model(token[:, None], kv_cache=cache)[:, -1]
+def generate(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int = 64, **settings) -> list[int]:
+    """The new token ids after `prompt_ids`; `settings` are `GenerationConfig` fields (temperature,
+    top_k, top_p, repetition_penalty, num_beams, eos_id, seed, …). Greedy unless temperature > 0."""
+    config = GenerationConfig(max_new_tokens=max_new_tokens, **settings)
+    return generate_batch(model, [prompt_ids], config)[0].token_ids
 
 
-def generate(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, **sampling) -> list[int]:
-    """The new token ids after `prompt_ids` (see `stream_tokens` for the sampling arguments)."""
-    return list(stream_tokens(model, prompt_ids, max_new_tokens, **sampling))
+def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig = GenerationConfig(),
+                   tokenizer=None) -> list[Generation]:
+    """Decode every prompt together (left-padded), one `Generation` per prompt.
+
+    A row that stops (a stop token or stop string) takes no more tokens while the others go on.
+    With a `tokenizer` (a `TextTokenizer`) each result carries its text; stop strings need one.
+    """
+    if config.stop_strings and tokenizer is None:
+        raise LmlabError("stop strings are matched in text; pass the tokenizer to generate_batch")
+    if config.num_beams > 1:
+        results = beam_search(model, prompts, config)
+        if tokenizer is None:
+            return results
+        return [Generation(r.token_ids, r.finish_reason, r.stop, tokenizer.decode(r.token_ids), r.score)
+                for r in results]
+    rows = [_Row(config.stop_ids, tokenizer, config.stop_strings) for _ in prompts]
+    for tokens in decode_steps(model, prompts, config):
+        for row, token in zip(rows, tokens.tolist()):
+            row.add(token)
+        if all(row.finish_reason for row in rows):
+            break
+    return [row.result() for row in rows]
+
+
+def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
+                config: GenerationConfig = GenerationConfig()) -> Iterator[str]:
+    """Yield the new text in pieces as tokens arrive (for printing as you go).
+
+    Pieces never split a UTF-8 character and never show a stop string or the start of one;
+    joined, they equal the `text` that `generate_batch` returns for the same prompt and seed.
+    """
+    if config.num_beams > 1:
+        raise LmlabError("beam search picks its answer at the end, so it cannot stream; use generate_batch")
+    row = _Row(config.stop_ids, tokenizer, config.stop_strings)
+    for tokens in decode_steps(model, [prompt_ids], config):
+        piece = row.add(tokens.item())
+        if piece:
+            yield piece
+        if row.finish_reason:
+            break
+    tail = row.finish()
+    if tail:
+        yield tail
+
+
+class _Row:
+    """One prompt's output as it grows: its tokens, its text, and whether (and why) it stopped."""
+
+    def __init__(self, stop_ids: tuple[int, ...], tokenizer, stop_strings: tuple[str, ...]):
+        self.stop_ids = stop_ids
+        self.detokenizer = IncrementalDetokenizer(tokenizer, stop_strings) if tokenizer is not None else None
+        self.token_ids: list[int] = []
+        self.finish_reason: str | None = None
+        self.stop: int | str | None = None
+
+    def add(self, token: int) -> str:
+        """Append `token` unless the row has stopped; return the text now safe to show."""
+        if self.finish_reason:
+            return ""
+        if token in self.stop_ids:
+            self.finish_reason, self.stop = "stop", token
+            return ""
+        self.token_ids.append(token)
+        if self.detokenizer is None:
+            return ""
+        piece = self.detokenizer.add(token)
+        if self.detokenizer.stopped:
+            self.finish_reason, self.stop = "stop", self.detokenizer.stopped_by
+        return piece
+
+    def finish(self) -> str:
+        """The text held back until the end (none without a tokenizer)."""
+        return self.detokenizer.finish() if self.detokenizer is not None else ""
+
+    def result(self) -> Generation:
+        text = None
+        if self.detokenizer is not None:
+            self.finish()
+            text = self.detokenizer.text
+        return Generation(self.token_ids, self.finish_reason or "length", self.stop, text)

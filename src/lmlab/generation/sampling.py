@@ -1,6 +1,15 @@
-"""Turning next-token logits into a token: greedy, temperature, top-k, top-p (nucleus)."""
+"""Turning next-token logits into a token: repetition penalty, greedy, temperature, top-k, top-p."""
 
 import torch
+
+
+def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Make the tokens marked in `seen` less likely (CTRL, Keskar et al. 2019, as in HF): their
+    positive scores are divided by `penalty`, negative ones multiplied. scores (B, V), seen bool (B, V)."""
+    if penalty == 1.0:
+        return scores
+    penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return torch.where(seen, penalized, scores)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
@@ -11,8 +20,8 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        drop_sorted = cumulative - sorted_logits.softmax(-1) >= top_p  # mass before this token already enough
+        probs = sorted_logits.softmax(-1)
+        drop_sorted = probs.cumsum(-1) - probs >= top_p  # mass before this token already enough
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits

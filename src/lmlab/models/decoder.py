@@ -38,12 +38,15 @@ def build_decoder(cfg: ModelConfig) -> TransformerDecoder:
         "rope": lambda: None,
     }[cfg.positions]()
     rotary = RotaryEmbedding(cfg.head_dim, cfg.context_length, cfg.rope_base) if cfg.positions == "rope" else None
-    embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+    # an empty weight skips nn.Embedding's own init (ours follows); on the meta device that init
+    # would import torch._dynamo, two seconds of a model load
+    embedding = nn.Embedding(cfg.vocab_size, cfg.d_model, _weight=torch.empty(cfg.vocab_size, cfg.d_model))
     lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
     final_norm = norm() if cfg.norm_placement == "pre" else nn.Identity()
     model = TransformerDecoder(embedding, blocks, final_norm, lm_head, positions, rotary, cfg.dropout)
     model.config = cfg
-    _init_weights(model, cfg.n_layers)
+    if model.token_embedding.weight.device.type != "meta":  # a meta model is built to receive loaded weights
+        _init_weights(model, cfg.n_layers)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.token_embedding.weight
     return model

@@ -84,7 +84,8 @@ class SelfAttention(nn.Module):
             q, k = apply_rotary(q, rope), apply_rotary(k, rope)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
-        y, self.weights = attend(q, k, v, mask, is_causal=True,
+        # without a mask: causal over a full pass; a single new token sees every cached key
+        y, self.weights = attend(q, k, v, mask, is_causal=mask is None and T > 1,
                                  dropout_p=self.dropout if self.training else 0.0,
                                  need_weights=self.need_weights)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
@@ -119,16 +120,17 @@ class CrossAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, T, C))
 
 
-def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int) -> torch.Tensor | None:
+def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int,
+                 device: torch.device | None = None) -> torch.Tensor | None:
     """The bool mask (B or 1, 1, T, S) for T new queries over S keys (the last T of which are the
-    queries themselves): causal, minus padded keys. None when plain causal SDPA suffices.
+    queries themselves): causal, minus padded keys. None when no explicit mask is needed: a
+    full causal pass (T == S) or one new token that sees every key (T == 1), both without padding.
 
     attention_mask: (B, S), 1 for real tokens, 0 for padding. Every query may always see itself,
     so a padded query's softmax never runs over an empty row (which would give NaN).
     """
-    if attention_mask is None and T == S:
+    if attention_mask is None and (T == S or T == 1):
         return None
-    device = attention_mask.device if attention_mask is not None else None
     query_pos = torch.arange(S - T, S, device=device)[:, None]  # (T, 1)
     key_pos = torch.arange(S, device=device)[None, :]  # (1, S)
     causal = key_pos <= query_pos  # (T, S)

@@ -75,7 +75,7 @@ class TransformerDecoder(nn.Module):
             x = x + self.positions(positions)
         x = self.dropout(x)
         rope = self.rotary(positions) if self.rotary is not None else None
-        mask = decoder_mask(attention_mask, T, start + T)
+        mask = decoder_mask(attention_mask, T, start + T, input_ids.device)
         for i, block in enumerate(self.blocks):
             x = block(x, mask, rope, kv_cache.layer(i) if kv_cache is not None else None)
         if kv_cache is not None:

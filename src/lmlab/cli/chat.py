@@ -1,0 +1,83 @@
+"""`lmlab chat`: talk to a chat model, one turn at a time, with the whole history in its template.
+
+Each turn renders every message so far with the model's own chat template, generates until the
+tokenizer's end-of-turn token, and streams the reply. A model without a template gets plain
+"User: … / Assistant: …" turns, and its reply also ends where it starts writing the next "User:".
+"""
+
+import argparse
+import sys
+from dataclasses import replace
+
+from lmlab.cli.generate import add_sampling_args, sampling_config
+from lmlab.errors import LmlabError
+from lmlab.generation.generate import stream_text
+from lmlab.io.load import load
+from lmlab.tokenizers.chat import chat_prompt
+
+EXIT = "/exit"
+FALLBACK_STOP = "\nUser:"  # where a model on the fallback template starts the user's next turn
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "chat", help="chat with a model (interactive, or one --prompt)",
+        description="Chat using the model's chat template. Without --prompt, reads one message per line from "
+                    f"stdin until end of input or '{EXIT}'; the reply streams as it is generated.",
+        epilog="examples:\n"
+               "  lmlab chat --model smollm2-135m-instruct --system 'You are terse.' --prompt 'Name a colour.'\n"
+               "  printf 'Hi!\\nWhat did I just say?\\n' | lmlab chat --model M --greedy",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
+    p.add_argument("--system", help="a system message to start the conversation with")
+    p.add_argument("--prompt", help="answer this one message and exit")
+    add_sampling_args(p, max_new_tokens=256)
+    p.set_defaults(run=run)
+
+
+def run(args) -> None:
+    config = sampling_config(args)
+    model, tokenizer = load(args.model)
+    extra_stops = () if tokenizer.chat_template else (FALLBACK_STOP,)
+    config = replace(config, eos_id=tokenizer.stop_ids, stop_strings=config.stop_strings + extra_stops)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    for line in [args.prompt] if args.prompt is not None else _user_lines():
+        messages.append({"role": "user", "content": line})
+        reply = _reply(model, tokenizer, messages, config)
+        messages.append({"role": "assistant", "content": reply})
+
+
+def _user_lines():
+    """Lines typed (or piped) on stdin, until end of input or /exit; blank lines are skipped."""
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            sys.stdout.write("> ")
+            sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line or line.strip() == EXIT:
+            return
+        if line.strip():
+            yield line.rstrip("\n")
+
+
+def _reply(model, tokenizer, messages: list[dict], config) -> str:
+    """Generate, print (as it streams) and return the assistant's answer to `messages`."""
+    prompt_ids = tokenizer.encode(chat_prompt(tokenizer, messages))
+    room = model.config.context_length - len(prompt_ids)
+    if room < 1:
+        raise LmlabError(f"the conversation ({len(prompt_ids)} tokens) fills the model's context of "
+                         f"{model.config.context_length} tokens; start a new chat or use a shorter --system")
+    config = replace(config, max_new_tokens=min(room, config.max_new_tokens))
+    pieces = []
+    for piece in stream_text(model, tokenizer, prompt_ids, config):
+        if not pieces:
+            piece = piece.lstrip()  # templates often end in a space or newline before the answer
+            if not piece:
+                continue
+        pieces.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    return "".join(pieces)

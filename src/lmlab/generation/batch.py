@@ -1,0 +1,60 @@
+"""Putting prompts of different lengths into one batch: left padding, the mask, the cache.
+
+Prompts are right-aligned (padding on the left) so that every row's next token lands in the same
+column; the attention mask hides the padding and the model counts positions from each row's first
+real token, so a padded row computes what it would alone. Decoding steps always pass the mask
+(it also puts the mask on the model's device); the prefill drops it when nothing is padded.
+"""
+
+import torch
+
+from lmlab.errors import LmlabError
+from lmlab.modules.kv_cache import KVCache
+
+
+def check_prompts(model: torch.nn.Module, prompts: list[list[int]], max_new_tokens: int) -> None:
+    """Raise a one-line error for an empty prompt or one that leaves no room for max_new_tokens."""
+    if not prompts:
+        raise LmlabError("no prompts given; pass at least one list of token ids")
+    context = model.config.context_length
+    for i, prompt in enumerate(prompts):
+        where = f"prompt {i} " if len(prompts) > 1 else "the prompt "
+        if not prompt:
+            raise LmlabError(f"{where}is empty; pass some text (or --add-bos)")
+        if len(prompt) + max_new_tokens > context:
+            asked = f" + max_new_tokens ({max_new_tokens})" if max_new_tokens else ""
+            raise LmlabError(f"{where}({len(prompt)} tokens){asked} exceeds the model's context of {context} "
+                             f"tokens; shorten the prompt{' or ask for fewer tokens' if asked else ''}")
+
+
+def left_pad(prompts: list[list[int]], max_new_tokens: int, device: torch.device, pad_id: int = 0
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (B, T) with each prompt right-aligned, and the attention mask (B, T + max_new_tokens):
+    1 for real tokens, including the ones still to be generated, 0 for padding."""
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    mask = torch.ones((len(prompts), T + max_new_tokens), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, T - len(prompt):] = torch.tensor(prompt)
+        mask[row, :T - len(prompt)] = 0
+    return ids.to(device), mask.to(device)
+
+
+def prompt_mask(mask: torch.Tensor, T: int) -> torch.Tensor | None:
+    """The mask for prefilling T prompt columns: None when no row is padded (the fast causal path)."""
+    return None if bool(mask[:, :T].all()) else mask[:, :T]
+
+
+def new_cache(model: torch.nn.Module, batch_size: int, max_len: int) -> KVCache:
+    """An empty KV cache for `batch_size` rows of up to `max_len` positions, on the model's device/dtype."""
+    cfg, weight = model.config, next(model.parameters())
+    return KVCache(cfg.n_layers, batch_size, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, max_len,
+                   weight.dtype, weight.device)
+
+
+def seen_tokens(ids: torch.Tensor, mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Bool (B, V): which tokens occur among each row's real tokens (ids and mask (B, T)), for the
+    repetition penalty. Padding is scattered into a spare column that is dropped."""
+    ids = ids.masked_fill(mask == 0, vocab_size)
+    seen = torch.zeros(ids.size(0), vocab_size + 1, dtype=torch.bool, device=ids.device)
+    return seen.scatter_(1, ids, True)[:, :vocab_size]

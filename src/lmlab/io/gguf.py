@@ -1,0 +1,134 @@
+"""GGUF files (llama.cpp's format): read, dequantize, and cache as memory-mappable safetensors.
+
+A GGUF file holds the config and the tokenizer in its metadata and the weights in blocks of
+quantized numbers. Parsing the metadata and dequantizing every block takes seconds, so the first
+load writes the result (our fp32 state dict, config and tokenizer) into the lmlab cache, keyed by
+the file's size and modification time; later loads memory-map those safetensors into a model
+built on the meta device, which takes a fraction of a second and no extra copy of the weights.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf.quants import dequantize
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from lmlab.config import ModelConfig, config_from_dict, config_to_dict
+from lmlab.errors import LmlabError
+from lmlab.io.atomic import atomic_path
+from lmlab.io.cache import cache_dir
+from lmlab.models.decoder import build_decoder
+from lmlab.models.llama import gguf as llama_gguf
+from lmlab.modules.transformer import TransformerDecoder
+from lmlab.tokenizers.gguf import tokenizer_from_gguf
+from lmlab.tokenizers.text import TextTokenizer
+
+FAMILIES = {llama_gguf.ARCHITECTURE: llama_gguf}  # general.architecture -> conversion module
+SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
+                   for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")}
+CONVERTED_VERSION = 1  # bump when the converted layout changes, so old caches are not read
+WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
+
+
+@dataclass(frozen=True)
+class GGUFContents:
+    metadata: dict  # key -> value (str, int, float, bool or list), the "GGUF.*" header fields left out
+    tensors: dict[str, ReaderTensor]  # name -> the file's (memory-mapped, still quantized) tensor
+
+
+def read_gguf(path: str | Path) -> GGUFContents:
+    """The metadata and tensors of the GGUF file at `path`; a damaged or foreign file is an LmlabError."""
+    try:
+        reader = GGUFReader(path)
+        metadata = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    except FileNotFoundError:
+        raise LmlabError(f"GGUF file '{path}' does not exist; check the path") from None
+    except (ValueError, OSError, IndexError, KeyError) as e:  # the reader's signs of a bad file
+        raise LmlabError(f"'{path}' is not a readable GGUF file ({e}); it is truncated or not GGUF, "
+                         "download it again") from None
+    return GGUFContents(metadata, {t.name: t for t in reader.tensors})
+
+
+def dequantize_tensor(tensor: ReaderTensor) -> torch.Tensor:
+    """One GGUF tensor as fp32, shaped (out, in) like an `nn.Linear` weight."""
+    if tensor.tensor_type not in SUPPORTED_TYPES:
+        raise LmlabError(f"tensor '{tensor.name}' is stored as {tensor.tensor_type.name}, which lmlab does not "
+                         f"read yet; use a file quantized as one of {sorted(t.name for t in SUPPORTED_TYPES)}")
+    values = dequantize(tensor.data, tensor.tensor_type)
+    shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists the fastest-varying dim first
+    values = np.require(values, np.float32, ["C", "W"])  # F32 tensors are read-only views of the file: copy those
+    return torch.from_numpy(values.reshape(shape))
+
+
+def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokenizer]:
+    """Build our model (fp32) and tokenizer from a read GGUF file."""
+    arch = contents.metadata.get("general.architecture")
+    if arch not in FAMILIES:
+        raise LmlabError(f"GGUF architecture '{arch}' is not supported yet; lmlab loads: {', '.join(FAMILIES)}")
+    family = FAMILIES[arch]
+    shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
+    cfg = family.config_from_gguf(contents.metadata, shapes)
+    tokenizer = tokenizer_from_gguf(contents.metadata)  # before the slow part, so its errors come at once
+    tensors = {name: dequantize_tensor(t) for name, t in contents.tensors.items()}
+    return _assemble(cfg, family.from_gguf(tensors, cfg)), tokenizer
+
+
+def load_gguf(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
+    """(model, tokenizer) from a GGUF file, converted once and memory-mapped from the cache after."""
+    path = Path(path)
+    if not path.is_file():
+        raise LmlabError(f"GGUF file '{path}' does not exist; check the path")
+    converted = converted_dir(path)
+    if not (converted / WEIGHTS_FILE).is_file():
+        model, tokenizer = convert_gguf(read_gguf(path))
+        save_converted(model, tokenizer, converted)
+    model, tokenizer = load_converted(converted)
+    return model.to(dtype), tokenizer
+
+
+def converted_dir(path: Path) -> Path:
+    """Where the conversion of the GGUF file at `path` lives: named after it, keyed by its size and mtime."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}:{CONVERTED_VERSION}".encode()).hexdigest()[:16]
+    return cache_dir("gguf") / f"{path.stem}-{key}"
+
+
+def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> None:
+    """Write weights (the tied LM head once), config and tokenizer into `directory`, atomically."""
+    cfg: ModelConfig = model.config
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()
+             if not (cfg.tie_embeddings and k == "lm_head.weight")}
+    with atomic_path(directory) as tmp:
+        tmp.mkdir()
+        save_file(state, tmp / WEIGHTS_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps(config_to_dict(cfg), indent=2))
+        tokenizer.save(tmp)
+
+
+def load_converted(directory: Path) -> tuple[TransformerDecoder, TextTokenizer]:
+    """The model (weights memory-mapped, not copied) and tokenizer that `save_converted` wrote."""
+    try:
+        cfg = config_from_dict(json.loads((directory / CONFIG_FILE).read_text()))
+        state = load_file(directory / WEIGHTS_FILE)
+    except (OSError, ValueError, SafetensorError) as e:
+        raise LmlabError(f"the converted model in '{directory}' is damaged ({e}); delete that folder and "
+                         "load again") from None
+    if cfg.tie_embeddings:
+        state["lm_head.weight"] = state["token_embedding.weight"]
+    return _assemble(cfg, state), TextTokenizer.from_dir(directory)
+
+
+def _assemble(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> TransformerDecoder:
+    """A model for `cfg` that takes `state`'s tensors as its own (built on meta: no init, no copy)."""
+    with torch.device("meta"):
+        model = build_decoder(cfg)
+    model.load_state_dict(state, assign=True)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.token_embedding.weight
+    return model.eval()

@@ -1,0 +1,131 @@
+"""Llama <-> GGUF (llama.cpp's format): config from metadata keys, tensor names both ways.
+
+llama.cpp's converter reorders the rows of W_q and W_k: within each head, HF pairs feature i with
+feature i + head_dim/2 for rotation, llama.cpp pairs 2i with 2i+1. Loading undoes that reordering,
+so our HF-style rotary embedding gives the same scores; writing applies it again.
+"""
+
+import torch
+
+from lmlab.config import ModelConfig
+from lmlab.errors import LmlabError
+
+ARCHITECTURE = "llama"
+
+_LAYER = {  # lmlab name (after blocks.{i}.) -> GGUF name (after blk.{i}.)
+    "norm1.weight": "attn_norm.weight",
+    "attention.out.weight": "attn_output.weight",
+    "norm2.weight": "ffn_norm.weight",
+    "feed_forward.down.weight": "ffn_down.weight",
+}
+_STACKED = {  # lmlab name -> GGUF names stacked along dim 0, in order
+    "attention.qkv.weight": ("attn_q.weight", "attn_k.weight", "attn_v.weight"),
+    "feed_forward.gate_up.weight": ("ffn_gate.weight", "ffn_up.weight"),
+}
+_TOP = {"token_embedding.weight": "token_embd.weight", "norm.weight": "output_norm.weight"}
+_LM_HEAD = "output.weight"  # absent when the LM head is tied to the embedding
+
+
+def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelConfig:
+    """Our config from a GGUF file's metadata (key -> value) and tensor shapes (name -> (out, in)).
+
+    The vocabulary size is the embedding's row count; the LM head is tied when there is no `output.weight`.
+    """
+    def key(name: str, default=None):
+        value = meta.get(f"{ARCHITECTURE}.{name}", default)
+        if value is None:
+            raise LmlabError(f"GGUF metadata lacks '{ARCHITECTURE}.{name}'; the file is incomplete, re-convert it")
+        return value
+
+    if _TOP["token_embedding.weight"] not in shapes:
+        raise LmlabError(f"GGUF file lacks tensor '{_TOP['token_embedding.weight']}'; it does not hold a complete "
+                         f"{ARCHITECTURE} model")
+    scaling = meta.get(f"{ARCHITECTURE}.rope.scaling.type", "none")
+    if scaling != "none":
+        raise LmlabError(f"rope scaling '{scaling}' is not supported yet; only plain RoPE models load")
+    n_heads, d_model = key("attention.head_count"), key("embedding_length")
+    head_dim = d_model // n_heads
+    if key("rope.dimension_count", head_dim) != head_dim:
+        raise LmlabError(f"rope.dimension_count={meta[f'{ARCHITECTURE}.rope.dimension_count']} differs from "
+                         f"head_dim={head_dim}; partial rotary embeddings are not supported")
+    return ModelConfig(
+        family="llama", vocab_size=shapes[_TOP["token_embedding.weight"]][0], context_length=key("context_length"),
+        n_layers=key("block_count"), n_heads=n_heads, n_kv_heads=key("attention.head_count_kv", n_heads),
+        d_model=d_model, d_ff=key("feed_forward_length"), norm="rmsnorm",
+        norm_eps=float(key("attention.layer_norm_rms_epsilon")), ffn="swiglu", positions="rope",
+        rope_base=float(key("rope.freq_base", 10000.0)), bias=False,
+        tie_embeddings=_LM_HEAD not in shapes,
+    )
+
+
+def from_gguf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """GGUF tensors (dequantized, (out, in) like `nn.Linear`) -> our state dict.
+
+    Every tensor must find a place: a missing one or an extra one (say, the biases of a variant)
+    means the file holds a model this converter does not describe.
+    """
+    left = dict(tensors)
+
+    def take(name: str) -> torch.Tensor:
+        if name not in left:
+            raise LmlabError(f"GGUF file lacks tensor '{name}'; it does not hold a complete {ARCHITECTURE} model")
+        return left.pop(name)
+
+    ours = {name: take(g) for name, g in _TOP.items()}
+    kv_heads = cfg.n_kv_heads or cfg.n_heads
+    for i in range(cfg.n_layers):
+        for name, g in _LAYER.items():
+            ours[f"blocks.{i}.{name}"] = take(f"blk.{i}.{g}")
+        blk = {part: take(f"blk.{i}.{part}") for parts in _STACKED.values() for part in parts}
+        blk["attn_q.weight"] = _pair_halves(blk["attn_q.weight"], cfg.n_heads)
+        blk["attn_k.weight"] = _pair_halves(blk["attn_k.weight"], kv_heads)
+        for name, parts in _STACKED.items():
+            ours[f"blocks.{i}.{name}"] = torch.cat([blk[p] for p in parts], dim=0)
+    ours["lm_head.weight"] = ours["token_embedding.weight"] if cfg.tie_embeddings else take(_LM_HEAD)
+    if left:
+        raise LmlabError(f"GGUF tensors {sorted(left)[:3]} have no place in lmlab's {ARCHITECTURE} model; this "
+                         "variant is not supported yet")
+    return ours
+
+
+def to_gguf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Our state dict -> GGUF tensors in llama.cpp's layout (what a GGUF writer stores)."""
+    gguf = {g: state[name] for name, g in _TOP.items()}
+    kv_heads = cfg.n_kv_heads or cfg.n_heads
+    kv_dim = kv_heads * cfg.head_dim
+    sizes = {"attention.qkv.weight": [cfg.d_model, kv_dim, kv_dim], "feed_forward.gate_up.weight": [cfg.d_ff, cfg.d_ff]}
+    for i in range(cfg.n_layers):
+        for name, g in _LAYER.items():
+            gguf[f"blk.{i}.{g}"] = state[f"blocks.{i}.{name}"]
+        for name, parts in _STACKED.items():
+            for part, tensor in zip(parts, state[f"blocks.{i}.{name}"].split(sizes[name], dim=0)):
+                gguf[f"blk.{i}.{part}"] = tensor
+        gguf[f"blk.{i}.attn_q.weight"] = _interleave_halves(gguf[f"blk.{i}.attn_q.weight"], cfg.n_heads)
+        gguf[f"blk.{i}.attn_k.weight"] = _interleave_halves(gguf[f"blk.{i}.attn_k.weight"], kv_heads)
+    if not cfg.tie_embeddings:
+        gguf[_LM_HEAD] = state["lm_head.weight"]
+    return gguf
+
+
+def config_to_gguf(cfg: ModelConfig) -> dict[str, int | float]:
+    """The `llama.*` metadata keys that describe `cfg` (the inverse of `config_from_gguf`)."""
+    return {
+        f"{ARCHITECTURE}.vocab_size": cfg.vocab_size, f"{ARCHITECTURE}.context_length": cfg.context_length,
+        f"{ARCHITECTURE}.block_count": cfg.n_layers, f"{ARCHITECTURE}.embedding_length": cfg.d_model,
+        f"{ARCHITECTURE}.feed_forward_length": cfg.d_ff, f"{ARCHITECTURE}.attention.head_count": cfg.n_heads,
+        f"{ARCHITECTURE}.attention.head_count_kv": cfg.n_kv_heads or cfg.n_heads,
+        f"{ARCHITECTURE}.rope.freq_base": cfg.rope_base, f"{ARCHITECTURE}.rope.dimension_count": cfg.head_dim,
+        f"{ARCHITECTURE}.attention.layer_norm_rms_epsilon": cfg.norm_eps,
+    }
+
+
+def _pair_halves(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """llama.cpp row order (pairs 2i, 2i+1 per head) -> HF order (pairs i, i + head_dim/2)."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, rows // n_heads // 2, 2, cols).transpose(1, 2).reshape(rows, cols)
+
+
+def _interleave_halves(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """HF row order -> llama.cpp row order; the inverse of `_pair_halves`."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, cols).transpose(1, 2).reshape(rows, cols)
