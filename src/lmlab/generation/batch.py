@@ -2,8 +2,8 @@
 
 Prompts are right-aligned (padding on the left) so that every row's next token lands in the same
 column; the attention mask hides the padding and the model counts positions from each row's first
-real token, so a padded row computes what it would alone. Decoding steps always pass the mask
-(it also puts the mask on the model's device); the prefill drops it when nothing is padded.
+real token, so a padded row computes what it would alone. Without padding no mask is passed at
+all: the prefill is a plain causal pass and each step's token sees every cached key, the fast paths.
 """
 
 import torch
@@ -40,9 +40,9 @@ def left_pad(prompts: list[list[int]], max_new_tokens: int, device: torch.device
     return ids.to(device), mask.to(device)
 
 
-def prompt_mask(mask: torch.Tensor, T: int) -> torch.Tensor | None:
-    """The mask for prefilling T prompt columns: None when no row is padded (the fast causal path)."""
-    return None if bool(mask[:, :T].all()) else mask[:, :T]
+def is_padded(mask: torch.Tensor) -> bool:
+    """Whether any row of the batch is left-padded (only then does the model need the mask)."""
+    return not bool(mask.all())
 
 
 def new_cache(model: torch.nn.Module, batch_size: int, max_len: int) -> KVCache:

@@ -15,16 +15,17 @@ The KV cache follows the surviving beams with `KVCache.reorder`.
 
 import torch
 
-from lmlab.generation.batch import check_prompts, left_pad, new_cache, prompt_mask, seen_tokens
+from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
+from lmlab.generation.layout import arrange_for_decoding
 from lmlab.generation.output import Generation
 from lmlab.generation.sampling import apply_repetition_penalty
 
 IMPOSSIBLE = -1e9  # the score of an empty slot or a dead beam: finite, so sums keep their order
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig) -> list[Generation]:
     """The best beam for each prompt (config.num_beams beams each), batched with left padding."""
     check_prompts(model, prompts, config.max_new_tokens)
@@ -34,8 +35,10 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
     B, T = ids.shape
     ids = ids.repeat_interleave(K, dim=0)  # (B*K, T): row b*K + k is beam k of prompt b
     mask = mask.repeat_interleave(K, dim=0)  # (B*K, T + N)
+    arrange_for_decoding(model, B * K)
     cache = new_cache(model, B * K, T + N)
-    logits = last_logits(model, ids, prompt_mask(mask, T), cache)  # (B*K, V)
+    padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
+    logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B*K, V)
     V = logits.size(-1)
     penalize = config.repetition_penalty != 1.0
     seen = seen_tokens(ids, mask[:, :T], V) if penalize else None
@@ -99,7 +102,7 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
         if penalize:
             seen = seen[rows]
             seen[torch.arange(B * K, device=device), new_token.view(-1)] = True
-        logits = last_logits(model, new_token.view(B * K, 1), mask[:, :T + length], cache)
+        logits = last_logits(model, new_token.view(B * K, 1), mask[:, :T + length] if padded else None, cache)
 
     return [best_hypothesis(pool_tokens[b, 0, :pool_lengths[b, 0]].tolist(), pool_scores[b, 0].item(),
                             config.stop_ids) for b in range(B)]

@@ -2,19 +2,22 @@
 
 Each step feeds only the newest token; the KV cache holds the keys and values of everything
 before it, so a step costs O(length) instead of re-running the whole sequence (O(length^2)).
+A step is mostly matrix-vector products that stream the weights from memory; it runs under
+inference mode (no autograd bookkeeping) with the weights laid out for the batch (`layout.py`).
 """
 
 from collections.abc import Iterator
 
 import torch
 
-from lmlab.generation.batch import check_prompts, left_pad, new_cache, prompt_mask, seen_tokens
+from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
 from lmlab.generation.config import GenerationConfig
+from lmlab.generation.layout import arrange_for_decoding
 from lmlab.generation.sampling import apply_repetition_penalty, next_token
 from lmlab.modules.kv_cache import KVCache
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig) -> Iterator[torch.Tensor]:
     """Yield the next token of every prompt, (B,), once per step.
 
@@ -27,12 +30,14 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     N = config.max_new_tokens
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
+    arrange_for_decoding(model, B)
     cache = new_cache(model, B, T + N)
     generator = torch.Generator(device).manual_seed(config.seed) if config.seed is not None else None
     stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
     stopped = torch.zeros(B, dtype=torch.bool, device=device)
 
-    logits = last_logits(model, ids, prompt_mask(mask, T), cache)  # (B, V)
+    padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
+    logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     penalize = config.repetition_penalty != 1.0
     seen = seen_tokens(ids, mask[:, :T], logits.size(-1)) if penalize else None
     for step in range(N):
@@ -45,7 +50,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
             return
         if penalize:
             seen[torch.arange(B, device=device), token] = True
-        logits = last_logits(model, token[:, None], mask[:, :T + step + 1], cache)
+        logits = last_logits(model, token[:, None], mask[:, :T + step + 1] if padded else None, cache)
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None,

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from lmlab.config import ModelConfig, TrainConfig, config_from_dict, config_to_dict
+from lmlab.config import ModelConfig, TrainConfig, config_to_dict
 from lmlab.data.blocks import batch_starts, gather, shard, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import mean_block_loss
-from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.hf import save_hf_dir
 from lmlab.losses.cross_entropy import cross_entropy
@@ -32,9 +30,11 @@ from lmlab.models.decoder import build_decoder
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
-from lmlab.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint, set_rng_state
+from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
+from lmlab.training.device import pick_device
+from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import MetricsLog, progress_bar
+from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
 
 # Settings that may change between a run and its resumption (they do not touch the weights).
 RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every"}
@@ -48,14 +48,6 @@ class PretrainResult:
     interrupted: bool
 
 
-def pick_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise LmlabError(f"device '{device}' asked for but CUDA is not available; use --device cpu")
-    return torch.device(device)
-
-
 def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str | Path,
              tokenizer: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
              device: str = "auto", show_progress: bool = True) -> PretrainResult:
@@ -66,14 +58,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     steps with a checkpoint (resume later with `resume=True`); so does Ctrl-C.
     """
     out = Path(out)
-    ckpt_dir = out / "checkpoints"
-    checkpoints = list_checkpoints(ckpt_dir)
-    if checkpoints and not resume:
-        raise LmlabError(f"'{out}' already holds a run ({checkpoints[-1].name}); pass --resume to continue it "
-                         "or choose a new --out directory")
-    if resume and not checkpoints:
-        raise LmlabError(f"nothing to resume in '{out}' (no checkpoints/step_*.pt); drop --resume to start a run")
-    ckpt = load_checkpoint(checkpoints[-1]) if resume else None
+    ckpt = resume_checkpoint(out, resume)
     dev = pick_device(device)
     d = distributed.setup(dev.type)
     if d.world_size > 1 and dev.type == "cuda":
@@ -156,7 +141,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
     bar = progress_bar(train_cfg.max_steps, start, disable=not (show_progress and d.is_main))
     val_loss, step, stopped = None, start, False
     model.train()
-    with _sigint_flag() as interrupted:
+    with sigint_flag() as interrupted:
         while step < end and not stopped:
             t0 = time.perf_counter()
             starts = shard(batch_starts(split.train_blocks, train_cfg.batch_size, step, train_cfg.seed),
@@ -195,7 +180,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
     checkpoint(step)
     done = step >= train_cfg.max_steps
     if d.is_main:
-        _plot(metrics.read(), out / "loss.png")
+        save_loss_curve(metrics.read(), out / "loss.png")
         if done:
             save_hf_dir(model, out / "model", tok)
     return PretrainResult(step=step, val_loss=val_loss, model_dir=out / "model" if done else None,
@@ -209,12 +194,9 @@ def config_from_train_dict(d: dict) -> TrainConfig:
 
 def _check_same_run(ckpt: dict, model_cfg: ModelConfig, train_cfg: TrainConfig, data_key: str) -> None:
     """A resumed run must be the run that wrote the checkpoint, else 'resume' means nothing."""
-    saved_model, saved_train = config_from_dict(ckpt["model_config"]), config_from_train_dict(ckpt["train_config"])
-    diffs = [f"{f.name}: {getattr(saved_model, f.name)!r} in the checkpoint, {getattr(model_cfg, f.name)!r} now"
-             for f in dataclasses.fields(ModelConfig) if getattr(saved_model, f.name) != getattr(model_cfg, f.name)]
-    diffs += [f"{f.name}: {getattr(saved_train, f.name)!r} in the checkpoint, {getattr(train_cfg, f.name)!r} now"
-              for f in dataclasses.fields(TrainConfig)
-              if f.name not in RESUMABLE_CHANGES and getattr(saved_train, f.name) != getattr(train_cfg, f.name)]
+    saved_train = dataclasses.asdict(config_from_train_dict(ckpt["train_config"]))
+    diffs = setting_differences(ckpt["model_config"], config_to_dict(model_cfg))
+    diffs += setting_differences(saved_train, dataclasses.asdict(train_cfg), RESUMABLE_CHANGES)
     if ckpt["data_key"] != data_key:
         diffs.append("the training data (its tokens) differ")
     if diffs:
@@ -224,21 +206,6 @@ def _check_same_run(ckpt: dict, model_cfg: ModelConfig, train_cfg: TrainConfig, 
 
 def _autocast(dev: torch.device, bf16: bool):
     return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16)
-
-
-@contextlib.contextmanager
-def _sigint_flag():
-    """Within the block, Ctrl-C sets a flag (read by calling the yielded function) instead of raising."""
-    caught = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
-    except ValueError:  # not the main thread: leave signals alone
-        previous = None
-    try:
-        yield lambda: bool(caught)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
 
 def _any_rank(flag: bool, d: distributed.Dist) -> bool:
@@ -259,13 +226,3 @@ def _all_reduce(value: float, op) -> float:
 
 def _exp(x: float) -> float:
     return math.exp(min(x, 700.0))
-
-
-def _plot(rows: list[dict], path: Path) -> None:
-    train = [(r["step"], r["loss"]) for r in rows]
-    val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
-    series = {"train loss": tuple(zip(*train))} if train else {}
-    if val:
-        series["validation loss"] = tuple(zip(*val))
-    if series:
-        save_line_plot(path, series, title="Training curve", xlabel="step", ylabel="loss (nats/token)")

@@ -54,6 +54,26 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return sorted((p for p in directory.iterdir() if _NAME.search(p.name)), key=lambda p: int(_NAME.search(p.name)[1]))
 
 
+def resume_checkpoint(out: Path, resume: bool) -> dict | None:
+    """The newest checkpoint of the run in `out` when resuming, None for a new run. Refuses to
+    start a new run over an old one, and to resume a run that has no checkpoint."""
+    checkpoints = list_checkpoints(out / "checkpoints")
+    if checkpoints and not resume:
+        raise LmlabError(f"'{out}' already holds a run ({checkpoints[-1].name}); pass --resume to continue it "
+                         "or choose a new --out directory")
+    if resume and not checkpoints:
+        raise LmlabError(f"nothing to resume in '{out}' (no checkpoints/step_*.pt); drop --resume to start a run")
+    return load_checkpoint(checkpoints[-1]) if resume else None
+
+
+def setting_differences(saved: dict, now: dict, resumable: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """"name: saved in the checkpoint, now now" for every setting of `now` that differs from `saved`,
+    except the `resumable` ones (which a resumed run may change): a resumed run must be the run
+    that wrote the checkpoint, else 'resume' means nothing."""
+    return [f"{name}: {saved.get(name)!r} in the checkpoint, {value!r} now" for name, value in now.items()
+            if name not in resumable and saved.get(name) != value]
+
+
 def load_checkpoint(path: Path) -> dict:
     """Read a checkpoint; a corrupt or truncated file is an LmlabError naming it."""
     try:

@@ -1,4 +1,4 @@
-"""What a run shows while it works: a progress bar (loss, tokens/s, ETA) and metrics.jsonl."""
+"""What a run shows while it works: a progress bar (loss, tokens/s, ETA), metrics.jsonl and loss.png."""
 
 import json
 import sys
@@ -6,7 +6,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
+
+LOSS_CURVES = {"train loss": "loss", "validation loss": "val_loss"}
 
 
 def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False) -> tqdm:
@@ -37,3 +40,16 @@ class MetricsLog:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+
+def save_loss_curve(rows: list[dict], path: Path, curves: dict[str, str] = LOSS_CURVES,
+                    ylabel: str = "loss (nats/token)") -> None:
+    """Plot metrics `rows` (from `MetricsLog.read`) as a PNG: one line per entry of `curves`
+    (legend name -> metric key), over the rows that have that key. Nothing is written without data."""
+    series = {}
+    for name, key in curves.items():
+        points = [(row["step"], row[key]) for row in rows if key in row]
+        if points:
+            series[name] = tuple(zip(*points))
+    if series:
+        save_line_plot(path, series, title="Training curve", xlabel="step", ylabel=ylabel)

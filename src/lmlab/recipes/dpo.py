@@ -1,0 +1,119 @@
+"""Direct Preference Optimization: a policy learns from preference pairs, with no reward model.
+
+Read top to bottom: preferences (a JSONL file of prompt + chosen/rejected, or prompt + ranked
+answers, which become all their pairs; or the embedded addition task) -> a training and a
+held-out part -> the model with a PEFT method applied -> per pair, log p(answer | prompt) of the
+chosen and the rejected answer under the policy and under the reference (the model as training
+starts) -> the DPO sigmoid loss (`losses.dpo`) -> AdamW steps, checkpoints that resume exactly ->
+the adapter (for LoRA also the merged model) or the whole model.
+
+The reference costs no second model: with a fresh adapter it is the same network with its
+adapters switched off (`adapters_disabled`). Without PEFT (or when continuing a saved adapter)
+the starting weights are gone once training moves them, so the reference log-probabilities of
+every pair are computed once, before the first step, and kept in the checkpoints.
+
+Logged: the implicit rewards' margin beta * (log-ratio chosen - log-ratio rejected), which should
+grow, and the share of pairs it orders right; on the task, the reward of greedy replies to
+held-out questions before and after.
+"""
+
+from pathlib import Path
+
+import torch
+
+from lmlab.data.tasks import preference_pairs
+from lmlab.errors import LmlabError
+from lmlab.losses.bradley_terry import pairwise_accuracy, ranked_pairs
+from lmlab.losses.dpo import dpo_loss, sequence_logprobs
+from lmlab.modules.peft import adapters_disabled
+from lmlab.objectives.sft import sft_batch
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_preferences, run_settings,
+                                     split_examples, trim_padding, unique, with_reply)
+from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.task_score import task_score
+
+Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected answer)
+
+
+def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), beta: float = 0.1,
+        adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+        device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+    """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
+    JSONL file, or "task") into the run directory `out`; `beta` scales the implicit reward (larger:
+    stay closer to the reference). `adapter`, `stop_after` and `resume` work as for `recipes.sft.sft`."""
+    if beta <= 0:
+        raise LmlabError(f"beta={beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
+    out = Path(out)
+    ckpt = resume_checkpoint(out, resume)
+    pairs = load_pairs(data, cfg)
+    train, val = split_examples(pairs, cfg.val_fraction, cfg.seed)
+    tuned = load_tunable(model, cfg, adapter, device)
+    session = start_session(out, tuned.model, cfg, run_settings("dpo", tuned, data, pairs, cfg, adapter, beta=beta),
+                            ckpt)
+    adapters_off_is_reference = tuned.method != "none" and adapter is None
+    prompts = unique([prompt for prompt, _, _ in val])[:cfg.task_eval_size] if data == TASK else []
+
+    def logprobs(rows: list[Pair]) -> torch.Tensor:
+        """log p(answer | prompt) of the chosen and the rejected answers: (B, 2)."""
+        chosen = [with_reply(prompt, answer) for prompt, answer, _ in rows]
+        rejected = [with_reply(prompt, answer) for prompt, _, answer in rows]
+        inputs, targets = trim_padding(*sft_batch(tuned.tokenizer, chosen + rejected, cfg.block_size))  # (2B, T)
+        logps = sequence_logprobs(tuned.model(inputs.to(tuned.device)), targets.to(tuned.device))  # (2B,)
+        return logps.view(2, len(rows)).T  # (B, 2)
+
+    def reference(rows: list[Pair], part: str, indices: list[int]) -> torch.Tensor:
+        """The reference's log-probs (B, 2) of `rows`, examples `indices` of part train or val."""
+        if adapters_off_is_reference:
+            with torch.no_grad(), adapters_disabled(tuned.model):
+                return logprobs(rows)
+        return session.state["reference"][part][indices].to(tuned.device)
+
+    def all_logprobs(rows: list[Pair]) -> torch.Tensor:  # (N, 2), in batches
+        chunks = [logprobs(rows[i:i + cfg.batch_size]).cpu() for i in range(0, len(rows), cfg.batch_size)]
+        return torch.cat(chunks) if chunks else torch.empty(0, 2)
+
+    def preference_loss(rows: list[Pair], ref: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        policy = logprobs(rows)  # (B, 2)
+        loss, chosen, rejected = dpo_loss(policy[:, 0], policy[:, 1], ref[:, 0], ref[:, 1], beta)
+        margin, accuracy = (chosen - rejected).mean(), pairwise_accuracy(chosen, rejected)
+        return loss, {"margin": margin.item(), "accuracy": accuracy.item()}
+
+    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+        indices = batch_indices(len(train), cfg.batch_size, step, cfg.seed)
+        rows = [train[i] for i in indices]
+        return preference_loss(rows, reference(rows, "train", indices))
+
+    def validate() -> dict:  # held-out loss, margin and accuracy, averaged over the pairs
+        totals = {"loss": 0.0, "margin": 0.0, "accuracy": 0.0}
+        for start in range(0, len(val), cfg.batch_size):
+            indices = list(range(start, min(start + cfg.batch_size, len(val))))
+            rows = [val[i] for i in indices]
+            loss, logged = preference_loss(rows, reference(rows, "val", indices))
+            for name, value in ({"loss": loss.item()} | logged).items():
+                totals[name] += value * len(rows)
+        return {f"val_{name}": total / len(val) for name, total in totals.items()} if val else {}
+
+    def graded() -> dict:
+        return task_score(tuned.model, tuned.tokenizer, prompts) if prompts else {}
+
+    if not adapters_off_is_reference and "reference" not in session.state:
+        session.state["reference"] = evaluated(tuned.model, lambda: {"train": all_logprobs(train),
+                                                                     "val": all_logprobs(val)})
+    if not session.resumed:
+        session.metrics.write(step=0, **evaluated(tuned.model, lambda: validate() | graded()))
+    finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="DPO loss")
+    return finish(session, tuned, finished, graded)
+
+
+def load_pairs(data: str, cfg: FinetuneConfig) -> list[Pair]:
+    """(prompt, chosen, rejected) triples: a JSONL file's pairs, and every (better, worse) pair of
+    its rankings; or for "task", the task's pairs (each question once)."""
+    if data == TASK:
+        pairs = preference_pairs(cfg.task_size, cfg.seed, cfg.task_max_operand)
+        return unique(pairs, key=lambda pair: pair[0])
+    pairs = []
+    for prompt, answers in read_preferences(data):
+        better, worse = ranked_pairs(len(answers))
+        pairs += [(prompt, answers[i], answers[j]) for i, j in zip(better.tolist(), worse.tolist())]
+    return pairs

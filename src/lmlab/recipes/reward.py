@@ -1,0 +1,129 @@
+"""Reward modelling: a language model learns to score answers the way people rank them.
+
+Read top to bottom: preferences (a JSONL file of prompt + chosen/rejected, or prompt + K ranked
+answers; or the embedded addition task, K answers per question) -> a training and a held-out
+part -> the model with a PEFT method applied, and a scalar head read at the last token
+(`heads.reward.RewardModel`) -> per prompt, every one of its K answers scored in one batch and
+all K-choose-2 (better, worse) pairs in the Bradley-Terry loss, averaged over the pairs
+(InstructGPT) -> AdamW steps, checkpoints that resume exactly -> the backbone (adapter, or whole
+model) and the head, which `load_reward_model` reads back (for PPO). Held-out pairwise accuracy
+(the share of pairs ordered right) is measured before and after.
+"""
+
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from lmlab.data.tasks import ranked_answers
+from lmlab.errors import LmlabError
+from lmlab.heads.reward import RewardModel
+from lmlab.io.atomic import atomic_path
+from lmlab.losses.bradley_terry import bradley_terry_loss, ranked_pairs
+from lmlab.objectives.sft import chat_tokens
+from lmlab.tokenizers.text import TextTokenizer
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, load_tuned, read_preferences,
+                                     run_settings, split_examples, unique, with_reply)
+from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+
+HEAD_FILE = "reward_head.safetensors"
+
+Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
+
+
+def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), k: int = 4,
+           adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+           device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+    """Train a reward model from `model` (a zoo name, model or run directory, .gguf) on the
+    preferences in `data` (a JSONL file, or "task": `k` ranked answers per question) into the
+    run directory `out`. `adapter`, `stop_after` and `resume` work as for `recipes.sft.sft`."""
+    out = Path(out)
+    ckpt = resume_checkpoint(out, resume)
+    rankings = load_rankings(data, cfg, k)
+    train, val = split_examples(rankings, cfg.val_fraction, cfg.seed)
+    tuned = load_tunable(model, cfg, adapter, device)
+    reward_model = RewardModel(tuned.model)  # the head's starting weights follow the seed, after PEFT's
+    settings = run_settings("reward", tuned, data, rankings, cfg, adapter, k=k if data == TASK else None)
+    session = start_session(out, reward_model, cfg, settings, ckpt)
+
+    def batch_loss(rows: list[Ranking]) -> tuple[torch.Tensor, torch.Tensor]:  # all answers, one batch
+        chats = [with_reply(prompt, answer) for prompt, answers in rows for answer in answers]
+        scores = chat_rewards(reward_model, tuned.tokenizer, chats, cfg.block_size)  # (sum of K,)
+        return ranking_loss(scores, [len(answers) for _, answers in rows])
+
+    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+        loss, correct = batch_loss([train[i] for i in batch_indices(len(train), cfg.batch_size, step, cfg.seed)])
+        return loss, {"accuracy": correct.mean().item()}
+
+    def validate() -> dict:  # held-out loss per prompt, and accuracy over every held-out pair
+        losses, correct = [], []
+        for start in range(0, len(val), cfg.batch_size):
+            rows = val[start:start + cfg.batch_size]
+            loss, right = batch_loss(rows)
+            losses.append(loss.item() * len(rows))
+            correct.append(right)
+        return {"val_loss": sum(losses) / len(val), "val_accuracy": torch.cat(correct).mean().item()} if val else {}
+
+    if not session.resumed:
+        session.metrics.write(step=0, **evaluated(reward_model, validate))
+    finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="Bradley-Terry loss")
+    if finished:
+        save_head(reward_model, out)
+    return finish(session, tuned, finished, merge=False)
+
+
+def ranking_loss(scores: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """InstructGPT's reward-model loss over a batch of rankings: for each prompt, the Bradley-Terry
+    loss averaged over all K-choose-2 (better, worse) pairs of its K answers, then the mean over
+    prompts (so a prompt with many answers does not outweigh the others). Also, per pair, 1.0 where
+    the better answer scored higher. scores (sum of sizes,): each prompt's answers, best first."""
+    losses, correct = [], []
+    for rewards in scores.split(sizes):  # (K,) for one prompt
+        better, worse = ranked_pairs(len(rewards))  # (K*(K-1)/2,) each
+        losses.append(bradley_terry_loss(rewards[better], rewards[worse]))
+        correct.append((rewards[better] > rewards[worse]).float())
+    return torch.stack(losses).mean(), torch.cat(correct)
+
+
+def load_rankings(data: str, cfg: FinetuneConfig, k: int) -> list[Ranking]:
+    """The (prompt, answers best first) rows of a JSONL file, or for "task" `k` answers of distinct
+    rewards to each question (each question once)."""
+    if data == TASK:
+        rows = ranked_answers(cfg.task_size, k, cfg.seed, cfg.task_max_operand)
+        return unique(rows, key=lambda row: row[0])
+    return read_preferences(data)
+
+
+def chat_rewards(reward_model: RewardModel, tokenizer: TextTokenizer, chats: list[list[dict]],
+                 block_size: int) -> torch.Tensor:
+    """The reward of each chat (a prompt and the assistant's answer) -> (N,), scored in one batch.
+    Chats are tokenized with the chat template, cut to `block_size` tokens and right-padded."""
+    rows = [chat_tokens(tokenizer, chat, index)[0][:block_size] for index, chat in enumerate(chats)]
+    T = max(len(ids) for ids in rows)
+    pad = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    ids = torch.tensor([row + [pad] * (T - len(row)) for row in rows])  # (N, T)
+    mask = torch.tensor([[1] * len(row) + [0] * (T - len(row)) for row in rows])  # (N, T)
+    device = next(reward_model.parameters()).device
+    return reward_model(ids.to(device), mask.to(device))
+
+
+def save_head(reward_model: RewardModel, out: Path) -> Path:
+    """Write the scalar head's weights to out/reward_head.safetensors, atomically."""
+    with atomic_path(out / HEAD_FILE) as tmp:
+        save_file({name: p.detach().cpu().contiguous() for name, p in reward_model.head.state_dict().items()}, tmp)
+    return out / HEAD_FILE
+
+
+def load_reward_model(out: str | os.PathLike) -> tuple[RewardModel, TextTokenizer]:
+    """The reward model a `reward` run saved in `out` (its backbone, with the adapter when it has
+    one, and its head), in eval mode, with the tokenizer it reads."""
+    out = Path(out)
+    if not (out / HEAD_FILE).is_file():
+        raise LmlabError(f"'{out}' holds no reward model ({HEAD_FILE} is missing); pass the --out of a finished "
+                         "`lmlab reward` run")
+    backbone, tokenizer = load_tuned(out)
+    reward_model = RewardModel(backbone)
+    reward_model.head.load_state_dict(load_file(out / HEAD_FILE))
+    return reward_model.eval(), tokenizer

@@ -1,0 +1,14 @@
+"""Which device a run trains on: `--device auto` takes a GPU when there is one."""
+
+import torch
+
+from lmlab.errors import LmlabError
+
+
+def pick_device(device: str) -> torch.device:
+    """The torch device for a `--device` value (auto, cpu, cuda, cuda:1, …)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise LmlabError(f"device '{device}' asked for but CUDA is not available; use --device cpu")
+    return torch.device(device)

@@ -1,0 +1,267 @@
+"""What every fine-tuning recipe (SFT, reward model, DPO; PPO next) shares, apart from its loss.
+
+A fine-tuning run starts from a trained model (zoo name, model directory, run directory, .gguf),
+adds a PEFT method to it (or trains every weight: "none") and trains on examples split into a
+training and a held-out part. A recipe reads, top to bottom:
+
+    ckpt = resume_checkpoint(out, resume)                     # training.checkpoint
+    train, val = split_examples(examples, cfg.val_fraction, cfg.seed)
+    tuned = load_tunable(model, cfg, adapter, device)        # model + tokenizer, PEFT applied
+    session = start_session(out, tuned.model, cfg, run_settings("sft", tuned, data, examples, cfg), ckpt)
+    finished = run_steps(session, step_loss, evaluate)       # training.loop
+    model_dir, adapter_dir = save_tuned(tuned, out)           # the adapter, a merged or a full model
+
+What is saved: with PEFT the adapter (`out/adapter`, a few MB) and, in run.json, the base model it
+belongs to; for LoRA also the merged model (`out/model`), so `lmlab generate --model OUT` works.
+Without PEFT the whole model, in Hugging Face layout with its tokenizer (`out/model`).
+`load_tuned(out)` reads either back.
+"""
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from lmlab.data.blocks import batch_starts
+from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
+from lmlab.errors import LmlabError
+from lmlab.io.atomic import atomic_path
+from lmlab.io.hf import save_hf_dir
+from lmlab.io.load import load
+from lmlab.modules.peft import apply_peft, base_fingerprint, load_peft, merge_lora, save_peft
+from lmlab.modules.peft.state import SETTINGS_FILE
+from lmlab.modules.transformer import TransformerDecoder
+from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.objectives.sft import check_chat
+from lmlab.tokenizers.text import TextTokenizer
+from lmlab.training.device import pick_device
+
+TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything about a fine-tuning run except the model, the data and the output directory."""
+
+    peft: Literal["lora", "adapter", "prefix", "prompt", "none"] = "lora"  # none = train every weight
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.0
+    lora_targets: tuple[str, ...] = ("qkv", "out")  # linear layers by (trailing) dotted name, * wildcards
+    adapter_bottleneck: int = 64
+    n_prefix: int = 16  # prefix tuning: trained key/value positions per layer
+    n_prompt_tokens: int = 20  # prompt tuning: trained virtual tokens
+    max_steps: int = 100
+    batch_size: int = 8  # examples per optimizer step (a ranking or a pair counts as one)
+    block_size: int = 512  # tokens per sequence at most; a batch is only as long as its longest one
+    lr: float = 2e-4  # suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 10
+    schedule: Literal["cosine", "linear"] = "cosine"
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    val_fraction: float = 0.1  # share of the examples held out for evaluation
+    eval_every: int = 50
+    checkpoint_every: int = 50
+    keep_checkpoints: int = 2
+    log_every: int = 1
+    seed: int = 0
+    task_size: int = 1000  # --data task: examples drawn (repeated questions are dropped)
+    task_max_operand: int = 99  # --data task: operands 0..N; 99 suits a pre-trained model
+    task_eval_size: int = 64  # --data task: held-out questions answered greedily before and after
+
+    def __post_init__(self):
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
+        for name in ("max_steps", "batch_size", "block_size", "eval_every", "checkpoint_every", "keep_checkpoints",
+                     "log_every", "task_size", "task_eval_size"):
+            if getattr(self, name) < 1:
+                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+        if not 0 <= self.val_fraction < 1:
+            raise LmlabError(f"val_fraction={self.val_fraction} must be at least 0 and below 1")
+        if self.lr <= 0:
+            raise LmlabError(f"lr={self.lr} must be positive")
+
+    def replace(self, **changes) -> "FinetuneConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def peft_settings(cfg: FinetuneConfig) -> dict:
+    """The settings of `cfg.peft` as `apply_peft` takes them (and `save_peft` records them)."""
+    return {
+        "lora": {"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout,
+                 "targets": list(cfg.lora_targets)},
+        "adapter": {"bottleneck": cfg.adapter_bottleneck},
+        "prefix": {"n_prefix": cfg.n_prefix},
+        "prompt": {"n_tokens": cfg.n_prompt_tokens},
+        "none": {},
+    }[cfg.peft]
+
+
+@dataclass
+class Tunable:
+    """A model ready to fine-tune, and what is needed to save it and to find its base again."""
+
+    model: TransformerDecoder  # PEFT applied (only its parameters train), or every weight trainable
+    tokenizer: TextTokenizer
+    base_model: str  # the base model, for loading it again: an absolute path or a zoo name
+    fingerprint: str  # `base_fingerprint` of the base weights: an adapter fits only these
+    method: str  # the PEFT method, "none" when every weight trains
+    settings: dict  # the method's settings
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def load_tunable(model: str | Path, cfg: FinetuneConfig, adapter: str | Path | None = None,
+                 device: str = "auto") -> Tunable:
+    """The model `model` (anything `lmlab.load` reads) with PEFT applied as `cfg` says, or with the
+    saved `adapter` loaded to train on (its method and settings then replace cfg's), on `device`.
+    A LoRA target that matches nothing, or an adapter trained on another base model, is an error."""
+    dev = pick_device(device)
+    lm, tokenizer = load(model)
+    if cfg.block_size > lm.config.context_length:
+        raise LmlabError(f"block_size={cfg.block_size} exceeds the model's context of {lm.config.context_length} "
+                         "tokens; lower --block-size")
+    fingerprint = base_fingerprint(lm)
+    torch.manual_seed(cfg.seed)  # the added parameters' starting values (LoRA's A, prefix tokens) follow the seed
+    if adapter is not None:
+        load_peft(lm, adapter)
+        record = json.loads((Path(adapter) / SETTINGS_FILE).read_text(encoding="utf-8"))
+        method, settings = record["method"], record["settings"]
+    else:
+        method, settings = cfg.peft, peft_settings(cfg)
+        apply_peft(lm, method, **settings)
+    if method == "none":
+        lm.requires_grad_(True)
+    source = str(Path(model).resolve()) if Path(model).exists() else str(model)
+    return Tunable(lm.to(dev), tokenizer, source, fingerprint, method, settings)
+
+
+def run_settings(recipe: str, tuned: Tunable, data: str, examples: list, cfg: FinetuneConfig,
+                 adapter: str | Path | None = None, **extra) -> dict:
+    """What identifies a run (written to run.json, checked on resume): the recipe, the base model,
+    the data (its content, hashed), the config and the recipe's own settings (`extra`)."""
+    return {"recipe": recipe, "base_model": tuned.base_model, "base_fingerprint": tuned.fingerprint,
+            "adapter": str(Path(adapter).resolve()) if adapter is not None else None,
+            "peft_method": tuned.method, "peft_settings": tuned.settings,
+            "data": data, "data_key": data_key(examples)} | dataclasses.asdict(cfg) | extra
+
+
+def read_chats(path: str | Path) -> list[list[dict]]:
+    """The chats of a JSONL file, each checked as SFT needs it (known roles, an assistant reply), so a
+    bad example fails before anything is written."""
+    chats = read_chat_jsonl(path)
+    for index, chat in enumerate(chats):
+        _checked(path, index + 1, chat)
+    return chats
+
+
+def read_preferences(path: str | Path) -> list[tuple[list[dict], list[str]]]:
+    """The (prompt, answers best first) rows of a JSONL preference file, prompts checked as for SFT."""
+    rows = read_preference_jsonl(path)
+    for index, (prompt, answers) in enumerate(rows):
+        _checked(path, index + 1, with_reply(prompt, answers[0]))
+    return rows
+
+
+def with_reply(prompt: list[dict], answer: str) -> list[dict]:
+    """The chat of `prompt` followed by `answer` as the assistant's reply."""
+    return [*prompt, {"role": "assistant", "content": answer}]
+
+
+def _checked(path: str | Path, index: int, chat: list[dict]) -> None:
+    try:
+        check_chat(chat, index)
+    except LmlabError as e:
+        raise LmlabError(f"{path}: {e}") from None
+
+
+def data_key(examples: list) -> str:
+    """A short hash of the examples' content: a resumed run must train on the same data."""
+    return hashlib.sha256(json.dumps(examples, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def unique(examples: list, key: Callable = lambda example: example) -> list:
+    """`examples` without repeats of `key(example)` (the first is kept): the embedded task draws
+    questions with replacement, and a question in both the training and the held-out part would
+    not be held out."""
+    seen, kept = set(), []
+    for example in examples:
+        name = json.dumps(key(example), sort_keys=True)
+        if name not in seen:
+            seen.add(name)
+            kept.append(example)
+    return kept
+
+
+def split_examples(examples: list, val_fraction: float, seed: int) -> tuple[list, list]:
+    """(training, held-out) examples: a seeded random `val_fraction` is held out (at least one when
+    the fraction is positive and there are two examples or more)."""
+    if not examples:
+        raise LmlabError("the data holds no examples; pass a file with at least one line")
+    n = len(examples)
+    n_val = 0 if val_fraction == 0 else min(max(1, round(n * val_fraction)), n - 1)
+    order = np.random.default_rng(seed).permutation(n)
+    return [examples[i] for i in sorted(order[n_val:])], [examples[i] for i in sorted(order[:n_val])]
+
+
+def batch_indices(n_examples: int, batch_size: int, step: int, seed: int) -> list[int]:
+    """Which training examples the batch at `step` holds: a pure function of (seed, step), through
+    seeded epoch permutations as for pre-training blocks, so a resumed run sees the same batches."""
+    return batch_starts(np.arange(n_examples), batch_size, step, seed).tolist()
+
+
+def trim_padding(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop the columns after the last labelled target of a right-padded batch (B, T) -> (B, T').
+    Attention is causal, so no kept position reads a dropped one: the loss is unchanged, the work
+    is what the longest example needs rather than the whole block."""
+    labelled = (targets != IGNORE_INDEX).any(dim=0).nonzero()  # (n, 1) labelled columns
+    end = int(labelled.max()) + 1 if len(labelled) else 1
+    return inputs[:, :end], targets[:, :end]
+
+
+def save_model_dir(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> Path:
+    """A Hugging Face layout model directory with the full tokenizer (chat template, stop tokens), atomically."""
+    with atomic_path(directory) as tmp:
+        save_hf_dir(model, tmp)
+        tokenizer.save(tmp)
+    return directory
+
+
+def save_tuned(tuned: Tunable, out: Path, merge: bool = True) -> tuple[Path | None, Path | None]:
+    """Save the trained model into `out`; returns (model directory or None, adapter directory or None).
+
+    Without PEFT: the whole model, `out/model`. With PEFT: the adapter, `out/adapter`, and with
+    LoRA (when `merge`) also the model with the adapter merged into its weights, `out/model`, which
+    `lmlab.load(out)` and `lmlab generate --model OUT` read. Merging changes `tuned.model` in place
+    (it computes the same, at base-model speed).
+    """
+    if tuned.method == "none":
+        return save_model_dir(tuned.model, tuned.tokenizer, out / "model"), None
+    adapter_dir = save_peft(tuned.model, out / "adapter", tuned.method, tuned.settings, tuned.fingerprint)
+    if not (merge and tuned.method == "lora"):
+        return None, adapter_dir
+    try:
+        merge_lora(tuned.model)
+    except LmlabError:  # LoRA on a weight tied to another (the LM head): the adapter alone is the result
+        return None, adapter_dir
+    return save_model_dir(tuned.model, tuned.tokenizer, out / "model"), adapter_dir
+
+
+def load_tuned(out: str | Path) -> tuple[TransformerDecoder, TextTokenizer]:
+    """The fine-tuned model saved in run directory `out`: its full or merged model when it has one,
+    else the base model named in its run.json with the adapter loaded (PEFT modules stay in place)."""
+    out = Path(out)
+    if (out / "model" / "config.json").is_file():
+        return load(out)
+    if not (out / "adapter").is_dir() or not (out / "run.json").is_file():
+        raise LmlabError(f"'{out}' holds no finished fine-tuning run (no model/ or adapter/); finish it with --resume")
+    model, tokenizer = load(json.loads((out / "run.json").read_text())["base_model"])
+    return load_peft(model, out / "adapter"), tokenizer
