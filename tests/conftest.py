@@ -2,6 +2,7 @@
 
 import pytest
 
+from lmlab.cli.main import main
 from lmlab.config import TrainConfig, preset
 from lmlab.data.markov import markov_corpus
 
@@ -33,3 +34,18 @@ def tiny_gpt2():
 def tiny_train():
     return TrainConfig(max_steps=6, batch_size=4, block_size=16, lr=1e-3, warmup_steps=2, eval_every=3,
                        checkpoint_every=2, keep_checkpoints=2, log_every=1)
+
+
+def lmlab(*args) -> int:
+    """Run the CLI in-process; returns its exit code."""
+    return main([str(a) for a in args])
+
+
+def one_line_error(capsys, *fragments) -> str:
+    """The CLI's stderr is one `lmlab: error:` line, no traceback, containing every fragment."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("lmlab: error:"), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err

@@ -11,22 +11,13 @@ import pytest
 
 from lmlab.cli.main import main
 
-from conftest import TINY_MODEL_ARGS
+from conftest import TINY_MODEL_ARGS, lmlab, one_line_error
 
 FAST = ["--max-steps", "4", "--batch-size", "4", "--block-size", "16", "--eval-every", "2", "--log-every", "1",
         "--checkpoint-every", "2"]
 
 
-def lmlab(*args):
-    return main([str(a) for a in args])
 
-
-def assert_one_line_error(capsys, *fragments):
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("lmlab: error:"), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 @pytest.fixture
@@ -56,20 +47,20 @@ def test_tokenizer_train_writes_tokenizer_json(tmp_path, corpus_file, capsys):
 
 def test_missing_data_path(tmp_path, capsys):
     assert lmlab("train", "--model", "gpt2-tiny", "--data", tmp_path / "nope.txt", "--out", tmp_path / "r") == 2
-    assert_one_line_error(capsys, "nope.txt", "does not exist")
+    one_line_error(capsys, "nope.txt", "does not exist")
     assert not (tmp_path / "r").exists()
 
 
 def test_empty_data(tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("  \n")
     assert lmlab("train", "--model", "gpt2-tiny", "--data", tmp_path / "empty.txt", "--out", tmp_path / "r") == 2
-    assert_one_line_error(capsys, "empty.txt")
+    one_line_error(capsys, "empty.txt")
     assert not (tmp_path / "r").exists()
 
 
 def test_unknown_preset(tmp_path, corpus_file, capsys):
     assert lmlab("train", "--model", "gpt5", "--data", corpus_file, "--out", tmp_path / "r") == 2
-    assert_one_line_error(capsys, "gpt5", "gpt2-tiny")
+    one_line_error(capsys, "gpt5", "gpt2-tiny")
 
 
 def test_truncated_checkpoint(trained, corpus_file, capsys):
@@ -78,7 +69,7 @@ def test_truncated_checkpoint(trained, corpus_file, capsys):
     capsys.readouterr()
     assert lmlab("train", "--model", "gpt2-tiny", "--data", corpus_file, "--out", trained, *TINY_MODEL_ARGS, *FAST,
                  "--resume") == 2
-    assert_one_line_error(capsys, ckpt.name, "corrupt or truncated")
+    one_line_error(capsys, ckpt.name, "corrupt or truncated")
     assert len(ckpt.read_bytes()) == 1000  # untouched
 
 
@@ -86,18 +77,18 @@ def test_resume_with_different_config(trained, corpus_file, capsys):
     capsys.readouterr()
     assert lmlab("train", "--model", "gpt2-tiny", "--data", corpus_file, "--out", trained, *TINY_MODEL_ARGS, *FAST,
                  "--d-model", "64", "--resume") == 2
-    assert_one_line_error(capsys, "different config", "d_model")
+    one_line_error(capsys, "different config", "d_model")
 
 
 def test_prompt_longer_than_context(trained, capsys):
     capsys.readouterr()
     assert lmlab("generate", "--model", trained, "--prompt", "Zini pori teme. " * 40, "--max-new-tokens", "4") == 2
-    assert_one_line_error(capsys, "exceeds the model's context of 32 tokens")
+    one_line_error(capsys, "exceeds the model's context of 32 tokens")
 
 
 def test_bad_vocab_size(tmp_path, corpus_file, capsys):
     assert lmlab("tokenizer", "train", "--data", corpus_file, "--vocab-size", "10", "--out", tmp_path / "t") == 2
-    assert_one_line_error(capsys, "vocab size 10")
+    one_line_error(capsys, "vocab size 10")
     assert not (tmp_path / "t").exists()
 
 
@@ -105,7 +96,7 @@ def test_unknown_flag_is_one_line_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         lmlab("train", "--model", "gpt2-tiny", "--data", "markov", "--out", "x", "--bogus")
     assert e.value.code == 2
-    assert_one_line_error(capsys, "--bogus")
+    one_line_error(capsys, "--bogus")
 
 
 def run_cli(*args, **kwargs):

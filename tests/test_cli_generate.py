@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from lmlab.cli.main import main
 from lmlab.config import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch
@@ -21,6 +20,8 @@ from lmlab.tokenizers.text import TextTokenizer
 
 TEMPLATE = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
+
+from conftest import lmlab, one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +38,7 @@ def model_dirs(tmp_path_factory):
     return {"plain": plain, "chat": chat}
 
 
-def lmlab(*args):
-    return main([str(a) for a in args])
 
-
-def one_line_error(capsys, *fragments):
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("lmlab: error:"), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err, err
-    return err
 
 
 def library(path, prompt, **settings):

@@ -12,8 +12,8 @@ from lmlab.recipes.dpo import dpo, load_pairs
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
 
-from test_recipes_sft import (TINY_FLAGS, TINY_RUN, assert_one_line_error, lmlab, one_thread,  # noqa: F401
-                              tiny_chat_model)
+from conftest import lmlab, one_line_error
+from test_recipes_sft import TINY_FLAGS, TINY_RUN, one_thread, tiny_chat_model  # noqa: F401 (autouse)
 
 RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3)
 LR = {"lora": 1e-2, "none": 3e-3}
@@ -71,11 +71,11 @@ def test_cli_dpo_on_the_task_reports_the_task_reward_before_and_after(base, tmp_
 
 def test_cli_dpo_bad_beta_and_repeated_answers_are_one_line_exit_2(base, tmp_path, capsys):
     assert lmlab("dpo", "--model", base, "--data", "task", "--out", tmp_path / "r", *TINY_FLAGS, "--beta", "0") == 2
-    assert_one_line_error(capsys, "beta=0.0 must be positive")
+    one_line_error(capsys, "beta=0.0 must be positive")
     data = tmp_path / "prefs.jsonl"
     data.write_text(json.dumps({"prompt": "What is 1 + 1?", "ranked": ["2", "3", "2"]}) + "\n")
     assert lmlab("dpo", "--model", base, "--data", data, "--out", tmp_path / "r", *TINY_FLAGS) == 2
-    assert_one_line_error(capsys, ":1:", "'2' appears twice")
+    one_line_error(capsys, ":1:", "'2' appears twice")
     assert not (tmp_path / "r").exists()
 
 

@@ -17,8 +17,8 @@ from lmlab.recipes.reward import HEAD_FILE, chat_rewards, load_rankings, load_re
 from lmlab.training.finetune import split_examples, with_reply
 from lmlab.training.loop import evaluated
 
-from test_recipes_sft import (TINY_FLAGS, TINY_RUN, assert_one_line_error, lmlab, one_thread,  # noqa: F401
-                              tiny_chat_model)
+from conftest import lmlab, one_line_error
+from test_recipes_sft import TINY_FLAGS, TINY_RUN, one_thread, tiny_chat_model  # noqa: F401 (autouse)
 
 RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3, lr=3e-2)
 
@@ -91,7 +91,7 @@ def test_cli_reward_chosen_equal_to_rejected_is_one_line_exit_2(base, tmp_path, 
     data.write_text(json.dumps({"prompt": "What is 1 + 1?", "chosen": "2", "rejected": "3"}) + "\n"
                     + json.dumps({"prompt": "What is 2 + 2?", "chosen": "4", "rejected": "4"}) + "\n")
     assert lmlab("reward", "--model", base, "--data", data, "--out", tmp_path / "rm", *TINY_FLAGS) == 2
-    assert_one_line_error(capsys, ":2:", "appears twice")
+    one_line_error(capsys, ":2:", "appears twice")
     assert not (tmp_path / "rm").exists()
 
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.cli.main import main
 from lmlab.config import preset
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
@@ -23,7 +22,7 @@ from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.checkpoint import list_checkpoints
 from lmlab.training.finetune import FinetuneConfig, load_tunable, load_tuned, run_settings
 from lmlab.training.loop import run_steps, start_session
-
+from conftest import lmlab, one_line_error
 from test_zoo import real_model
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -68,17 +67,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def lmlab(*args):
-    return main([str(a) for a in args])
-
-
-def assert_one_line_error(capsys, *fragments):
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("lmlab: error:"), err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 def metrics(out):
@@ -175,14 +163,14 @@ def test_bad_chat_files_are_one_line_exit_2_and_write_nothing(base, tmp_path, ca
     text, fragment = BAD_CHATS[case]
     (tmp_path / "bad.jsonl").write_text(text)
     assert lmlab("sft", "--model", base, "--data", tmp_path / "bad.jsonl", "--out", tmp_path / "r", *TINY_FLAGS) == 2
-    assert_one_line_error(capsys, fragment)
+    one_line_error(capsys, fragment)
     assert not (tmp_path / "r").exists()
 
 
 def test_lora_target_matching_nothing_is_one_line_exit_2(base, tmp_path, capsys):
     assert lmlab("sft", "--model", base, "--data", "task", "--out", tmp_path / "r", *TINY_FLAGS,
                  "--lora-targets", "q_proj") == 2
-    assert_one_line_error(capsys, "LoRA target 'q_proj' matches no linear layer")
+    one_line_error(capsys, "LoRA target 'q_proj' matches no linear layer")
     assert not (tmp_path / "r").exists()
 
 
@@ -194,14 +182,14 @@ def test_adapter_or_resume_onto_another_base_model_is_one_line_exit_2(base, othe
     before = sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*"))
     assert lmlab("sft", "--model", other_base, "--data", "task", "--out", run, *TINY_FLAGS, "--peft", "adapter",
                  "--adapter-bottleneck", "4", "--resume") == 2
-    assert_one_line_error(capsys, "resume with the --model it started from")
+    one_line_error(capsys, "resume with the --model it started from")
     assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
     assert lmlab("sft", "--model", base, "--data", "task", "--out", run, *TINY_FLAGS, "--peft", "adapter",
                  "--adapter-bottleneck", "4", "--resume") == 0
     capsys.readouterr()
     assert lmlab("sft", "--model", other_base, "--data", "task", "--out", tmp_path / "b", *TINY_FLAGS,
                  "--adapter", run / "adapter") == 2
-    assert_one_line_error(capsys, "was trained on base model")
+    one_line_error(capsys, "was trained on base model")
     assert not (tmp_path / "b").exists()
 
 
