@@ -25,6 +25,7 @@ shared machine slows all alike. Usage:
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -42,6 +43,8 @@ from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
 from lmlab.io import zoo
 from lmlab.io.load import load
+
+from machine import device_name  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 MODEL = "smollm2-135m-instruct"
@@ -191,11 +194,7 @@ class LlamaCpp:
 
 
 def llama_cpp_installed() -> bool:
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("llama_cpp") is not None
 
 
 def time_loads(ours: Lmlab, others: list, rounds: int, device: torch.device) -> dict[str, dict]:
@@ -230,15 +229,6 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-             if line.startswith("model name")] if cpuinfo.exists() else []
-    return names[0] if names else platform.processor() or platform.machine()
-
-
 def main() -> None:
     args = parse_args()
     transformers.logging.set_verbosity_error()
@@ -255,7 +245,8 @@ def main() -> None:
     loads = time_loads(ours, impls[1:], args.rounds, device)
 
     tokenizer = ours.tokenizer
-    prefill_ids = (tokenizer.encode(PREFILL_TEXT) * (args.prefill_tokens // 10 + 1))[:args.prefill_tokens]
+    text_ids = tokenizer.encode(PREFILL_TEXT)
+    prefill_ids = (text_ids * (args.prefill_tokens // len(text_ids) + 1))[:args.prefill_tokens]  # repeated to length
     prompt = tokenizer.encode(PROMPT)
     batch = [tokenizer.encode(text) for text in BATCH_PROMPTS]
     for impl in impls:  # warm-up: first calls allocate and pick kernels
@@ -303,7 +294,7 @@ def main() -> None:
           f"threads, torch {torch.__version__}, transformers {transformers.__version__}; prefill {args.prefill_tokens} "
           f"tokens, decode {args.new_tokens} new tokens, median of {args.rounds} interleaved rounds")
     columns = [impl.name for impl in impls]
-    print(f"{'':<26}" + "".join(f"{c:>12}" for c in columns) + f"{'lmlab/HF':>10}")
+    print(f"{'':<26}" + "".join(f"{c:>12}" for c in columns) + f"{'vs HF':>10}")
 
     def row(label: str, values: dict[str, float | None], fmt: str, higher_is_better: bool = True) -> None:
         cells = "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>12}" for c in columns)
@@ -319,6 +310,7 @@ def main() -> None:
     print(f"greedy tokens at batch 1: {'identical' if identical else 'DIFFERENT'} to HF over {args.new_tokens} tokens"
           + ("" if identical else f" (first difference at token {results['lmlab']['batch1_first_difference_from_hf']})")
           + f"; batch 8: {results['lmlab']['batch8_rows_identical_to_hf']}/8 rows identical")
+    print("vs HF: how many times faster lmlab is (for load: HF's seconds / lmlab's)")
     if "llama.cpp" not in results:
         print("llama.cpp: not installed (pip install llama-cpp-python), column skipped")
 

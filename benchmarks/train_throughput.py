@@ -42,6 +42,8 @@ from lmlab.objectives.causal_lm import causal_lm
 from lmlab.training.compile import maybe_compile
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
+from machine import device_name  # benchmarks/machine.py
+
 RESULTS = Path(__file__).parent / "results" / "train_throughput.json"
 LR, WEIGHT_DECAY, GRAD_CLIP = 3e-4, 0.1, 1.0
 HF_CLASSES = {"gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
@@ -105,15 +107,6 @@ def training_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
     n = sum(p.numel() for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2)
     n += cfg.vocab_size * cfg.d_model
     return 6 * n + 12 * cfg.n_layers * cfg.d_model * seq_len
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-             if line.startswith("model name")] if cpuinfo.exists() else []
-    return names[0] if names else platform.processor() or platform.machine()
 
 
 def synchronize(device: torch.device) -> None:

@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated lmlab cache, a tiny corpus, tiny configs."""
 
 import pytest
+import torch
 
 from lmlab.cli.main import main
 from lmlab.config import TrainConfig, preset
@@ -11,6 +12,16 @@ from lmlab.data.markov import markov_corpus
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own cache, so nothing leaks between tests or into ~/.cache."""
     monkeypatch.setenv("LMLAB_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread (and are not slowed by other busy cores); modules
+    that need it say `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

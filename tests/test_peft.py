@@ -15,20 +15,13 @@ from lmlab.modules.peft import (LoRALinear, adapters_disabled, apply_lora, apply
                                 base_fingerprint, count_parameters, describe, load_peft, merge_lora,
                                 peft_parameters, save_peft, trainable_parameters, unmerge_lora)
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 FAMILIES = ["gpt2-tiny", "llama-tiny"]  # learned positions + MHA; RoPE + grouped-query + SwiGLU
 METHODS = ["lora", "adapter", "prefix", "prompt"]
 SETTINGS = {"lora": {"rank": 4, "targets": ["qkv", "out", "down"]}, "adapter": {"bottleneck": 8},
             "prefix": {"n_prefix": 3}, "prompt": {"n_tokens": 4}}
 x = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(0))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models this small run fastest on one thread (and are not slowed by other busy cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def base_model(family: str, seed: int = 0) -> torch.nn.Module:

@@ -13,7 +13,9 @@ from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
 
 from conftest import lmlab, one_line_error
-from test_recipes_sft import TINY_FLAGS, TINY_RUN, one_thread, tiny_chat_model  # noqa: F401 (autouse)
+from test_recipes_sft import TINY_FLAGS, TINY_RUN, tiny_chat_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3)
 LR = {"lora": 1e-2, "none": 3e-3}

@@ -18,7 +18,9 @@ from lmlab.training.finetune import split_examples, with_reply
 from lmlab.training.loop import evaluated
 
 from conftest import lmlab, one_line_error
-from test_recipes_sft import TINY_FLAGS, TINY_RUN, one_thread, tiny_chat_model  # noqa: F401 (autouse)
+from test_recipes_sft import TINY_FLAGS, TINY_RUN, tiny_chat_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3, lr=3e-2)
 

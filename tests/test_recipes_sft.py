@@ -25,6 +25,8 @@ from lmlab.training.loop import run_steps, start_session
 from conftest import lmlab, one_line_error
 from test_zoo import real_model
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A tiny run on the addition task with operands up to 9 (100 questions): 4 steps of 4 chats.
@@ -58,15 +60,6 @@ def base(tmp_path_factory):
 @pytest.fixture(scope="module")
 def other_base(tmp_path_factory):
     return tiny_chat_model(tmp_path_factory.mktemp("other") / "tiny", seed=1)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models this small run fastest on one thread (and are not slowed by other busy cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def metrics(out):

@@ -9,7 +9,7 @@ training and a held-out part. A recipe reads, top to bottom:
     tuned = load_tunable(model, cfg, adapter, device)        # model + tokenizer, PEFT applied
     session = start_session(out, tuned.model, cfg, run_settings("sft", tuned, data, examples, cfg), ckpt)
     finished = run_steps(session, step_loss, evaluate)       # training.loop
-    model_dir, adapter_dir = save_tuned(tuned, out)           # the adapter, a merged or a full model
+    return finish(session, tuned, finished)                   # save_tuned: adapter, merged or full model
 
 What is saved: with PEFT the adapter (`out/adapter`, a few MB) and, in run.json, the base model it
 belongs to; for LoRA also the merged model (`out/model`), so `lmlab generate --model OUT` works.
