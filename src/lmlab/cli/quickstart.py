@@ -70,5 +70,5 @@ def run(args) -> None:
           f"took {time.perf_counter() - t0:.0f} s.")
     print("Next:")
     print(f"  lmlab generate --model {args.out} --prompt 'Zini' --max-new-tokens 40")
-    print(f"  lmlab train --model gpt2-tiny --data stdlib --out runs/stdlib --max-steps 2000")
+    print("  lmlab train --model gpt2-tiny --data stdlib --out runs/stdlib --max-steps 2000")
 

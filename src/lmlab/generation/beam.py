@@ -18,7 +18,7 @@ import torch
 from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
-from lmlab.generation.layout import arrange_for_decoding
+from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import Generation
 from lmlab.generation.sampling import apply_repetition_penalty
 
@@ -35,7 +35,6 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
     B, T = ids.shape
     ids = ids.repeat_interleave(K, dim=0)  # (B*K, T): row b*K + k is beam k of prompt b
     mask = mask.repeat_interleave(K, dim=0)  # (B*K, T + N)
-    arrange_for_decoding(model, B * K)
     cache = new_cache(model, B * K, T + N)
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B*K, V)
@@ -45,6 +44,7 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
     stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
     C = max(2, 1 + len(config.stop_ids)) * K  # candidates kept per step
     first_k = torch.arange(C, device=device) < K  # (C,): the candidates that may finish
+    step_model = decoding_view(model)
 
     # Running beams: all K start as the prompt, but only beam 0 may be extended at first
     # (the others are copies and would give the same candidates K times).
@@ -102,7 +102,7 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
         if penalize:
             seen = seen[rows]
             seen[torch.arange(B * K, device=device), new_token.view(-1)] = True
-        logits = last_logits(model, new_token.view(B * K, 1), mask[:, :T + length] if padded else None, cache)
+        logits = last_logits(step_model, new_token.view(B * K, 1), mask[:, :T + length] if padded else None, cache)
 
     return [best_hypothesis(pool_tokens[b, 0, :pool_lengths[b, 0]].tolist(), pool_scores[b, 0].item(),
                             config.stop_ids) for b in range(B)]

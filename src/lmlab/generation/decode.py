@@ -3,7 +3,8 @@
 Each step feeds only the newest token; the KV cache holds the keys and values of everything
 before it, so a step costs O(length) instead of re-running the whole sequence (O(length^2)).
 A step is mostly matrix-vector products that stream the weights from memory; it runs under
-inference mode (no autograd bookkeeping) with the weights laid out for the batch (`layout.py`).
+inference mode (no autograd bookkeeping), through the model's `decoding_view` (`layout.py`),
+which streams the weights about twice as fast on the CPU.
 """
 
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ import torch
 
 from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.layout import arrange_for_decoding
+from lmlab.generation.layout import decoding_view
 from lmlab.generation.sampling import apply_repetition_penalty, next_token
 from lmlab.modules.kv_cache import KVCache
 
@@ -30,7 +31,6 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     N = config.max_new_tokens
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
-    arrange_for_decoding(model, B)
     cache = new_cache(model, B, T + N)
     generator = torch.Generator(device).manual_seed(config.seed) if config.seed is not None else None
     stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
@@ -40,6 +40,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     penalize = config.repetition_penalty != 1.0
     seen = seen_tokens(ids, mask[:, :T], logits.size(-1)) if penalize else None
+    step_model = decoding_view(model)
     for step in range(N):
         if penalize:
             logits = apply_repetition_penalty(logits, seen, config.repetition_penalty)
@@ -50,7 +51,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
             return
         if penalize:
             seen[torch.arange(B, device=device), token] = True
-        logits = last_logits(model, token[:, None], mask[:, :T + step + 1] if padded else None, cache)
+        logits = last_logits(step_model, token[:, None], mask[:, :T + step + 1] if padded else None, cache)
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None,

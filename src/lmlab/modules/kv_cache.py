@@ -19,8 +19,8 @@ class KVCache:
         self.length = 0
 
     def layer(self, i: int) -> "LayerKV":
-        """The view that layer `i`'s attention writes to and reads from."""
-        return LayerKV(self, i)
+        """The view that layer `i`'s attention writes to and reads from (until the next `advance`)."""
+        return LayerKV(self.k[i], self.v[i], self.length)
 
     def advance(self, n: int) -> None:
         """Mark `n` more positions as filled (called once per forward pass, after every layer)."""
@@ -33,17 +33,20 @@ class KVCache:
 
 
 class LayerKV:
-    """One layer's slice of a `KVCache`."""
+    """One layer's buffers (B, H_kv, max_len, D) and where this forward pass writes in them.
 
-    def __init__(self, cache: KVCache, layer: int):
-        self.cache, self.layer = cache, layer
+    It holds the tensors themselves, not the cache and a layer number, so that a compiled block
+    (`generation/compiled.py`) sees the same kind of input at every layer and compiles once.
+    """
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, start: int):
+        self.k, self.v, self.start = k, v, start
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (B, H_kv, T, D) after the cached positions; return all of them (B, H_kv, S, D)."""
-        c, start = self.cache, self.cache.length
-        end = start + k.size(2)
-        if end > c.max_len:
-            raise ValueError(f"KV cache holds {c.max_len} positions; {end} were needed")
-        c.k[self.layer][:, :, start:end] = k
-        c.v[self.layer][:, :, start:end] = v
-        return c.k[self.layer][:, :, :end], c.v[self.layer][:, :, :end]
+        end = self.start + k.size(2)
+        if end > self.k.size(2):
+            raise ValueError(f"KV cache holds {self.k.size(2)} positions; {end} were needed")
+        self.k[:, :, self.start:end] = k
+        self.v[:, :, self.start:end] = v
+        return self.k[:, :, :end], self.v[:, :, :end]
