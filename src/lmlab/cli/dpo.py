@@ -2,7 +2,7 @@
 
 import argparse
 
-from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, recipe_args, report
+from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, add_reward_args, recipe_args, report
 from lmlab.recipes.dpo import dpo
 
 
@@ -14,15 +14,24 @@ def add_parser(subparsers) -> None:
                     "computed once before training (--peft none).",
         epilog="examples:\n"
                "  lmlab dpo --model smollm2-135m-instruct --data task --out runs/dpo --max-steps 40 --lr 1e-3\n"
-               "  lmlab dpo --model runs/sft --data prefs.jsonl --out runs/dpo --beta 0.1",
+               "  lmlab dpo --model runs/sft --data prefs.jsonl --out runs/dpo --beta 0.1\n"
+               "  lmlab dpo --model runs/sft --data task --sample-pairs 4 --out runs/dpo   # on-policy pairs",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_finetune_args(p, PREFERENCE_FILE)
     p.add_argument("--beta", type=float, default=0.1,
                    help="strength of the pull to the reference model (default 0.1)")
+    p.add_argument("--sample-pairs", type=int, default=0, metavar="K",
+                   help="make the pairs from K replies the model samples per prompt (--data is then prompts, as "
+                        "for ppo): the best and the worst by the reward below, when they differ")
+    p.add_argument("--sample-max-new-tokens", type=int, default=32, metavar="N",
+                   help="--sample-pairs: the longest reply sampled, in tokens (default 32)")
+    add_reward_args(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
-    result = dpo(**recipe_args(args), beta=args.beta)
+    result = dpo(**recipe_args(args), beta=args.beta, sample_pairs=args.sample_pairs,
+                 sample_max_new_tokens=args.sample_max_new_tokens, reward_fn=args.reward_fn,
+                 reward_model=args.reward_model)
     report("dpo", args, result, {"val_accuracy": "held-out preference accuracy", "val_margin": "held-out margin",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})

@@ -28,6 +28,14 @@ def add_finetune_args(p: argparse.ArgumentParser, data_help: str) -> None:
                             "(default: qkv out)")
 
 
+def add_reward_args(p: argparse.ArgumentParser) -> None:
+    """--reward-fn and --reward-model: what grades sampled replies (PPO; DPO with --sample-pairs)."""
+    p.add_argument("--reward-fn", metavar="MODULE:FUNCTION",
+                   help="reward function (prompt messages, reply text) -> float; on --data task the task's own "
+                        "reward is the default")
+    p.add_argument("--reward-model", metavar="DIR", help="the --out directory of a finished `lmlab reward` run")
+
+
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     return FinetuneConfig(**_set_fields(args, FinetuneConfig))
 

@@ -1,8 +1,9 @@
 """Direct Preference Optimization: a policy learns from preference pairs, with no reward model.
 
 Read top to bottom: preferences (a JSONL file of prompt + chosen/rejected, or prompt + ranked
-answers, which become all their pairs; or the embedded addition task) -> a training and a
-held-out part -> the model with a PEFT method applied -> per pair, log p(answer | prompt) of the
+answers, which become all their pairs; or the embedded addition task; or, with `sample_pairs`,
+the best and worst of K replies the model itself samples for each prompt, graded by a reward
+function: on-policy pairs) -> a training and a held-out part -> the model with a PEFT method applied -> per pair, log p(answer | prompt) of the
 chosen and the rejected answer under the policy and under the reference (the model as training
 starts) -> the DPO sigmoid loss (`losses.dpo`) -> AdamW steps, checkpoints that resume exactly ->
 the adapter (for LoRA also the merged model) or the whole model.
@@ -31,28 +32,47 @@ from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_preferences, run_settings,
                                      split_examples, trim_padding, unique, with_reply)
 from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.rewards import load_prompts, reward_source, sampled_pairs
 from lmlab.training.task_score import task_score
 
 Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected answer)
 
 
 def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), beta: float = 0.1,
-        adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+        sample_pairs: int = 0, sample_max_new_tokens: int = 32, reward_fn: str | None = None,
+        reward_model: str | Path | None = None, adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
         device: str = "auto", show_progress: bool = True) -> FinetuneResult:
     """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
     JSONL file, or "task") into the run directory `out`; `beta` scales the implicit reward (larger:
-    stay closer to the reference). `adapter`, `stop_after` and `resume` work as for `recipes.sft.sft`."""
+    stay closer to the reference). With `sample_pairs` = K, `data` holds prompts instead (as for
+    PPO) and the pairs are made from K replies of at most `sample_max_new_tokens` tokens the model
+    samples for each, graded by `reward_fn`
+    or `reward_model` (on the task, its own reward). `adapter`, `stop_after` and `resume` work as
+    for `recipes.sft.sft`."""
     if beta <= 0:
         raise LmlabError(f"beta={beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
-    pairs = load_pairs(data, cfg)
-    train, val = split_examples(pairs, cfg.val_fraction, cfg.seed)
-    tuned = load_tunable(model, cfg, adapter, device)
-    session = start_session(out, tuned.model, cfg, run_settings("dpo", tuned, data, pairs, cfg, adapter, beta=beta),
-                            ckpt)
+    if sample_pairs:
+        prompts = load_prompts(data, cfg)
+        score = reward_source(data, reward_fn, reward_model, cfg.block_size)
+        train_prompts, val_prompts = split_examples(prompts, cfg.val_fraction, cfg.seed)
+        tuned = load_tunable(model, cfg, adapter, device)
+        train, val = (sampled_pairs(tuned.model, tuned.tokenizer, part, score, sample_pairs, sample_max_new_tokens,
+                                    seed=cfg.seed + i) for i, part in enumerate((train_prompts, val_prompts)))
+        if not train:
+            raise LmlabError(f"none of the {sample_pairs} replies sampled per prompt differ in reward, so there "
+                             "are no pairs; sample more replies (--sample-pairs) or use more prompts")
+    else:
+        pairs = load_pairs(data, cfg)
+        train, val = split_examples(pairs, cfg.val_fraction, cfg.seed)
+        val_prompts = unique([prompt for prompt, _, _ in val])
+        tuned = load_tunable(model, cfg, adapter, device)
+    settings = run_settings("dpo", tuned, data, train + val, cfg, adapter, beta=beta, sample_pairs=sample_pairs,
+                            sample_max_new_tokens=sample_max_new_tokens, reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
+    session = start_session(out, tuned.model, cfg, settings, ckpt)
     adapters_off_is_reference = tuned.method != "none" and adapter is None
-    prompts = unique([prompt for prompt, _, _ in val])[:cfg.task_eval_size] if data == TASK else []
+    prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []
 
     def logprobs(rows: list[Pair]) -> torch.Tensor:
         """log p(answer | prompt) of the chosen and the rejected answers: (B, 2)."""

@@ -1,0 +1,231 @@
+"""PPO from a reward, with a KL penalty to the reference policy: the RL step of RLHF (InstructGPT).
+
+Read top to bottom: prompts (a JSONL file of chats to reply to, or the embedded addition task)
+-> the policy: the model with a PEFT method applied, and a value head on its hidden states ->
+every `ppo_epochs` steps a rollout: a sampled reply to each of `batch_size` prompts, scored by a
+reward function or a reward model; under the policy (old), the reference (the same network with
+its adapters off) and the value head, the log-probs and values of the sampled tokens -> per-token
+rewards (the score on the last token, -beta * log(pi / pi_ref) on each; `losses.kl`) -> GAE
+advantages (whitened) and returns (`losses.ppo`) -> `ppo_epochs` optimizer steps on that rollout,
+each minimising the clipped policy loss + vf_coef * the clipped value loss (+ ptx_coef * the LM
+loss on pre-training text: PPO-ptx) -> beta adapted towards a target KL, or fixed.
+
+A rollout is made from the step number alone (its prompts by `batch_indices`, its samples by a
+seed derived from it) and kept in the checkpoint with beta, so a resumed run continues exactly.
+Logged per step: reward (the score alone), KL to the reference (per reply, summed over its
+tokens), beta, entropy, clip fraction, value loss, reply length; on the task, the greedy replies'
+reward before and after.
+"""
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from lmlab.data.blocks import batch_starts, gather
+from lmlab.data.corpora import load_corpus
+from lmlab.errors import LmlabError
+from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.heads.reward import ScalarHead
+from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
+from lmlab.losses.ppo import entropy_from_logits, gae, ppo_policy_loss, ppo_value_loss, whiten
+from lmlab.modules.peft import adapters_disabled
+from lmlab.objectives.causal_lm import IGNORE_INDEX, causal_lm
+from lmlab.tokenizers.chat import chat_prompt
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, run_settings, split_examples,
+                                     unique)
+from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.rewards import load_prompts, reward_source
+from lmlab.training.task_score import task_score
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO's own settings (the rest, batch size included, is `FinetuneConfig`)."""
+
+    ppo_epochs: int = 4  # optimizer steps on each rollout
+    clip: float = 0.2  # policy ratio clip
+    value_clip: float = 0.2  # how far one step may move a value
+    vf_coef: float = 0.1  # weight of the value loss
+    kl_coef: float = 0.05  # beta at the start
+    adaptive_kl: bool = True  # adapt beta to hold the KL near kl_target; else beta stays kl_coef
+    kl_target: float = 1.0  # KL to the reference per reply (nats) that the adaptive beta aims at
+    kl_horizon: int = 200  # replies over which the adaptive beta may change by ~20%
+    gamma: float = 1.0
+    lam: float = 0.95
+    temperature: float = 1.0  # sampling temperature of the rollouts; the policy trained is softmax(logits / T)
+    max_new_tokens: int = 24  # reply length cap
+    ptx_coef: float = 0.0  # PPO-ptx: weight of the pre-training LM loss (0: off)
+    ptx_data: str = "stdlib"  # pre-training text for PPO-ptx: an embedded corpus or a path
+    ptx_block_size: int = 128
+    ptx_batch_size: int = 2
+
+    def __post_init__(self):
+        for name in ("ppo_epochs", "max_new_tokens", "kl_horizon", "ptx_block_size", "ptx_batch_size"):
+            if getattr(self, name) < 1:
+                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+        for name in ("clip", "value_clip", "temperature"):
+            if getattr(self, name) <= 0:
+                raise LmlabError(f"{name}={getattr(self, name)} must be positive")
+        if self.kl_coef < 0 or self.ptx_coef < 0 or self.vf_coef < 0:
+            raise LmlabError("kl_coef, vf_coef and ptx_coef must not be negative")
+        if self.kl_target <= 0:
+            raise LmlabError(f"kl_target={self.kl_target} must be positive")
+
+
+class PolicyWithValue(nn.Module):
+    """The policy (a decoder) and a value head on its final hidden states: one pass gives both."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+        self.value_head = ScalarHead(policy.config.d_model).to(next(policy.parameters()).device)
+        nn.init.zeros_(self.value_head.proj.weight)  # values start at 0: no made-up advantages at first
+        nn.init.zeros_(self.value_head.proj.bias)
+
+    def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """input_ids (B, T) -> logits (B, T, V), values (B, T)."""
+        hidden = self.policy.hidden_states(input_ids)  # (B, T, C)
+        return self.policy.lm_head(hidden), self.value_head(hidden)
+
+
+def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(),
+        ppo_cfg: PPOConfig = PPOConfig(), reward_fn: str | None = None, reward_model: str | Path | None = None,
+        adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+        device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+    """Optimise `model` (a zoo name, model or run directory, .gguf) for a reward on the prompts in
+    `data` (a JSONL file of {"messages": [...]}, the reply left out, or "task") into run directory
+    `out`. The reward is `reward_fn` ("module:function", called with the prompt's messages and the
+    reply text) or the reward model of a `lmlab reward` run directory; on the task the task's own
+    reward by default. `adapter`, `stop_after` and `resume` work as for `recipes.sft.sft`."""
+    out = Path(out)
+    ckpt = resume_checkpoint(out, resume)
+    prompts = load_prompts(data, cfg)
+    score = reward_source(data, reward_fn, reward_model, cfg.block_size)
+    train, val = split_examples(prompts, cfg.val_fraction, cfg.seed)
+    tuned = load_tunable(model, cfg, adapter, device)
+    agent = PolicyWithValue(tuned.model)
+    reference = frozen_reference(tuned, adapter)
+    settings = run_settings("ppo", tuned, data, prompts, cfg, adapter, reward_fn=reward_fn,
+                            reward_model=str(reward_model) if reward_model else None, **dataclasses.asdict(ppo_cfg))
+    session = start_session(out, agent, cfg, settings, ckpt)
+    kl_control = (AdaptiveKLController(ppo_cfg.kl_coef, ppo_cfg.kl_target, ppo_cfg.kl_horizon)
+                  if ppo_cfg.adaptive_kl else FixedKLController(ppo_cfg.kl_coef))
+    kl_control.value = session.state.get("kl_coef", kl_control.value)
+    ptx = ptx_blocks(ppo_cfg, tuned.tokenizer) if ppo_cfg.ptx_coef > 0 else None
+    device_ = tuned.device
+
+    def rollout(index: int) -> dict:
+        """Sample, score and evaluate one batch of replies (no gradients, eval mode)."""
+        rows = [train[i] for i in batch_indices(len(train), cfg.batch_size, index, cfg.seed)]
+        queries = [tuned.tokenizer.encode(chat_prompt(tuned.tokenizer, prompt)) for prompt in rows]
+        config = GenerationConfig(max_new_tokens=ppo_cfg.max_new_tokens, temperature=ppo_cfg.temperature,
+                                  eos_id=tuned.tokenizer.stop_ids, seed=cfg.seed * 1_000_003 + index)
+        replies = generate_batch(tuned.model, queries, config, tuned.tokenizer)
+        responses = [r.token_ids + ([r.stop] if isinstance(r.stop, int) else []) for r in replies]
+        inputs, targets, mask = response_batch(queries, responses, tuned.tokenizer)  # (B, T) each
+        inputs, targets, mask = inputs.to(device_), targets.to(device_), mask.to(device_)
+        scores = torch.tensor([score(prompt, r.text) for prompt, r in zip(rows, replies)], device=device_)
+        logits, values = agent(inputs)
+        old_logprobs = token_logprobs(logits / ppo_cfg.temperature, targets)  # (B, T), the sampling policy's
+        ref_logprobs = token_logprobs(reference(inputs) / ppo_cfg.temperature, targets)
+        rewards = shaped_rewards(scores, old_logprobs, ref_logprobs, mask, kl_control.value)
+        advantages, returns = gae(rewards, values, mask, ppo_cfg.gamma, ppo_cfg.lam)
+        kl = (torch.where(mask.bool(), kl_penalty(old_logprobs, ref_logprobs), 0.0).sum(1)).mean().item()
+        logged = {"reward": scores.mean().item(), "kl": kl, "kl_coef": kl_control.value,
+                  "reply_tokens": mask.sum(1).float().mean().item()}
+        kl_control.update(kl, len(rows))
+        return {"inputs": inputs, "targets": targets, "mask": mask, "old_logprobs": old_logprobs,
+                "old_values": values, "advantages": whiten(advantages, mask), "returns": returns,
+                "logged": logged, "index": index}
+
+    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+        index = step // ppo_cfg.ppo_epochs
+        if session.state.get("rollout", {}).get("index") != index:
+            session.state["rollout"] = evaluated(agent, lambda: rollout(index))
+            session.state["kl_coef"] = kl_control.value
+        batch = session.state["rollout"]
+        logits, values = agent(batch["inputs"])
+        logits = logits / ppo_cfg.temperature  # the policy PPO improves is the one that samples
+        logprobs = token_logprobs(logits, batch["targets"])
+        policy_loss, clip_fraction, approx_kl = ppo_policy_loss(
+            logprobs, batch["old_logprobs"], batch["advantages"], batch["mask"], ppo_cfg.clip)
+        value_loss = ppo_value_loss(values, batch["old_values"], batch["returns"], batch["mask"], ppo_cfg.value_clip)
+        loss = policy_loss + ppo_cfg.vf_coef * value_loss
+        logged = batch["logged"] | {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                                    "clip_fraction": clip_fraction.item(), "approx_kl": approx_kl.item(),
+                                    "entropy": entropy_from_logits(logits.detach(), batch["mask"]).item()}
+        if ptx is not None:
+            tokens, starts = ptx
+            block = gather(tokens, batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.seed), ppo_cfg.ptx_block_size)
+            inputs, targets = causal_lm(block)  # (B, ptx_block_size) each
+            ptx_loss = cross_entropy(tuned.model(inputs.to(device_)), targets.to(device_))
+            loss = loss + ppo_cfg.ptx_coef * ptx_loss
+            logged["ptx_loss"] = ptx_loss.item()
+        return loss, logged
+
+    graded_prompts = unique(val)[:cfg.task_eval_size] if data == TASK else []
+
+    def graded() -> dict:
+        return task_score(tuned.model, tuned.tokenizer, graded_prompts) if graded_prompts else {}
+
+    if not session.resumed:
+        session.metrics.write(step=0, **evaluated(agent, graded))
+    finished = run_steps(session, step_loss, None, stop_after, show_progress,
+                         curves={"reward": "reward", "KL to reference": "kl"}, ylabel="reward / KL (nats)")
+    return finish(session, tuned, finished, graded)
+
+
+def frozen_reference(tuned, adapter) -> Callable[[torch.Tensor], torch.Tensor]:
+    """input_ids -> the reference policy's logits: the network with its adapters off when it has a
+    fresh adapter (no second model), else a frozen copy of the starting model."""
+    model = tuned.model
+    if tuned.method != "none" and adapter is None:
+        def with_adapters_off(input_ids: torch.Tensor) -> torch.Tensor:
+            with adapters_disabled(model):
+                return model(input_ids)
+        return with_adapters_off
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def response_batch(queries: list[list[int]], responses: list[list[int]],
+                   tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prompt + reply rows, right-padded, as (inputs, targets, mask), each (B, T): targets are the
+    next tokens, IGNORE_INDEX off the reply; mask is 1 where the target is a reply token."""
+    pad = tokenizer.pad_id if tokenizer.pad_id is not None else tokenizer.eos_id or 0
+    rows = [q + r for q, r in zip(queries, responses)]
+    T = max(len(row) for row in rows)
+    ids = torch.tensor([row + [pad] * (T - len(row)) for row in rows])  # (B, T)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    for b, (q, r) in enumerate(zip(queries, responses)):
+        labels[b, len(q):len(q) + len(r)] = torch.tensor(r, dtype=torch.long)
+    targets = labels[:, 1:]
+    return ids[:, :-1], targets, (targets != IGNORE_INDEX).long()
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target) at every position (B, T), 0 where the target is IGNORE_INDEX."""
+    return -cross_entropy(logits, targets, reduction="none")
+
+
+def ptx_blocks(ppo_cfg: PPOConfig, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """The PPO-ptx pre-training text as one token array (documents joined by eos) and the start
+    offsets of its blocks."""
+    eos = tokenizer.eos_id if tokenizer.eos_id is not None else 0
+    ids: list[int] = []
+    for text in load_corpus(ppo_cfg.ptx_data):
+        ids += tokenizer.encode(text) + [eos]
+        if len(ids) > 200 * (ppo_cfg.ptx_block_size + 1):  # enough blocks for a run; the rest is not read
+            break
+    if len(ids) < 2 * (ppo_cfg.ptx_block_size + 1):
+        raise LmlabError(f"--ptx-data {ppo_cfg.ptx_data} holds too little text for blocks of "
+                         f"{ppo_cfg.ptx_block_size} tokens; pass more text or lower --ptx-block-size")
+    tokens = np.asarray(ids, dtype=np.int64)
+    return tokens, np.arange(0, len(tokens) - ppo_cfg.ptx_block_size, ppo_cfg.ptx_block_size)

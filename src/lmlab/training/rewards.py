@@ -1,0 +1,107 @@
+"""Where the reward of a reply comes from, for the recipes that sample replies (PPO, DPO on sampled pairs),
+and preference pairs made from sampled replies.
+
+A reward is a function (prompt messages, reply text) -> float: a Python function named on the
+command line as "module:function", the score of a reward model trained by `lmlab reward`, or, on
+the embedded task, the task's programmatic reward. The prompts it judges are chats without the
+reply: the task's questions or a JSONL file's `messages`.
+"""
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from lmlab.data.chat_jsonl import read_chat_jsonl
+from lmlab.data.tasks import reward as task_reward
+from lmlab.data.tasks import task_prompts
+from lmlab.errors import LmlabError
+from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.objectives.sft import ROLES
+from lmlab.recipes.reward import chat_rewards, load_reward_model
+from lmlab.tokenizers.chat import chat_prompt
+from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
+
+RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
+
+
+def load_prompts(data: str, cfg: FinetuneConfig) -> list[list[dict]]:
+    """Chat prompts to reply to: the task's questions (each once), or a JSONL file's `messages`
+    (a trailing assistant reply, if any, is dropped: the policy writes its own)."""
+    if data == TASK:
+        return unique(task_prompts(cfg.task_size, cfg.seed, cfg.task_max_operand))
+    prompts = []
+    for index, messages in enumerate(read_chat_jsonl(data)):
+        if messages[-1]["role"] == "assistant":
+            messages = messages[:-1]
+        bad = next((m["role"] for m in messages if m["role"] not in ROLES), None)
+        if not messages or bad is not None:
+            raise LmlabError(f"{data}: example {index + 1} " + (f"has role {bad!r}; use one of {', '.join(ROLES)}"
+                             if bad else "has no message to reply to; give it a user message"))
+        prompts.append(messages)
+    return prompts
+
+
+def reward_source(data: str, reward_fn: str | None, reward_model: str | Path | None, block_size: int) -> RewardFn:
+    """The reward of a reply: a Python function named "module:function", a reward model's score, or
+    (on the task, when neither is given) the task's programmatic reward."""
+    if reward_fn and reward_model:
+        raise LmlabError("pass --reward-fn or --reward-model, not both")
+    if reward_fn:
+        return import_function(reward_fn)
+    if reward_model:
+        rm, rm_tokenizer = load_reward_model(reward_model)
+
+        @torch.no_grad()
+        def model_score(prompt: list[dict], reply: str) -> float:
+            return chat_rewards(rm, rm_tokenizer, [with_reply(prompt, reply)], block_size).item()
+        return model_score
+    if data == TASK:
+        return task_reward
+    raise LmlabError("this needs a reward for the replies: pass --reward-model (a `lmlab reward` run directory) "
+                     "or --reward-fn module:function")
+
+
+def import_function(spec: str) -> RewardFn:
+    """The function `spec` = "package.module:function" names."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise LmlabError(f"reward function {spec!r} must be written module:function, e.g. lmlab.data.tasks:reward")
+    try:
+        function = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as e:
+        raise LmlabError(f"cannot load reward function {spec!r} ({e}); check the module is importable "
+                         "(on PYTHONPATH) and defines that function") from None
+    if not callable(function):
+        raise LmlabError(f"{spec!r} is not a function; name a callable (prompt messages, reply) -> float")
+    return function
+
+
+@torch.no_grad()
+def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], score: RewardFn, k: int,
+                  max_new_tokens: int = 24, temperature: float = 1.0, seed: int = 0,
+                  batch_size: int = 32) -> list[tuple[list[dict], str, str]]:
+    """On-policy preference pairs: `k` sampled replies to each prompt, graded by `score`; the best
+    and the worst reply become (prompt, chosen, rejected) when their rewards differ (a prompt whose
+    replies all score alike gives no pair). Pairs from the model's own replies teach it about the
+    mistakes it actually makes, which fixed pairs may not show."""
+    if k < 2:
+        raise LmlabError(f"sampling {k} replies per prompt gives no pairs; sample at least 2")
+    training = model.training
+    model.eval()
+    queries = [tokenizer.encode(chat_prompt(tokenizer, prompt)) for prompt in prompts for _ in range(k)]
+    replies: list[str] = []
+    for start in range(0, len(queries), batch_size):
+        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, eos_id=tokenizer.stop_ids,
+                                  seed=seed * 1_000_003 + start)
+        replies += [g.text for g in generate_batch(model, queries[start:start + batch_size], config, tokenizer)]
+    model.train(training)
+    pairs = []
+    for i, prompt in enumerate(prompts):
+        graded = sorted(((score(prompt, reply), reply) for reply in replies[i * k:(i + 1) * k]),
+                        key=lambda graded_reply: graded_reply[0])
+        (worst, rejected), (best, chosen) = graded[0], graded[-1]
+        if best > worst:
+            pairs.append((prompt, chosen, rejected))
+    return pairs
