@@ -202,3 +202,17 @@ def test_sft_with_lora_teaches_smollm2_the_answer_format(tmp_path):
                          task_size=400, task_eval_size=32)
     result = sft(real_model("smollm2-135m-instruct"), "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["task_reward"] > result.before["task_reward"] + 0.3
+
+
+def test_eval_task_grades_a_model_and_a_run_directory(base, tmp_path, capsys):
+    sft(base, "task", tmp_path / "r", TINY_RUN.replace(peft="prefix", n_prefix=2), show_progress=False)
+    for model in (base, tmp_path / "r"):  # a prefix-tuned run has no merged model: base + adapter
+        assert lmlab("eval", "task", "--model", model, "--questions", "3", "--max-operand", "9", "--json") == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["questions"] == 3 and -0.5 <= result["reward"] <= 1 and 0 <= result["accuracy"] <= 1
+    assert lmlab("eval", "task", "--model", base, "--reference", base, "--questions", "3", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["kl_to_reference"] == pytest.approx(0.0, abs=1e-5)  # itself
+    assert lmlab("eval", "task", "--model", tmp_path / "r", "--reference", base, "--questions", "3", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["kl_to_reference"] > 0  # tuned: it moved
+    assert lmlab("eval", "task", "--model", base, "--questions", "0") == 2
+    one_line_error(capsys, "--questions 0 must be at least 1")

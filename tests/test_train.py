@@ -84,3 +84,15 @@ def test_schedule_warms_up_then_decays_to_min(schedule):
     assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(values[10:], values[11:]))
     assert values[100] == pytest.approx(0.1)
+
+
+@pytest.mark.slow
+def test_compiled_training_follows_the_eager_run(tmp_path, corpus_file, tiny_train):
+    """`compile` changes how the steps run, not what they compute: the losses agree to float rounding."""
+    cfg = preset("llama-tiny", **TINY_MODEL)
+    pretrain(cfg, tiny_train, str(corpus_file), tmp_path / "eager", show_progress=False)
+    pretrain(cfg, tiny_train.replace(compile=True), str(corpus_file), tmp_path / "compiled", show_progress=False)
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+               if "loss" in line] for run in ("eager", "compiled")]
+    assert len(losses[0]) == len(losses[1]) > 1
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4, abs=1e-4)

@@ -104,6 +104,7 @@ class TrainConfig:
     log_every: int = 10
     seed: int = 0
     bf16: bool = False
+    compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
 
     def __post_init__(self):
         if self.batch_size % self.grad_accum:

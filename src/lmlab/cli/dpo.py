@@ -25,13 +25,16 @@ def add_parser(subparsers) -> None:
                         "for ppo): the best and the worst by the reward below, when they differ")
     p.add_argument("--sample-max-new-tokens", type=int, default=32, metavar="N",
                    help="--sample-pairs: the longest reply sampled, in tokens (default 32)")
+    p.add_argument("--sample-temperature", type=float, default=1.0, metavar="T",
+                   help="--sample-pairs: sampling temperature (default 1; lower gives pairs nearer the greedy replies)")
     add_reward_args(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
     result = dpo(**recipe_args(args), beta=args.beta, sample_pairs=args.sample_pairs,
-                 sample_max_new_tokens=args.sample_max_new_tokens, reward_fn=args.reward_fn,
+                 sample_max_new_tokens=args.sample_max_new_tokens, sample_temperature=args.sample_temperature,
+                 reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("dpo", args, result, {"val_accuracy": "held-out preference accuracy", "val_margin": "held-out margin",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})

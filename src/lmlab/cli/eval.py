@@ -1,13 +1,18 @@
-"""`lmlab eval perplexity`: how well a model predicts a text file."""
+"""`lmlab eval perplexity`: how well a model predicts a text file; `lmlab eval task`: how well it
+answers the embedded addition task (greedy replies, graded by the task's program)."""
 
 import json
+from pathlib import Path
 
 import torch
 
 from lmlab.data.sources import read_texts
+from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
 from lmlab.io.load import load
+from lmlab.training.finetune import load_tuned
+from lmlab.training.task_score import kl_to_reference, task_score
 
 
 def add_parser(subparsers) -> None:
@@ -19,6 +24,18 @@ def add_parser(subparsers) -> None:
     ppl.add_argument("--stride", type=int, help="tokens scored per window for long texts (default: context/2)")
     ppl.add_argument("--json", action="store_true", help="print one JSON object: tokens, nll_sum, perplexity")
     ppl.set_defaults(run=run_perplexity)
+    task = sub.add_parser("task", help="mean reward and accuracy of greedy replies to fresh addition questions")
+    task.add_argument("--model", required=True, help="zoo name, model or run directory (a LoRA run: its merged model)")
+    task.add_argument("--questions", type=int, default=200, help="questions asked (default 200)")
+    task.add_argument("--max-operand", type=int, default=99, help="operands 0..N (default 99)")
+    task.add_argument("--seed", type=int, default=1000,
+                      help="which questions are drawn (default 1000; the fine-tuning recipes draw theirs with "
+                           "their --seed, 0 by default)")
+    task.add_argument("--reference", help="also estimate KL(model || reference) per reply from replies the model "
+                                          "samples (e.g. the SFT model a PPO or DPO run started from)")
+    task.add_argument("--json", action="store_true", help="print one JSON object: questions, reward, accuracy "
+                                                          "(and kl_to_reference)")
+    task.set_defaults(run=run_task)
 
 
 def run_perplexity(args) -> None:
@@ -32,3 +49,26 @@ def run_perplexity(args) -> None:
         print(json.dumps(result.as_dict()))
     else:
         print(f"perplexity {result.perplexity:.4f} over {result.tokens} tokens (NLL {result.nll_sum:.2f} nats)")
+
+
+def run_task(args) -> None:
+    if args.questions < 1:
+        raise LmlabError(f"--questions {args.questions} must be at least 1")
+    model, tokenizer = _load_any(args.model)
+    prompts = task_prompts(args.questions, args.seed, args.max_operand)
+    with torch.no_grad():
+        score = task_score(model.eval(), tokenizer, prompts)
+    result = {"questions": len(prompts), "reward": score["task_reward"], "accuracy": score["task_accuracy"]}
+    if args.reference:
+        result["kl_to_reference"] = kl_to_reference(model, _load_any(args.reference)[0].eval(), tokenizer, prompts,
+                                                    seed=args.seed)
+    if args.json:
+        print(json.dumps(result))
+        return
+    kl = f"; KL to the reference {result['kl_to_reference']:.3f} nats per reply" if args.reference else ""
+    print(f"task reward {result['reward']:.3f}, accuracy {result['accuracy']:.1%} over {len(prompts)} questions{kl}")
+
+
+def _load_any(name: str):
+    """A zoo name, model directory or run directory (a fine-tuning run: its merged model, or base + adapter)."""
+    return load_tuned(name) if Path(name, "run.json").is_file() else load(name)

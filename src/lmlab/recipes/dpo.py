@@ -39,14 +39,15 @@ Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected 
 
 
 def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), beta: float = 0.1,
-        sample_pairs: int = 0, sample_max_new_tokens: int = 32, reward_fn: str | None = None,
+        sample_pairs: int = 0, sample_max_new_tokens: int = 32, sample_temperature: float = 1.0,
+        reward_fn: str | None = None,
         reward_model: str | Path | None = None, adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
         device: str = "auto", show_progress: bool = True) -> FinetuneResult:
     """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
     JSONL file, or "task") into the run directory `out`; `beta` scales the implicit reward (larger:
     stay closer to the reference). With `sample_pairs` = K, `data` holds prompts instead (as for
     PPO) and the pairs are made from K replies of at most `sample_max_new_tokens` tokens the model
-    samples for each, graded by `reward_fn`
+    samples for each (at `sample_temperature`), graded by `reward_fn`
     or `reward_model` (on the task, its own reward). `adapter`, `stop_after` and `resume` work as
     for `recipes.sft.sft`."""
     if beta <= 0:
@@ -59,7 +60,8 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         train_prompts, val_prompts = split_examples(prompts, cfg.val_fraction, cfg.seed)
         tuned = load_tunable(model, cfg, adapter, device)
         train, val = (sampled_pairs(tuned.model, tuned.tokenizer, part, score, sample_pairs, sample_max_new_tokens,
-                                    seed=cfg.seed + i) for i, part in enumerate((train_prompts, val_prompts)))
+                                    sample_temperature, seed=cfg.seed + i)
+                      for i, part in enumerate((train_prompts, val_prompts)))
         if not train:
             raise LmlabError(f"none of the {sample_pairs} replies sampled per prompt differ in reward, so there "
                              "are no pairs; sample more replies (--sample-pairs) or use more prompts")
@@ -69,7 +71,8 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         val_prompts = unique([prompt for prompt, _, _ in val])
         tuned = load_tunable(model, cfg, adapter, device)
     settings = run_settings("dpo", tuned, data, train + val, cfg, adapter, beta=beta, sample_pairs=sample_pairs,
-                            sample_max_new_tokens=sample_max_new_tokens, reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
+                            sample_max_new_tokens=sample_max_new_tokens, sample_temperature=sample_temperature,
+                            reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
     session = start_session(out, tuned.model, cfg, settings, ckpt)
     adapters_off_is_reference = tuned.method != "none" and adapter is None
     prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []

@@ -31,13 +31,15 @@ from lmlab.objectives.causal_lm import causal_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
+from lmlab.training.compile import maybe_compile
 from lmlab.training.device import pick_device
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
 
 # Settings that may change between a run and its resumption (they do not touch the weights).
-RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every"}
+RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every",
+                     "compile"}
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
         scheduler.load_state_dict(ckpt["scheduler"])
         set_rng_state(ckpt["rng"])
         start = ckpt["step"]
-    wrapped = DistributedDataParallel(model) if d.world_size > 1 else model
+    wrapped = maybe_compile(DistributedDataParallel(model) if d.world_size > 1 else model, train_cfg.compile)
     if d.is_main:
         atomic_write_text(out / "run.json", json.dumps({"model": config_to_dict(model_cfg), "train": dataclasses.asdict(
             train_cfg), "data": data, "data_key": data_key}, indent=2))

@@ -29,3 +29,27 @@ def task_score(model: torch.nn.Module, tokenizer: TextTokenizer, prompts: list[l
     model's greedy replies to the task `prompts` (call it in eval mode, without gradients)."""
     result: TaskScore = score(lambda batch: greedy_replies(model, tokenizer, batch), prompts)
     return {"task_reward": result.reward, "task_accuracy": result.accuracy}
+
+
+@torch.no_grad()
+def kl_to_reference(model: torch.nn.Module, reference: torch.nn.Module, tokenizer: TextTokenizer,
+                    prompts: list[list[dict]], max_new_tokens: int = 16, seed: int = 0, batch_size: int = 16) -> float:
+    """KL(model || reference) per reply, in nats: the mean over `prompts` of
+    sum_t log p_model(y_t) - log p_reference(y_t) for one reply y sampled from the model (T = 1).
+    How far fine-tuning moved the model from where it started, on the replies it now gives."""
+    total = 0.0
+    for start in range(0, len(prompts), batch_size):
+        queries = [tokenizer.encode(chat_prompt(tokenizer, p)) for p in prompts[start:start + batch_size]]
+        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, eos_id=tokenizer.stop_ids,
+                                  seed=seed + start)
+        replies = generate_batch(model, queries, config, tokenizer)
+        for query, reply in zip(queries, replies):
+            tokens = reply.token_ids + ([reply.stop] if isinstance(reply.stop, int) else [])
+            if not tokens:
+                continue
+            ids = torch.tensor([query + tokens[:-1]])  # (1, T): the reply's tokens are predicted at the end
+            targets = torch.tensor(tokens)
+            logps = [m(ids)[0, -len(tokens):].float().log_softmax(-1)[torch.arange(len(tokens)), targets]
+                     for m in (model, reference)]
+            total += (logps[0] - logps[1]).sum().item()
+    return total / len(prompts)
