@@ -1,4 +1,4 @@
-"""What every fine-tuning recipe (SFT, reward model, DPO; PPO next) shares, apart from its loss.
+"""What every fine-tuning recipe (SFT, reward model, PPO, DPO) shares, apart from its loss.
 
 A fine-tuning run starts from a trained model (zoo name, model directory, run directory, .gguf),
 adds a PEFT method to it (or trains every weight: "none") and trains on examples split into a
