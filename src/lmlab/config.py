@@ -2,6 +2,7 @@
 
 A `ModelConfig` fixes every architectural choice of a decoder-only transformer; the presets
 below name the published shapes (GPT-2 124M, SmolLM2-135M) and tiny ones for tests and laptops.
+An `EncoderConfig` does the same for a BERT-style encoder, with its own presets.
 `lmlab train --model PRESET --n-layers 6 …` starts from a preset and overrides fields.
 """
 
@@ -80,6 +81,49 @@ def preset(name: str, **overrides) -> ModelConfig:
     if name not in PRESETS:
         raise LmlabError(f"unknown model preset '{name}'; choose one of: {', '.join(PRESETS)}")
     return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The shape of a BERT-style encoder: post-norm blocks, learned positions, token types, exact GELU."""
+
+    vocab_size: int
+    context_length: int  # the number of learned positions
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_ff: int
+    type_vocab_size: int = 2  # segments: sentence A / sentence B
+    layer_norm_eps: float = 1e-12
+    pooler: bool = True  # a Linear + tanh over the [CLS] state, as in BERT's next-sentence head
+    dropout: float = 0.0
+    family: Literal["bert"] = "bert"
+
+    def __post_init__(self):
+        if self.d_model % self.n_heads:
+            raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                             "pick a d_model that is a multiple of n_heads")
+
+    def replace(self, **changes) -> "EncoderConfig":
+        """A copy with some fields changed; unknown fields are an error."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise LmlabError(f"unknown encoder setting(s) {sorted(unknown)}; valid: "
+                             f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+
+ENCODER_PRESETS: dict[str, EncoderConfig] = {
+    "bert-tiny": EncoderConfig(vocab_size=30522, context_length=512, n_layers=2, n_heads=2, d_model=128, d_ff=512),
+    "minilm-l6": EncoderConfig(vocab_size=30522, context_length=512, n_layers=6, n_heads=12, d_model=384, d_ff=1536),
+}
+
+
+def encoder_preset(name: str, **overrides) -> EncoderConfig:
+    """The named encoder preset, with `overrides` applied."""
+    if name not in ENCODER_PRESETS:
+        raise LmlabError(f"unknown encoder preset '{name}'; choose one of: {', '.join(ENCODER_PRESETS)}")
+    return ENCODER_PRESETS[name].replace(**overrides) if overrides else ENCODER_PRESETS[name]
 
 
 @dataclass(frozen=True)

@@ -54,15 +54,7 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     """Build the model stored in an HF directory (config.json + *.safetensors)."""
     directory = Path(directory)
     cfg = read_hf_config(directory)
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise LmlabError(f"'{directory}' has no *.safetensors weights; export the model with safetensors")
-    hf_state = {}
-    for f in files:
-        try:
-            hf_state.update(load_file(f))
-        except (SafetensorError, OSError) as e:
-            raise LmlabError(f"cannot read weights {f}: {e}; the file is corrupt or truncated, re-export it") from None
+    hf_state = read_safetensors(directory)
     with torch.device("meta"):
         model = build_decoder(cfg)
     try:
@@ -73,3 +65,17 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     if cfg.tie_embeddings:
         model.lm_head.weight = model.token_embedding.weight
     return model.to(dtype).eval()
+
+
+def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the directory's *.safetensors files, by its HF name."""
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise LmlabError(f"'{directory}' has no *.safetensors weights; export the model with safetensors")
+    hf_state = {}
+    for f in files:
+        try:
+            hf_state.update(load_file(f))
+        except (SafetensorError, OSError) as e:
+            raise LmlabError(f"cannot read weights {f}: {e}; the file is corrupt or truncated, re-export it") from None
+    return hf_state

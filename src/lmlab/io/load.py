@@ -1,27 +1,27 @@
-"""`lmlab.load`: a model and its tokenizer from wherever they are."""
+"""`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders."""
 
 import json
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
 from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
+from lmlab.io.hf_encoder import load_hf_encoder_dir
+from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.tokenizers.text import TextTokenizer
+from lmlab.tokenizers.wordpiece import load_wordpiece
 
 
 def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory or an lmlab run
     directory (its model/). A zoo model must be downloaded first (`lmlab download NAME`)."""
-    path = Path(name_or_path)
-    if not path.exists() and str(name_or_path) in zoo.ZOO:
-        path = zoo.model_path(str(name_or_path))
-        if path is None:
-            raise LmlabError(f"zoo model '{name_or_path}' is not downloaded yet; run `lmlab download {name_or_path}`")
+    path = _zoo_or_path(name_or_path)
     if path.is_file():
         if path.suffix != ".gguf":
             raise LmlabError(f"'{path}' is a file but not a .gguf model; pass a .gguf file or a model directory")
@@ -47,5 +47,27 @@ def _refuse_encoders(path: Path) -> None:
     except (json.JSONDecodeError, AttributeError):
         return  # read_hf_config reports a broken config.json
     if model_type == "bert":
-        raise LmlabError(f"'{path}' holds a BERT encoder; the BERT family is not supported by lmlab.load yet "
-                         "(it loads gpt2 and llama decoders)")
+        raise LmlabError(f"'{path}' holds a BERT encoder; BERT is not supported by lmlab.load, which loads gpt2 "
+                         "and llama decoders: use lmlab.io.load.load_encoder")
+
+
+def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:
+    """(encoder, tokenizer) from a zoo name or an HF BERT directory (config.json + model.safetensors +
+    tokenizer.json or vocab.txt). The tokenizer pads a batch to its longest text; turn texts into the
+    encoder's inputs with `lmlab.tokenizers.wordpiece.encode_batch`."""
+    path = _zoo_or_path(name_or_path)
+    if not (path / "config.json").is_file():
+        raise LmlabError(f"encoder '{name_or_path}' not found; pass an HF BERT model directory (config.json + "
+                         f"model.safetensors) or a zoo name: {', '.join(zoo.ZOO)}")
+    model = load_hf_encoder_dir(path, dtype)
+    return model, load_wordpiece(path, model.config.context_length)
+
+
+def _zoo_or_path(name_or_path: str | Path) -> Path:
+    """The downloaded model of a zoo name, else `name_or_path` as a path."""
+    path = Path(name_or_path)
+    if not path.exists() and str(name_or_path) in zoo.ZOO:
+        path = zoo.model_path(str(name_or_path))
+        if path is None:
+            raise LmlabError(f"zoo model '{name_or_path}' is not downloaded yet; run `lmlab download {name_or_path}`")
+    return path

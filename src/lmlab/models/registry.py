@@ -3,10 +3,12 @@
 from types import ModuleType
 
 from lmlab.errors import LmlabError
+from lmlab.models.bert import convert as bert
 from lmlab.models.gpt2 import convert as gpt2
 from lmlab.models.llama import convert as llama
 
-FAMILIES: dict[str, ModuleType] = {"gpt2": gpt2, "llama": llama}
+# bert is an encoder: lmlab.load refuses it, lmlab.io.load.load_encoder reads it
+FAMILIES: dict[str, ModuleType] = {"gpt2": gpt2, "llama": llama, "bert": bert}
 
 
 def family(name: str) -> ModuleType:

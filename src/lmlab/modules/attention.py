@@ -139,3 +139,13 @@ def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int,
     keep = causal[None] & attention_mask.bool()[:, None, :]  # (B, T, S)
     keep |= key_pos == query_pos
     return keep[:, None]  # (B, 1, T, S)
+
+
+def padding_mask(attention_mask: torch.Tensor | None, T: int, device: torch.device) -> torch.Tensor:
+    """The bool mask (B or 1, 1, 1, T) over keys: True where a query may look, i.e. at real tokens.
+
+    Always a tensor, never None: `SelfAttention` reads a missing mask as "causal".
+    """
+    if attention_mask is None:
+        return torch.ones(1, 1, 1, T, dtype=torch.bool, device=device)
+    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)

@@ -1,0 +1,45 @@
+"""The BERT builder: an `EncoderConfig` in, a `BertEncoder` out, from lmlab's shared modules.
+
+Initialisation follows BERT: N(0, 0.02) for every matrix and embedding, zero biases, unit norms.
+"""
+
+import torch
+from torch import nn
+
+from lmlab.config import EncoderConfig
+from lmlab.models.bert.embeddings import BertEmbeddings
+from lmlab.models.bert.model import BertEncoder
+from lmlab.modules.attention import SelfAttention
+from lmlab.modules.feed_forward import GeluMLP
+from lmlab.modules.norms import LayerNorm
+from lmlab.modules.pooling import ClsPooler
+from lmlab.modules.transformer import PostNormBlock
+
+
+def build_encoder(cfg: EncoderConfig) -> BertEncoder:
+    """A freshly initialised BERT encoder for `cfg` (uninitialised on the meta device, to receive loaded weights)."""
+    embeddings = BertEmbeddings(cfg.vocab_size, cfg.context_length, cfg.type_vocab_size, cfg.d_model,
+                                cfg.layer_norm_eps, cfg.dropout)
+    blocks = [
+        PostNormBlock(SelfAttention(cfg.d_model, cfg.n_heads, bias=True, dropout=cfg.dropout),
+                      GeluMLP(cfg.d_model, cfg.d_ff, bias=True, approximate="none"),  # BERT's GELU is the exact erf one
+                      LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps), LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps),
+                      cfg.dropout)
+        for _ in range(cfg.n_layers)
+    ]
+    model = BertEncoder(embeddings, blocks, ClsPooler(cfg.d_model) if cfg.pooler else None)
+    model.config = cfg
+    if model.embeddings.token.weight.device.type != "meta":
+        _init_weights(model)
+    return model
+
+
+@torch.no_grad()
+def _init_weights(model: nn.Module) -> None:
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            p.zero_()
+        elif "norm" in name:
+            p.fill_(1.0)
+        else:
+            p.normal_(0.0, 0.02)

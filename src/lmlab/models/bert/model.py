@@ -1,0 +1,40 @@
+"""The BERT encoder: embeddings -> post-norm blocks with bidirectional attention (-> [CLS] pooler).
+
+Unlike a decoder, every token sees every other real token, left and right; the only mask is
+padding. The blocks are lmlab's `PostNormBlock`s, so the encoder shares its attention and
+feed-forward code with the decoders.
+"""
+
+import torch
+from torch import nn
+
+from lmlab.errors import LmlabError
+from lmlab.models.bert.embeddings import BertEmbeddings
+from lmlab.modules.attention import padding_mask
+from lmlab.modules.pooling import ClsPooler
+
+
+class BertEncoder(nn.Module):
+    """input_ids (B, T) -> hidden states (B, T, d_model); `pooled` gives BERT's [CLS] vector (B, d_model)."""
+
+    def __init__(self, embeddings: BertEmbeddings, blocks: list[nn.Module], pooler: ClsPooler | None = None):
+        super().__init__()
+        self.embeddings = embeddings
+        self.blocks = nn.ModuleList(blocks)
+        self.pooler = pooler
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The last hidden states (B, T, d_model). attention_mask (B, T): 1 = real token, 0 = padding."""
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        mask = padding_mask(attention_mask, input_ids.size(1), input_ids.device)
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
+
+    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+               token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """tanh(W h_[CLS] + b): (B, d_model), the sentence-level output BERT's NSP head reads."""
+        if self.pooler is None:
+            raise LmlabError("this encoder has no pooler (its config says pooler=False; the checkpoint had none)")
+        return self.pooler(self(input_ids, attention_mask, token_type_ids))
