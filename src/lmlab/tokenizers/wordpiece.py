@@ -1,4 +1,4 @@
-"""WordPiece tokenizers as BERT checkpoints ship them, and batches of encoder inputs.
+"""WordPiece tokenizers: trained on your text, or as BERT checkpoints ship them; batches of encoder inputs.
 
 A BERT directory holds a `tokenizer.json`, or only the older `vocab.txt` (+ `tokenizer_config.json`
 saying whether to lower-case); both give the same HF `tokenizers.Tokenizer`: BERT's normaliser and
@@ -6,6 +6,7 @@ pre-tokeniser, WordPiece, and "[CLS] A [SEP] (B [SEP])" around every text.
 """
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -14,12 +15,14 @@ from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
+from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 
 VOCAB_FILE = "vocab.txt"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+MIN_VOCAB_SIZE = 32
 
 
 def load_wordpiece(directory: str | Path, max_length: int) -> Tokenizer:
@@ -45,15 +48,38 @@ def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Toke
     missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
     if missing:
         raise LmlabError(f"'{vocab_file}' lacks BERT's special token(s) {missing}; it is not a BERT vocabulary")
-    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
-    tokenizer.normalizer = BertNormalizer(lowercase=lowercase)  # also strips accents when lower-casing, as BERT does
-    tokenizer.pre_tokenizer = BertPreTokenizer()
-    tokenizer.post_processor = TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    tokenizer.decoder = decoders.WordPiece()
+    tokenizer = _bert_pipeline(Tokenizer(WordPiece(vocab, unk_token="[UNK]")), lowercase, strip_accents=None)
     tokenizer.add_special_tokens([t for t in SPECIAL_TOKENS if t in vocab])  # "[MASK]" in text stays one token
+    return _with_template(tokenizer)
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = True,
+                    strip_accents: bool | None = None) -> Tokenizer:
+    """Train a BERT WordPiece tokenizer on `texts`: [PAD] [UNK] [CLS] [SEP] [MASK] are ids 0-4, words
+    are split on whitespace and punctuation, continuation pieces start with "##". `strip_accents`
+    None follows `lowercase`, as BERT's uncased models do."""
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise LmlabError(f"vocab size {vocab_size} is too small for WordPiece; use at least {MIN_VOCAB_SIZE} "
+                         "(the special tokens, the characters of the text and some pieces)")
+    tokenizer = _bert_pipeline(Tokenizer(WordPiece(unk_token="[UNK]")), lowercase, strip_accents)
+    trainer = WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS)
+    tokenizer.train_from_iterator(texts, trainer)
+    return _with_template(tokenizer)
+
+
+def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> Tokenizer:
+    """BERT's normaliser (lower-casing, accent stripping, Chinese characters split), pre-tokeniser and decoder."""
+    tokenizer.normalizer = BertNormalizer(lowercase=lowercase, strip_accents=strip_accents)
+    tokenizer.pre_tokenizer = BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
+
+
+def _with_template(tokenizer: Tokenizer) -> Tokenizer:
+    """"[CLS] A [SEP]" around one text and "[CLS] A [SEP] B [SEP]" around a pair, B's tokens of type 1."""
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     return tokenizer
 
 
