@@ -1,0 +1,34 @@
+"""Masked language modelling (BERT) as a transformation of token ids: hide some tokens, predict them.
+
+Of the tokens that may be chosen (never [CLS], [SEP], [PAD] or other special tokens), each is
+chosen with probability `rate` (15%). A chosen token becomes [MASK] 80% of the time, a random token
+10% of the time and stays as it is 10% of the time, so the model cannot learn that only [MASK]
+positions matter: it must keep a good representation of every token. The loss is on the chosen
+positions only (targets elsewhere are IGNORE_INDEX).
+
+Masks are drawn from `generator`: drawing them again for every batch (a generator seeded by the
+step) is RoBERTa's dynamic masking; BERT drew them once per example when preparing its data.
+"""
+
+import torch
+
+from lmlab.objectives.causal_lm import IGNORE_INDEX
+
+MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of the chosen tokens; the remaining 10% stay unchanged
+
+
+def masked_lm(ids: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size: int,
+              generator: torch.Generator | None = None, rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """ids (B, T) -> inputs (B, T) with the chosen tokens masked, replaced or kept, and targets (B, T):
+    the original id at chosen positions, IGNORE_INDEX elsewhere.
+
+    special (B, T) bool marks the positions that are never chosen (special tokens and padding).
+    """
+    draw = torch.rand(ids.shape, generator=generator, device=ids.device)  # (B, T) chooses
+    how = torch.rand(ids.shape, generator=generator, device=ids.device)  # (B, T) picks mask/random/keep
+    random_ids = torch.randint(vocab_size, ids.shape, generator=generator, device=ids.device)  # (B, T)
+    chosen = (draw < rate) & ~special
+    inputs = torch.where(chosen & (how < MASK_SHARE), mask_id, ids)
+    inputs = torch.where(chosen & (how >= MASK_SHARE) & (how < MASK_SHARE + RANDOM_SHARE), random_ids, inputs)
+    targets = torch.where(chosen, ids, IGNORE_INDEX)
+    return inputs, targets
