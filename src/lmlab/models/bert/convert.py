@@ -9,6 +9,7 @@ import torch
 
 from lmlab.config import EncoderConfig
 from lmlab.errors import LmlabError
+from lmlab.models.layer_names import layers_from_hf, layers_to_hf
 
 _LAYER = {  # lmlab name (after blocks.{i}.) -> HF name (after encoder.layer.{i}.)
     "attention.out.weight": "attention.output.dense.weight",
@@ -22,6 +23,7 @@ _LAYER = {  # lmlab name (after blocks.{i}.) -> HF name (after encoder.layer.{i}
     "norm2.weight": "output.LayerNorm.weight",
     "norm2.bias": "output.LayerNorm.bias",
 }
+_HF_LAYER = "encoder.layer.{i}."  # the HF prefix of layer i
 _STACKED = {  # lmlab name -> HF names stacked along dim 0, in order
     "attention.qkv.weight": tuple(f"attention.self.{n}.weight" for n in ("query", "key", "value")),
     "attention.qkv.bias": tuple(f"attention.self.{n}.bias" for n in ("query", "key", "value")),
@@ -70,12 +72,7 @@ def has_pooler(hf_state: dict[str, torch.Tensor]) -> bool:
 def from_hf(hf_state: dict[str, torch.Tensor], cfg: EncoderConfig) -> dict[str, torch.Tensor]:
     """HF tensors -> our state dict."""
     ours = {k: hf_state[v] for k, v in _TOP.items()}
-    for i in range(cfg.n_layers):
-        prefix = f"encoder.layer.{i}."
-        for name, hf_name in _LAYER.items():
-            ours[f"blocks.{i}.{name}"] = hf_state[prefix + hf_name]
-        for name, hf_names in _STACKED.items():
-            ours[f"blocks.{i}.{name}"] = torch.cat([hf_state[prefix + n] for n in hf_names], dim=0)
+    ours |= layers_from_hf(hf_state, _HF_LAYER, cfg.n_layers, _LAYER, _STACKED)
     if cfg.pooler:
         ours |= {k: hf_state[v] for k, v in _POOLER.items()}
     return ours
@@ -84,13 +81,8 @@ def from_hf(hf_state: dict[str, torch.Tensor], cfg: EncoderConfig) -> dict[str, 
 def to_hf(state: dict[str, torch.Tensor], cfg: EncoderConfig) -> dict[str, torch.Tensor]:
     """Our state dict -> HF tensors."""
     hf = {v: state[k] for k, v in _TOP.items()}
-    for i in range(cfg.n_layers):
-        prefix = f"encoder.layer.{i}."
-        for name, hf_name in _LAYER.items():
-            hf[prefix + hf_name] = state[f"blocks.{i}.{name}"]
-        for name, hf_names in _STACKED.items():
-            for hf_name, part in zip(hf_names, state[f"blocks.{i}.{name}"].chunk(len(hf_names), dim=0)):
-                hf[prefix + hf_name] = part
+    sizes = {name: [cfg.d_model] * len(hf_names) for name, hf_names in _STACKED.items()}  # q, k, v: d_model rows each
+    hf |= layers_to_hf(state, _HF_LAYER, cfg.n_layers, _LAYER, _STACKED, sizes)
     if cfg.pooler:
         hf |= {v: state[k] for k, v in _POOLER.items()}
     return hf

@@ -8,6 +8,7 @@ import torch
 
 from lmlab.config import ModelConfig
 from lmlab.errors import LmlabError
+from lmlab.models.layer_names import layers_from_hf, layers_to_hf
 
 _LAYER = {  # lmlab name (after blocks.{i}.) -> HF name (after model.layers.{i}.)
     "norm1.weight": "input_layernorm.weight",
@@ -15,6 +16,7 @@ _LAYER = {  # lmlab name (after blocks.{i}.) -> HF name (after model.layers.{i}.
     "norm2.weight": "post_attention_layernorm.weight",
     "feed_forward.down.weight": "mlp.down_proj.weight",
 }
+_HF_LAYER = "model.layers.{i}."  # the HF prefix of layer i
 _STACKED = {  # lmlab name -> HF names stacked along dim 0, in order
     "attention.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
     "feed_forward.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
@@ -51,12 +53,7 @@ def config_to_hf(cfg: ModelConfig) -> dict:
 def from_hf(hf_state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
     """HF tensors -> our state dict."""
     ours = {k: hf_state[v] for k, v in _TOP.items()}
-    for i in range(cfg.n_layers):
-        prefix = f"model.layers.{i}."
-        for name, hf_name in _LAYER.items():
-            ours[f"blocks.{i}.{name}"] = hf_state[prefix + hf_name]
-        for name, hf_names in _STACKED.items():
-            ours[f"blocks.{i}.{name}"] = torch.cat([hf_state[prefix + n] for n in hf_names], dim=0)
+    ours |= layers_from_hf(hf_state, _HF_LAYER, cfg.n_layers, _LAYER, _STACKED)
     ours["lm_head.weight"] = hf_state["model.embed_tokens.weight"] if cfg.tie_embeddings else hf_state["lm_head.weight"]
     return ours
 
@@ -66,13 +63,7 @@ def to_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.T
     hf = {v: state[k] for k, v in _TOP.items()}
     kv_dim = (cfg.n_kv_heads or cfg.n_heads) * cfg.head_dim
     sizes = {"attention.qkv.weight": [cfg.d_model, kv_dim, kv_dim], "feed_forward.gate_up.weight": [cfg.d_ff, cfg.d_ff]}
-    for i in range(cfg.n_layers):
-        prefix = f"model.layers.{i}."
-        for name, hf_name in _LAYER.items():
-            hf[prefix + hf_name] = state[f"blocks.{i}.{name}"]
-        for name, hf_names in _STACKED.items():
-            for hf_name, part in zip(hf_names, state[f"blocks.{i}.{name}"].split(sizes[name], dim=0)):
-                hf[prefix + hf_name] = part
+    hf |= layers_to_hf(state, _HF_LAYER, cfg.n_layers, _LAYER, _STACKED, sizes)
     if not cfg.tie_embeddings:
         hf["lm_head.weight"] = state["lm_head.weight"]
     return hf
