@@ -41,10 +41,9 @@ import transformers
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
-from lmlab.io import zoo
 from lmlab.io.load import load
 
-from machine import device_name  # benchmarks/machine.py
+from machine import device_name, downloaded  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 MODEL = "smollm2-135m-instruct"
@@ -81,13 +80,6 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.new_tokens, args.prefill_tokens, args.rounds = 8, 64, 1
     return args
-
-
-def gguf_path() -> Path:
-    path = zoo.model_path(MODEL)
-    if path is None:
-        raise SystemExit(f"{MODEL} is not downloaded; run `lmlab download {MODEL}` first")
-    return path
 
 
 def synchronize(device: torch.device) -> None:
@@ -235,7 +227,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    path = gguf_path()
+    path = downloaded(MODEL)
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
 
     ours = Lmlab(path, device)

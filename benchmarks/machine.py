@@ -1,9 +1,11 @@
-"""What machine a benchmark ran on, shared by the benchmark scripts."""
+"""What the benchmark scripts share: the machine they ran on, and the zoo model files they read."""
 
 import platform
 from pathlib import Path
 
 import torch
+
+from lmlab.io import zoo
 
 
 def device_name(device: torch.device) -> str:
@@ -14,3 +16,11 @@ def device_name(device: torch.device) -> str:
     names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
              if line.startswith("model name")] if cpuinfo.exists() else []
     return names[0] if names else platform.processor() or platform.machine()
+
+
+def downloaded(name: str) -> Path:
+    """The path of zoo model `name`, or exit saying how to download it."""
+    path = zoo.model_path(name)
+    if path is None:
+        raise SystemExit(f"{name} is not downloaded; run `lmlab download {name}` first")
+    return path

@@ -67,12 +67,11 @@ from unittest import mock
 import torch
 import transformers
 
-from lmlab.io import zoo
 from lmlab.recipes import dpo as dpo_recipe
 from lmlab.recipes import sft as sft_recipe
 from lmlab.training.finetune import TASK, FinetuneConfig, batch_indices, split_examples
 
-from machine import device_name  # benchmarks/machine.py
+from machine import device_name, downloaded  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "post_training.json"
 MODEL = "smollm2-135m-instruct"
@@ -108,13 +107,6 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.steps, args.warmup, args.rounds, args.batch_size, args.max_length = 2, 1, 1, 2, 64
     return args
-
-
-def gguf_path() -> Path:
-    path = zoo.model_path(MODEL)
-    if path is None:
-        raise SystemExit(f"{MODEL} is not downloaded; run `lmlab download {MODEL}` first")
-    return path
 
 
 @dataclass(frozen=True)
@@ -272,7 +264,7 @@ def run_trl(job: Job, memory: PeakMemory) -> dict:
 
     datasets.disable_progress_bars()
     device = torch.device(job.device)
-    path = gguf_path()
+    path = downloaded(MODEL)
     tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = hf_model(path).to(device)
     memory.mark(model)
@@ -360,7 +352,7 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    path = gguf_path()
+    path = downloaded(MODEL)
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
     runs = {(method, library): [] for method in METHODS for library in LIBRARIES}
     for r in range(args.rounds):
