@@ -29,6 +29,14 @@ def hf_bert(cfg):
     return model
 
 
+def hf_bert_and_ours(cfg):
+    """A random HF BertModel and an lmlab encoder holding its weights."""
+    reference = hf_bert(cfg)
+    ours = build_encoder(cfg).eval()
+    ours.load_state_dict(convert.from_hf(reference.state_dict(), cfg))
+    return reference, ours
+
+
 def padded_batch(vocab_size: int):
     """Three sequences, the last two right-padded, the second a sentence pair (token types 0 then 1)."""
     ids = torch.randint(1, vocab_size, (3, 12), generator=torch.Generator().manual_seed(1))
@@ -44,9 +52,7 @@ def padded_batch(vocab_size: int):
 @pytest.mark.parity
 def test_hf_weights_in_lmlab_give_same_hidden_states_and_pooled_output():
     cfg = encoder_preset("bert-tiny", **TINY)
-    reference = hf_bert(cfg)
-    ours = build_encoder(cfg).eval()
-    ours.load_state_dict(convert.from_hf(reference.state_dict(), cfg))
+    reference, ours = hf_bert_and_ours(cfg)
     ids, mask, types = padded_batch(cfg.vocab_size)
     with torch.no_grad():
         expected = reference(ids, attention_mask=mask, token_type_ids=types)
@@ -59,9 +65,7 @@ def test_hf_weights_in_lmlab_give_same_hidden_states_and_pooled_output():
 @pytest.mark.parity
 def test_without_a_mask_every_token_sees_both_sides_as_in_hf():
     cfg = encoder_preset("bert-tiny", **TINY)
-    reference = hf_bert(cfg)
-    ours = build_encoder(cfg).eval()
-    ours.load_state_dict(convert.from_hf(reference.state_dict(), cfg))
+    reference, ours = hf_bert_and_ours(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         assert (ours(ids) - reference(ids).last_hidden_state).abs().max().item() <= 1e-5

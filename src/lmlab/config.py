@@ -46,11 +46,7 @@ class ModelConfig:
 
     def replace(self, **changes) -> "ModelConfig":
         """A copy with some fields changed (the CLI's overrides); unknown fields are an error."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise LmlabError(f"unknown model setting(s) {sorted(unknown)}; valid: "
-                             f"{[f.name for f in dataclasses.fields(self)]}")
-        return dataclasses.replace(self, **changes)
+        return checked_replace(self, "model", changes)
 
 
 def _gpt2(**shape) -> ModelConfig:
@@ -106,11 +102,7 @@ class EncoderConfig:
 
     def replace(self, **changes) -> "EncoderConfig":
         """A copy with some fields changed; unknown fields are an error."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise LmlabError(f"unknown encoder setting(s) {sorted(unknown)}; valid: "
-                             f"{[f.name for f in dataclasses.fields(self)]}")
-        return dataclasses.replace(self, **changes)
+        return checked_replace(self, "encoder", changes)
 
 
 ENCODER_PRESETS: dict[str, EncoderConfig] = {
@@ -160,6 +152,15 @@ class TrainConfig:
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+def checked_replace(config, kind: str, changes: dict):
+    """`dataclasses.replace(config, **changes)`, with a one-line error naming any unknown `kind` setting."""
+    unknown = set(changes) - {f.name for f in dataclasses.fields(config)}
+    if unknown:
+        raise LmlabError(f"unknown {kind} setting(s) {sorted(unknown)}; valid: "
+                         f"{[f.name for f in dataclasses.fields(config)]}")
+    return dataclasses.replace(config, **changes)
 
 
 def config_to_dict(cfg: ModelConfig) -> dict:
