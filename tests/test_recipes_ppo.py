@@ -7,7 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.recipes.ppo import PPOConfig, ppo, response_batch
+from lmlab.objectives.sft import response_batch
+from lmlab.recipes.ppo import PPOConfig, ppo
 from lmlab.recipes.reward import reward
 
 from conftest import lmlab, one_line_error

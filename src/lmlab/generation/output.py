@@ -19,3 +19,8 @@ class Generation:
     stop: int | str | None = None
     text: str | None = None
     score: float | None = None
+
+    @property
+    def sampled_ids(self) -> list[int]:
+        """The tokens the model produced, the stop token included: what RL scores and trains on."""
+        return self.token_ids + ([self.stop] if isinstance(self.stop, int) else [])

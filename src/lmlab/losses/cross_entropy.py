@@ -30,6 +30,11 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = 
     raise ValueError(f"reduction '{reduction}' is unknown; use mean, sum or none")
 
 
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target) at every position (B, T), 0 where the target is IGNORE_INDEX."""
+    return -cross_entropy(logits, targets, reduction="none")
+
+
 class _TokenNLL(torch.autograd.Function):
     """-log_softmax(logits)[n, targets[n]] for each row n; logits (N, V) fp32, targets (N,) -> (N,)."""
 

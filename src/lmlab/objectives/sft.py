@@ -81,6 +81,21 @@ def sft_batch(tokenizer: TextTokenizer, examples: list[list[dict]], block_size: 
     return tokens[:, :-1], labels[:, 1:]
 
 
+def response_batch(queries: list[list[int]], responses: list[list[int]],
+                   tokenizer: TextTokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prompt + reply rows, right-padded, as (inputs, targets, mask), each (B, T): targets are the
+    next tokens, IGNORE_INDEX off the reply; mask is 1 where the target is a reply token."""
+    pad = tokenizer.pad_id if tokenizer.pad_id is not None else tokenizer.eos_id or 0
+    rows = [q + r for q, r in zip(queries, responses)]
+    T = max(len(row) for row in rows)
+    ids = torch.tensor([row + [pad] * (T - len(row)) for row in rows])  # (B, T)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    for b, (q, r) in enumerate(zip(queries, responses)):
+        labels[b, len(q):len(q) + len(r)] = torch.tensor(r, dtype=torch.long)
+    targets = labels[:, 1:]
+    return ids[:, :-1], targets, (targets != IGNORE_INDEX).long()
+
+
 def check_chat(messages: list[dict], index: int = 0) -> None:
     """Raise LmlabError, naming example `index`, unless `messages` is a chat SFT can learn from:
     a list of {"role", "content"} strings with known roles and at least one assistant reply.

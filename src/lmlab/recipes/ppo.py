@@ -32,11 +32,12 @@ from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.heads.reward import ScalarHead
-from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.cross_entropy import cross_entropy, token_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
 from lmlab.losses.ppo import entropy_from_logits, gae, ppo_policy_loss, ppo_value_loss, whiten
 from lmlab.modules.peft import adapters_disabled
-from lmlab.objectives.causal_lm import IGNORE_INDEX, causal_lm
+from lmlab.objectives.causal_lm import causal_lm
+from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, run_settings, split_examples,
@@ -129,7 +130,7 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         config = GenerationConfig(max_new_tokens=ppo_cfg.max_new_tokens, temperature=ppo_cfg.temperature,
                                   eos_id=tuned.tokenizer.stop_ids, seed=cfg.seed * 1_000_003 + index)
         replies = generate_batch(tuned.model, queries, config, tuned.tokenizer)
-        responses = [r.token_ids + ([r.stop] if isinstance(r.stop, int) else []) for r in replies]
+        responses = [r.sampled_ids for r in replies]
         inputs, targets, mask = response_batch(queries, responses, tuned.tokenizer)  # (B, T) each
         inputs, targets, mask = inputs.to(device_), targets.to(device_), mask.to(device_)
         scores = torch.tensor([score(prompt, r.text) for prompt, r in zip(rows, replies)], device=device_)
@@ -193,26 +194,6 @@ def frozen_reference(tuned, adapter) -> Callable[[torch.Tensor], torch.Tensor]:
                 return model(input_ids)
         return with_adapters_off
     return copy.deepcopy(model).eval().requires_grad_(False)
-
-
-def response_batch(queries: list[list[int]], responses: list[list[int]],
-                   tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Prompt + reply rows, right-padded, as (inputs, targets, mask), each (B, T): targets are the
-    next tokens, IGNORE_INDEX off the reply; mask is 1 where the target is a reply token."""
-    pad = tokenizer.pad_id if tokenizer.pad_id is not None else tokenizer.eos_id or 0
-    rows = [q + r for q, r in zip(queries, responses)]
-    T = max(len(row) for row in rows)
-    ids = torch.tensor([row + [pad] * (T - len(row)) for row in rows])  # (B, T)
-    labels = torch.full_like(ids, IGNORE_INDEX)
-    for b, (q, r) in enumerate(zip(queries, responses)):
-        labels[b, len(q):len(q) + len(r)] = torch.tensor(r, dtype=torch.long)
-    targets = labels[:, 1:]
-    return ids[:, :-1], targets, (targets != IGNORE_INDEX).long()
-
-
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log p(target) at every position (B, T), 0 where the target is IGNORE_INDEX."""
-    return -cross_entropy(logits, targets, reduction="none")
 
 
 def ptx_blocks(ppo_cfg: PPOConfig, tokenizer) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,8 @@ import torch
 
 from lmlab.data.tasks import TaskScore, score
 from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.losses.cross_entropy import token_logprobs
+from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 
@@ -43,13 +45,7 @@ def kl_to_reference(model: torch.nn.Module, reference: torch.nn.Module, tokenize
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, eos_id=tokenizer.stop_ids,
                                   seed=seed + start)
         replies = generate_batch(model, queries, config, tokenizer)
-        for query, reply in zip(queries, replies):
-            tokens = reply.token_ids + ([reply.stop] if isinstance(reply.stop, int) else [])
-            if not tokens:
-                continue
-            ids = torch.tensor([query + tokens[:-1]])  # (1, T): the reply's tokens are predicted at the end
-            targets = torch.tensor(tokens)
-            logps = [m(ids)[0, -len(tokens):].float().log_softmax(-1)[torch.arange(len(tokens)), targets]
-                     for m in (model, reference)]
-            total += (logps[0] - logps[1]).sum().item()
+        responses = [r.sampled_ids for r in replies]
+        inputs, targets, _ = response_batch(queries, responses, tokenizer)  # (B, T) each
+        total += (token_logprobs(model(inputs), targets) - token_logprobs(reference(inputs), targets)).sum().item()
     return total / len(prompts)
