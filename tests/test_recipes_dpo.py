@@ -122,3 +122,10 @@ def test_dpo_sampling_without_a_reward_is_one_line(base, tmp_path, capsys):
                  "--sample-pairs", "2", *TINY_FLAGS) == 2
     one_line_error(capsys, "needs a reward for the replies")
     assert not (tmp_path / "o").exists()
+
+
+def test_dpo_sampling_one_reply_per_prompt_is_one_line(base, tmp_path, capsys):
+    assert lmlab("dpo", "--model", base, "--data", "task", "--out", tmp_path / "o", "--sample-pairs", "1",
+                 *TINY_FLAGS) == 2
+    one_line_error(capsys, "sample at least 2")
+    assert not (tmp_path / "o").exists()

@@ -6,7 +6,7 @@ import pytest
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.wordpiece import SPECIAL_TOKENS, encode_batch, load_wordpiece, train_wordpiece
 
-from conftest import lmlab
+from conftest import lmlab, one_line_error
 
 TEXTS = ["The café serves coffee and tea.", "Tea is served after the coffee.", "Résumés arrive daily."] * 20
 
@@ -45,3 +45,11 @@ def test_cli_trains_a_wordpiece_that_the_encoder_loader_reads(tmp_path, capsys):
 def test_too_small_a_vocabulary_is_refused():
     with pytest.raises(LmlabError, match="too small"):
         train_wordpiece(TEXTS, 5)
+
+
+def test_cli_refuses_a_too_small_vocabulary_in_one_line(tmp_path, capsys):
+    (tmp_path / "corpus.txt").write_text("\n".join(TEXTS))
+    assert lmlab("tokenizer", "train", "--kind", "wordpiece", "--data", tmp_path / "corpus.txt", "--vocab-size", "5",
+                 "--out", tmp_path / "tok") == 2
+    one_line_error(capsys, "too small for WordPiece")
+    assert not (tmp_path / "tok").exists()
