@@ -1,4 +1,6 @@
-"""`lmlab train`: pre-train a decoder (causal LM) from a preset, with overrides, resumably."""
+"""`lmlab train`: pre-train a language model, resumably. `--arch transformer` (the default) trains
+a decoder preset with overrides; the other architectures (n-gram, window LM, RNNs) add their own
+flag group and runner to ARCHS."""
 
 import argparse
 import dataclasses
@@ -6,6 +8,7 @@ import typing
 
 from lmlab.config import ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
+from lmlab.errors import LmlabError
 from lmlab.recipes.pretrain import pretrain
 
 
@@ -38,7 +41,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="pre-train a language model (causal LM)",
                               description="Pre-train a decoder on text. Every model and training setting "
                                           "has a flag; unset ones keep the preset's / default value.")
-    p.add_argument("--model", required=True, help=f"preset: {', '.join(PRESETS)}")
+    p.add_argument("--arch", choices=list(ARCHS), default="transformer",
+                   help="model architecture (default transformer: a --model preset)")
+    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}")
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE on the data)")
@@ -51,6 +56,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    ARCHS[args.arch](args)
+
+
+def run_transformer(args) -> None:
+    if args.model is None:
+        raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
     model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
     train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
@@ -60,3 +71,7 @@ def run(args) -> None:
               f"Continue with: lmlab train … --out {args.out} --resume")
     else:
         print(f"done: {result.step} steps, validation loss {result.val_loss:.4f}. Model saved to {result.model_dir}")
+
+
+# --arch name -> the function that trains it from the parsed flags.
+ARCHS = {"transformer": run_transformer}

@@ -33,7 +33,7 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
     if n < 2:
         raise ValueError("perplexity needs at least two tokens")
     stride = stride or max(1, context_length // 2)
-    device = next(model.parameters()).device
+    device = next(iter(model.parameters()), torch.empty(0)).device  # an n-gram model has no parameters
     ids = ids.to(device)
     nll, scored = 0.0, 0
     for end in range(min(context_length, n), n + stride, stride):

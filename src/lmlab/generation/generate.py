@@ -18,6 +18,8 @@ from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import decode_steps
 from lmlab.generation.detokenize import IncrementalDetokenizer
 from lmlab.generation.output import Generation
+from lmlab.generation.stateful import stateful_decode_steps
+from lmlab.models.stateful import StatefulLM
 
 
 def generate(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int = 64, **settings) -> list[int]:
@@ -36,14 +38,16 @@ def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: Gen
     """
     if config.stop_strings and tokenizer is None:
         raise LmlabError("stop strings are matched in text; pass the tokenizer to generate_batch")
-    if config.num_beams > 1:
+    if isinstance(model, StatefulLM) and len(prompts) > 1:  # a state per row: decode the rows one by one
+        return [generate_batch(model, [prompt], config, tokenizer)[0] for prompt in prompts]
+    if config.num_beams > 1 and not isinstance(model, StatefulLM):
         results = beam_search(model, prompts, config)
         if tokenizer is None:
             return results
         return [Generation(r.token_ids, r.finish_reason, r.stop, tokenizer.decode(r.token_ids), r.score)
                 for r in results]
     rows = [_Row(config.stop_ids, tokenizer, config.stop_strings) for _ in prompts]
-    for tokens in decode_steps(model, prompts, config):
+    for tokens in _steps(model, prompts, config):
         for row, token in zip(rows, tokens.tolist()):
             row.add(token)
         if all(row.finish_reason for row in rows):
@@ -61,7 +65,7 @@ def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
     if config.num_beams > 1:
         raise LmlabError("beam search picks its answer at the end, so it cannot stream; use generate_batch")
     row = _Row(config.stop_ids, tokenizer, config.stop_strings)
-    for tokens in decode_steps(model, [prompt_ids], config):
+    for tokens in _steps(model, [prompt_ids], config):
         piece = row.add(tokens.item())
         if piece:
             yield piece
@@ -70,6 +74,13 @@ def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
     tail = row.finish()
     if tail:
         yield tail
+
+
+def _steps(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig) -> Iterator[torch.Tensor]:
+    """The token-per-step loop that fits the model: KV-cached for transformers, stateful for the rest."""
+    if isinstance(model, StatefulLM):
+        return stateful_decode_steps(model, prompts[0], config)
+    return decode_steps(model, prompts, config)
 
 
 class _Row:

@@ -1,6 +1,7 @@
 """`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -12,15 +13,21 @@ from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
 from lmlab.io.hf_encoder import load_hf_encoder_dir
 from lmlab.models.bert.model import BertEncoder
+from lmlab.models.stateful import StatefulLM
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
+# The pre-transformer families: config.json's "model_type" -> a reader of such a model directory.
+STATEFUL_LOADERS: dict[str, Callable[[Path], StatefulLM]] = {}
 
-def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
-    """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory or an lmlab run
-    directory (its model/). A zoo model must be downloaded first (`lmlab download NAME`)."""
+
+def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
+         ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
+    """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
+    directory (its model/), or the directory of an n-gram, window or RNN model (`lmlab train --arch`).
+    A zoo model must be downloaded first (`lmlab download NAME`)."""
     path = _zoo_or_path(name_or_path)
     if path.is_file():
         if path.suffix != ".gguf":
@@ -34,18 +41,24 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[
     if not (path / "config.json").is_file():
         raise LmlabError(f"'{name_or_path}' holds no finished model (no config.json); if it is a run that was "
                          "stopped, finish it with `lmlab train … --resume`")
-    _refuse_encoders(path)
+    model_type = _model_type(path)
+    _refuse_encoders(path, model_type)
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
+    if model_type in STATEFUL_LOADERS:
+        return STATEFUL_LOADERS[model_type](path), TextTokenizer.from_dir(path)
     return load_hf_dir(path, dtype), TextTokenizer.from_dir(path)
 
 
-def _refuse_encoders(path: Path) -> None:
-    """Encoder-only models (BERT) have no LM head to generate with; say so before anything fails."""
+def _model_type(path: Path) -> str | None:
     try:
-        model_type = json.loads((path / "config.json").read_text()).get("model_type")
+        return json.loads((path / "config.json").read_text()).get("model_type")
     except (json.JSONDecodeError, AttributeError):
-        return  # read_hf_config reports a broken config.json
+        return None  # read_hf_config reports a broken config.json
+
+
+def _refuse_encoders(path: Path, model_type: str | None) -> None:
+    """Encoder-only models (BERT) have no LM head to generate with; say so before anything fails."""
     if model_type == "bert":
         raise LmlabError(f"'{path}' holds a BERT encoder; BERT is not supported by lmlab.load, which loads gpt2 "
                          "and llama decoders: use lmlab.io.load.load_encoder")
