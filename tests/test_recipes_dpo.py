@@ -104,6 +104,20 @@ def test_sampled_pairs_put_the_better_reply_first(base):
     assert again == pairs  # seeded: a resumed run samples the same pairs
 
 
+def test_a_reference_reply_is_chosen_over_the_models_mistakes(base):
+    from lmlab.data.tasks import perfect_reply, reward
+    from lmlab.io.load import load
+    from lmlab.training.rewards import prompts_and_replies, sampled_pairs
+    model, tokenizer = load(base)
+    rows = prompts_and_replies("task", RUN)[:6]
+    assert all(reward(prompt, reply) == 1.0 and reply == perfect_reply(prompt) for prompt, reply in rows)
+    prompts, references = [p for p, _ in rows], [r for _, r in rows]
+    alone = sampled_pairs(model, tokenizer, prompts, reward, k=2, max_new_tokens=6)
+    pairs = sampled_pairs(model, tokenizer, prompts, reward, k=2, max_new_tokens=6, references=references)
+    assert len(pairs) == 6 > len(alone)  # an untrained model's two samples often score alike; the reference never does
+    assert all(chosen == perfect_reply(prompt) and reward(prompt, rejected) < 1.0 for prompt, chosen, rejected in pairs)
+
+
 def test_dpo_on_sampled_pairs_learns_and_resumes_exactly(base, tmp_path):
     cfg = RUN.replace(peft="lora", lr=LR["lora"])
     kwargs = dict(beta=0.5, sample_pairs=4, sample_max_new_tokens=8, reward_fn="test_recipes_ppo:ascii_letters", show_progress=False)

@@ -27,6 +27,10 @@ def add_parser(subparsers) -> None:
                    help="--sample-pairs: the longest reply sampled, in tokens (default 32)")
     p.add_argument("--sample-temperature", type=float, default=1.0, metavar="T",
                    help="--sample-pairs: sampling temperature (default 1; lower gives pairs nearer the greedy replies)")
+    p.add_argument("--sample-with-reference", action="store_true",
+                   help="--sample-pairs: the data's own reply (the task's right answer, a JSONL example's assistant "
+                        "message) joins the sampled candidates, so a question the model gets wrong pairs the right "
+                        "reply with the model's own mistake")
     add_reward_args(p)
     p.set_defaults(run=run)
 
@@ -34,7 +38,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     result = dpo(**recipe_args(args), beta=args.beta, sample_pairs=args.sample_pairs,
                  sample_max_new_tokens=args.sample_max_new_tokens, sample_temperature=args.sample_temperature,
-                 reward_fn=args.reward_fn,
+                 sample_with_reference=args.sample_with_reference, reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("dpo", args, result, {"val_accuracy": "held-out preference accuracy", "val_margin": "held-out margin",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})

@@ -43,8 +43,13 @@ def task_prompts(n: int, seed: int = 0, max_operand: int = 9) -> list[list[dict]
 
 def task_examples(n: int, seed: int = 0, max_operand: int = 9) -> list[list[dict]]:
     """n SFT demonstrations: each prompt followed by the perfect assistant reply."""
-    return [[*prompt, {"role": "assistant", "content": _perfect(*_operands(prompt))}]
+    return [[*prompt, {"role": "assistant", "content": perfect_reply(prompt)}]
             for prompt in task_prompts(n, seed, max_operand)]
+
+
+def perfect_reply(prompt: str | list[dict]) -> str:
+    """The reply that scores 1 on `prompt`: the right number in the asked-for form."""
+    return _perfect(*_operands(prompt))
 
 
 def reward(prompt: str | list[dict], completion: str) -> float:

@@ -32,7 +32,7 @@ from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_preferences, run_settings,
                                      split_examples, trim_padding, unique, with_reply)
 from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
-from lmlab.training.rewards import load_prompts, reward_source, sampled_pairs
+from lmlab.training.rewards import prompts_and_replies, reward_source, sampled_pairs
 from lmlab.training.task_score import task_score
 
 Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected answer)
@@ -40,7 +40,7 @@ Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected 
 
 def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), beta: float = 0.1,
         sample_pairs: int = 0, sample_max_new_tokens: int = 32, sample_temperature: float = 1.0,
-        reward_fn: str | None = None,
+        sample_with_reference: bool = False, reward_fn: str | None = None,
         reward_model: str | Path | None = None, adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
         device: str = "auto", show_progress: bool = True) -> FinetuneResult:
     """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
@@ -48,20 +48,23 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     stay closer to the reference). With `sample_pairs` = K, `data` holds prompts instead (as for
     PPO) and the pairs are made from K replies of at most `sample_max_new_tokens` tokens the model
     samples for each (at `sample_temperature`), graded by `reward_fn`
-    or `reward_model` (on the task, its own reward). `adapter`, `stop_after` and `resume` work as
+    or `reward_model` (on the task, its own reward); `sample_with_reference` adds the data's own
+    reply for each prompt (the task's right answer) to the candidates. `adapter`, `stop_after` and `resume` work as
     for `recipes.sft.sft`."""
     if beta <= 0:
         raise LmlabError(f"beta={beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
     if sample_pairs:
-        prompts = load_prompts(data, cfg)
+        rows = prompts_and_replies(data, cfg)
         score = reward_source(data, reward_fn, reward_model, cfg.block_size)
-        train_prompts, val_prompts = split_examples(prompts, cfg.val_fraction, cfg.seed)
+        train_rows, val_rows = split_examples(rows, cfg.val_fraction, cfg.seed)
+        val_prompts = [prompt for prompt, _ in val_rows]
         tuned = load_tunable(model, cfg, adapter, device)
-        train, val = (sampled_pairs(tuned.model, tuned.tokenizer, part, score, sample_pairs, sample_max_new_tokens,
-                                    sample_temperature, seed=cfg.seed + i)
-                      for i, part in enumerate((train_prompts, val_prompts)))
+        train, val = (sampled_pairs(tuned.model, tuned.tokenizer, [prompt for prompt, _ in part], score, sample_pairs,
+                                    sample_max_new_tokens, sample_temperature, seed=cfg.seed + i,
+                                    references=[reply for _, reply in part] if sample_with_reference else None)
+                      for i, part in enumerate((train_rows, val_rows)))
         if not train:
             raise LmlabError(f"none of the {sample_pairs} replies sampled per prompt differ in reward, so there "
                              "are no pairs; sample more replies (--sample-pairs) or use more prompts")
@@ -72,7 +75,8 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         tuned = load_tunable(model, cfg, adapter, device)
     settings = run_settings("dpo", tuned, data, train + val, cfg, adapter, beta=beta, sample_pairs=sample_pairs,
                             sample_max_new_tokens=sample_max_new_tokens, sample_temperature=sample_temperature,
-                            reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
+                            sample_with_reference=sample_with_reference, reward_fn=reward_fn,
+                            reward_model=str(reward_model) if reward_model else None)
     session = start_session(out, tuned.model, cfg, settings, ckpt)
     adapters_off_is_reference = tuned.method != "none" and adapter is None
     prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []

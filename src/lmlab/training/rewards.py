@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 from lmlab.data.chat_jsonl import read_chat_jsonl
+from lmlab.data.tasks import perfect_reply, task_prompts
 from lmlab.data.tasks import reward as task_reward
-from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.objectives.sft import ROLES
@@ -29,18 +29,26 @@ RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -
 def load_prompts(data: str, cfg: FinetuneConfig) -> list[list[dict]]:
     """Chat prompts to reply to: the task's questions (each once), or a JSONL file's `messages`
     (a trailing assistant reply, if any, is dropped: the policy writes its own)."""
+    return [prompt for prompt, _ in prompts_and_replies(data, cfg)]
+
+
+def prompts_and_replies(data: str, cfg: FinetuneConfig) -> list[tuple[list[dict], str | None]]:
+    """`load_prompts`, each with the reply the data gives for it: the task's perfect answer, a JSONL
+    example's trailing assistant message, or None when the example ends with the question."""
     if data == TASK:
-        return unique(task_prompts(cfg.task_size, cfg.seed, cfg.task_max_operand))
-    prompts = []
+        return [(prompt, perfect_reply(prompt)) for prompt in unique(task_prompts(cfg.task_size, cfg.seed,
+                                                                                  cfg.task_max_operand))]
+    rows = []
     for index, messages in enumerate(read_chat_jsonl(data)):
+        reply = None
         if messages[-1]["role"] == "assistant":
-            messages = messages[:-1]
+            messages, reply = messages[:-1], messages[-1]["content"]
         bad = next((m["role"] for m in messages if m["role"] not in ROLES), None)
         if not messages or bad is not None:
             raise LmlabError(f"{data}: example {index + 1} " + (f"has role {bad!r}; use one of {', '.join(ROLES)}"
                              if bad else "has no message to reply to; give it a user message"))
-        prompts.append(messages)
-    return prompts
+        rows.append((messages, reply))
+    return rows
 
 
 def reward_source(data: str, reward_fn: str | None, reward_model: str | Path | None, block_size: int) -> RewardFn:
@@ -80,12 +88,15 @@ def import_function(spec: str) -> RewardFn:
 
 @torch.no_grad()
 def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], score: RewardFn, k: int,
-                  max_new_tokens: int = 24, temperature: float = 1.0, seed: int = 0,
-                  batch_size: int = 32) -> list[tuple[list[dict], str, str]]:
+                  max_new_tokens: int = 24, temperature: float = 1.0, seed: int = 0, batch_size: int = 32,
+                  references: list[str | None] | None = None) -> list[tuple[list[dict], str, str]]:
     """On-policy preference pairs: `k` sampled replies to each prompt, graded by `score`; the best
     and the worst reply become (prompt, chosen, rejected) when their rewards differ (a prompt whose
     replies all score alike gives no pair). Pairs from the model's own replies teach it about the
-    mistakes it actually makes, which fixed pairs may not show."""
+    mistakes it actually makes, which fixed pairs may not show.
+
+    `references` (one per prompt, or None) join that prompt's candidates: a reply known to be good
+    then pairs with the model's own worst reply even when none of its samples is right."""
     if k < 2:
         raise LmlabError(f"sampling {k} replies per prompt gives no pairs; sample at least 2")
     training = model.training
@@ -99,7 +110,10 @@ def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], 
     model.train(training)
     pairs = []
     for i, prompt in enumerate(prompts):
-        graded = sorted(((score(prompt, reply), reply) for reply in replies[i * k:(i + 1) * k]),
+        candidates = replies[i * k:(i + 1) * k]
+        if references is not None and references[i] is not None:
+            candidates.append(references[i])
+        graded = sorted(((score(prompt, reply), reply) for reply in candidates),
                         key=lambda graded_reply: graded_reply[0])
         (worst, rejected), (best, chosen) = graded[0], graded[-1]
         if best > worst:
