@@ -63,7 +63,8 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         tuned = load_tunable(model, cfg, adapter, device)
         train, val = (sampled_pairs(tuned.model, tuned.tokenizer, [prompt for prompt, _ in part], score, sample_pairs,
                                     sample_max_new_tokens, sample_temperature, seed=cfg.seed + i,
-                                    references=[reply for _, reply in part] if sample_with_reference else None)
+                                    references=[reply for _, reply in part] if sample_with_reference else None,
+                                    show_progress=show_progress)
                       for i, part in enumerate((train_rows, val_rows)))
         if not train:
             raise LmlabError(f"none of the {sample_pairs} replies sampled per prompt differ in reward, so there "

@@ -8,6 +8,7 @@ reply: the task's questions or a JSONL file's `messages`.
 """
 
 import importlib
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from lmlab.objectives.sft import ROLES
 from lmlab.recipes.reward import chat_rewards, load_reward_model
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
+from lmlab.training.progress import progress_bar
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
 
@@ -89,7 +91,8 @@ def import_function(spec: str) -> RewardFn:
 @torch.no_grad()
 def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], score: RewardFn, k: int,
                   max_new_tokens: int = 24, temperature: float = 1.0, seed: int = 0, batch_size: int = 32,
-                  references: list[str | None] | None = None) -> list[tuple[list[dict], str, str]]:
+                  references: list[str | None] | None = None, show_progress: bool = False
+                  ) -> list[tuple[list[dict], str, str]]:
     """On-policy preference pairs: `k` sampled replies to each prompt, graded by `score`; the best
     and the worst reply become (prompt, chosen, rejected) when their rewards differ (a prompt whose
     replies all score alike gives no pair). Pairs from the model's own replies teach it about the
@@ -103,10 +106,13 @@ def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], 
     model.eval()
     queries = [tokenizer.encode(chat_prompt(tokenizer, prompt)) for prompt in prompts for _ in range(k)]
     replies: list[str] = []
+    bar = progress_bar(math.ceil(len(queries) / batch_size), desc="sampling pairs", disable=not show_progress)
     for start in range(0, len(queries), batch_size):
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, eos_id=tokenizer.stop_ids,
                                   seed=seed * 1_000_003 + start)
         replies += [g.text for g in generate_batch(model, queries[start:start + batch_size], config, tokenizer)]
+        bar.update(1)
+    bar.close()
     model.train(training)
     pairs = []
     for i, prompt in enumerate(prompts):
