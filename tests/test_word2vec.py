@@ -13,7 +13,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, parse_questions
 from lmlab.models.word2vec.config import Word2VecConfig
 from lmlab.models.word2vec.sampling import (NOISE_POWER, cbow_windows, draw_negatives, keep_probabilities,
-                                            noise_cdf, skipgram_pairs, subsample)
+                                            noise_table, skipgram_pairs, subsample)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, scores, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors, load_vectors, save_vectors
 from lmlab.recipes.word2vec import train_word2vec
@@ -112,7 +112,7 @@ def test_cbow_windows_mask_marks_exactly_the_neighbours_within_the_sentence():
 
 def test_negatives_follow_unigram_to_the_three_quarters():
     counts = np.array([0.0, 100.0, 10.0, 1.0])
-    draws = draw_negatives(noise_cdf(counts), (200000,), np.random.default_rng(0))
+    draws = draw_negatives(noise_table(counts), (200000,), np.random.default_rng(0))
     expected = counts ** NOISE_POWER / (counts ** NOISE_POWER).sum()
     assert np.bincount(draws, minlength=4) / len(draws) == pytest.approx(expected, abs=0.005)
 
@@ -122,7 +122,7 @@ def test_negatives_follow_unigram_to_the_three_quarters():
 def _autograd_step(input_, output, hidden_fn, targets, lr):
     """Plain SGD on the summed negative-sampling loss, by autograd."""
     input_, output = input_.clone().requires_grad_(), output.clone().requires_grad_()
-    loss = negative_sampling_loss(scores(hidden_fn(input_), output, targets)) * len(targets)
+    loss = negative_sampling_loss(scores(hidden_fn(input_), F.embedding(targets, output))) * len(targets)
     loss.backward()
     return input_.detach() - lr * input_.grad, output.detach() - lr * output.grad
 
@@ -217,7 +217,7 @@ def test_config_rejects_a_dimension_below_one():
 def test_training_lowers_the_loss_and_learns_analogies(method):
     texts = analogy_corpus(5000, seed=1)
     cfg = Word2VecConfig(method=method, dim=32, epochs=4, batch_size=256, seed=0)
-    run = train_word2vec(texts, cfg, show_progress=False)
+    run = train_word2vec(corpus_sentences(texts), cfg, show_progress=False)
     first, last = run.losses[0][1], np.mean([loss for _, loss in run.losses[-3:]])
     assert last < 0.8 * first
     untrained = WordVectors(run.vectors.vocab, torch.randn_like(run.vectors.vectors))
@@ -228,5 +228,5 @@ def test_training_lowers_the_loss_and_learns_analogies(method):
 def test_training_is_reproducible_with_a_seed():
     texts = analogy_corpus(500, seed=2)
     cfg = Word2VecConfig(dim=8, epochs=1, min_count=2)
-    first, second = (train_word2vec(texts, cfg, show_progress=False).vectors.vectors for _ in range(2))
+    first, second = (train_word2vec(corpus_sentences(texts), cfg, show_progress=False).vectors.vectors for _ in range(2))
     assert torch.equal(first, second)

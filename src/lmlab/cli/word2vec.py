@@ -9,6 +9,7 @@ import torch
 
 from lmlab.data.analogies import analogy_questions
 from lmlab.data.corpora import EMBEDDED, load_corpus
+from lmlab.data.words import corpus_sentences
 from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, read_questions
 from lmlab.io.atomic import atomic_path
@@ -76,7 +77,7 @@ def run_train(args) -> None:
         if args.threads < 1:
             raise LmlabError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    result = train_word2vec(load_corpus(args.data), cfg)
+    result = train_word2vec(corpus_sentences(load_corpus(args.data)), cfg)
     with atomic_path(out) as tmp:
         save_vectors(result.vectors, tmp, dataclasses.asdict(cfg) | {"data": args.data})
     words_per_s = result.trained_words / result.seconds

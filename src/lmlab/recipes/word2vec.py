@@ -1,21 +1,22 @@
 """Training word2vec: skip-gram or CBOW with negative sampling, on CPU, in big batches.
 
-Read top to bottom: documents -> lower-cased sentences of words -> vocabulary (min count) -> one
+Read top to bottom: lower-cased sentences of words -> vocabulary (min count) -> one
 array of word ids -> per epoch and chunk of text: subsample frequent words, draw each centre's
 dynamic window, build (centre or context words, true word + k negatives) batches with numpy ->
 one hand-written SGD step per batch (`models.word2vec.updates`) with a learning rate that decays
 linearly over the run -> word vectors (the input embeddings).
 """
 
+import itertools
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from lmlab.data.words import build_vocab, corpus_sentences
+from lmlab.data.words import WordVocab, build_vocab
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.sampling import (cbow_windows, draw_negatives, keep_probabilities, noise_cdf,
+from lmlab.models.word2vec.sampling import (cbow_windows, draw_negatives, keep_probabilities, noise_table,
                                             skipgram_pairs, subsample)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors
@@ -38,15 +39,15 @@ class Word2VecRun:
     losses: list[tuple[float, float]]
 
 
-def train_word2vec(texts: list[str], cfg: Word2VecConfig, show_progress: bool = True) -> Word2VecRun:
-    """Train word vectors on documents `texts` with the settings `cfg`."""
+def train_word2vec(sentences: list[list[str]], cfg: Word2VecConfig, show_progress: bool = True) -> Word2VecRun:
+    """Train word vectors on `sentences` (lists of words: `lmlab.data.words.corpus_sentences` of the
+    documents) with the settings `cfg`."""
     start = time.perf_counter()
-    sentences = corpus_sentences(texts)
     vocab = build_vocab(sentences, cfg.min_count)
     ids, sentence = _word_stream(sentences, vocab)
     counts = np.asarray(vocab.counts, dtype=np.float64)
     counts[0] = 0  # out-of-vocabulary words are dropped from the text, so never drawn as negatives
-    keep, cdf = keep_probabilities(counts, cfg.subsample), noise_cdf(counts)
+    keep, noise = keep_probabilities(counts, cfg.subsample), noise_table(counts)
 
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -58,7 +59,7 @@ def train_word2vec(texts: list[str], cfg: Word2VecConfig, show_progress: bool = 
     losses, done, step = [], 0, 0
     for _ in range(cfg.epochs):
         for lo, hi in _chunks(sentence):
-            for batch in _batches(ids[lo:hi], sentence[lo:hi], keep, cdf, cfg, rng):
+            for batch in _batches(ids[lo:hi], sentence[lo:hi], keep, noise, cfg, rng):
                 lr = cfg.start_lr * max(MIN_LR_RATIO, 1 - done / total)
                 if cfg.method == "sgns":
                     score = sgns_step(input_, output, *batch, lr)
@@ -75,10 +76,10 @@ def train_word2vec(texts: list[str], cfg: Word2VecConfig, show_progress: bool = 
                        trained_words=total, seconds=time.perf_counter() - start, losses=losses)
 
 
-def _word_stream(sentences: list[list[str]], vocab) -> tuple[np.ndarray, np.ndarray]:
+def _word_stream(sentences: list[list[str]], vocab: WordVocab) -> tuple[np.ndarray, np.ndarray]:
     """The ids of every in-vocabulary word, in order, and the number of the sentence each is in."""
     lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
-    ids = np.fromiter((vocab.id(w) for words in sentences for w in words), dtype=np.int64, count=int(lengths.sum()))
+    ids = np.array(vocab.encode(list(itertools.chain.from_iterable(sentences))), dtype=np.int64)
     sentence = np.repeat(np.arange(len(sentences)), lengths)
     known = ids != 0
     return ids[known], sentence[known]
@@ -92,7 +93,7 @@ def _chunks(sentence: np.ndarray) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
 
-def _batches(ids: np.ndarray, sentence: np.ndarray, keep: np.ndarray, cdf: np.ndarray, cfg: Word2VecConfig,
+def _batches(ids: np.ndarray, sentence: np.ndarray, keep: np.ndarray, noise: np.ndarray, cfg: Word2VecConfig,
              rng: np.random.Generator):
     """The shuffled training examples of one chunk of text, cfg.batch_size at a time, as the arguments
     of `sgns_step` (centres, targets) or `cbow_step` (contexts, mask, targets) before the rate."""
@@ -104,7 +105,7 @@ def _batches(ids: np.ndarray, sentence: np.ndarray, keep: np.ndarray, cdf: np.nd
         true, contexts, mask = cbow_windows(ids, sentence, cfg.window, rng)
         inputs = (contexts, mask.astype(np.float32))
     order = rng.permutation(len(true))
-    targets = np.concatenate([true[order, None], draw_negatives(cdf, (len(true), cfg.negatives), rng)], axis=1)
+    targets = np.concatenate([true[order, None], draw_negatives(noise, (len(true), cfg.negatives), rng)], axis=1)
     inputs = tuple(torch.from_numpy(np.ascontiguousarray(x[order])) for x in inputs)
     targets = torch.from_numpy(targets)
     for lo in range(0, len(true), cfg.batch_size):

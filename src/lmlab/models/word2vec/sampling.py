@@ -6,6 +6,8 @@
 - Dynamic window: each centre word draws its own window size b uniformly in 1..window and uses
   the words at most b positions away, inside its sentence; near words are thus used more often.
 - Negatives: k words per example drawn from the unigram distribution raised to the power 0.75.
+  (A word may be drawn as a negative of itself, as in the original tool; with a large vocabulary
+  this is rare.)
 
 The text is one array of word ids (`ids`) with a parallel array of sentence numbers (`sentence`),
 so every step is a vectorised array operation and no Python loop runs per word.
@@ -14,6 +16,7 @@ so every step is a vectorised array operation and no Python loop runs per word.
 import numpy as np
 
 NOISE_POWER = 0.75
+NOISE_TABLE_SIZE = 10_000_000
 
 
 def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
@@ -64,13 +67,14 @@ def cbow_windows(ids: np.ndarray, sentence: np.ndarray, window: int, rng: np.ran
     return ids[has_context], ids[positions[has_context]], mask[has_context]
 
 
-def noise_cdf(counts: np.ndarray) -> np.ndarray:
-    """The cumulative noise distribution, unigram^0.75 normalised, over word ids."""
+def noise_table(counts: np.ndarray, size: int = NOISE_TABLE_SIZE) -> np.ndarray:
+    """The noise distribution, unigram^0.75, as a table of `size` word ids in which each word fills a
+    share of the slots equal to its probability (the original tool's device: a draw is one lookup)."""
     weights = np.asarray(counts, dtype=np.float64) ** NOISE_POWER
-    cdf = np.cumsum(weights)
-    return cdf / cdf[-1]
+    ends = np.round(np.cumsum(weights) / weights.sum() * size).astype(np.int64)
+    return np.repeat(np.arange(len(weights), dtype=np.int32), np.diff(ends, prepend=0))
 
 
-def draw_negatives(cdf: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Word ids of `shape` drawn from the noise distribution given by its `cdf`."""
-    return np.minimum(np.searchsorted(cdf, rng.random(shape), side="right"), len(cdf) - 1)
+def draw_negatives(table: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Word ids of `shape` drawn from the noise distribution given by its `noise_table`."""
+    return table[rng.integers(0, len(table), size=shape)].astype(np.int64)

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 
-def scores(hidden: torch.Tensor, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """h . v for every example and output word: hidden (B, D), targets (B, 1+k) -> (B, 1+k)."""
-    return (F.embedding(targets, output) * hidden[:, None, :]).sum(-1)
+def scores(hidden: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
+    """h . v for every example and output word: hidden (B, D), outputs (B, 1+k, D) -> (B, 1+k)."""
+    return (outputs * hidden[:, None, :]).sum(-1)
 
 
 def negative_sampling_loss(score: torch.Tensor) -> torch.Tensor:
@@ -27,35 +27,35 @@ def negative_sampling_loss(score: torch.Tensor) -> torch.Tensor:
     return (F.softplus(-score[:, 0]) + F.softplus(score[:, 1:]).sum(1)).mean()
 
 
-def _output_update(score: torch.Tensor, hidden: torch.Tensor, output: torch.Tensor, targets: torch.Tensor,
-                   lr: float) -> torch.Tensor:
-    """Apply the output-vector update; return the gradient step for the hidden vectors (B, D)."""
+def _output_update(hidden: torch.Tensor, output: torch.Tensor, targets: torch.Tensor,
+                   lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply the output-vector update for hidden (B, D) and targets (B, 1+k); return the scores before
+    it (B, 1+k) and the gradient step for the hidden vectors (B, D)."""
+    outputs = F.embedding(targets, output)  # (B, 1+k, D), the old v
+    score = scores(hidden, outputs)
     label = torch.zeros_like(score)
     label[:, 0] = 1
     g = (label - torch.sigmoid(score)).mul_(lr)  # (B, 1+k)
-    hidden_step = (g[:, :, None] * F.embedding(targets, output)).sum(1)  # (B, D), from the old v
+    hidden_step = (g[:, :, None] * outputs).sum(1)  # (B, D)
     output.index_add_(0, targets.reshape(-1), (g[:, :, None] * hidden[:, None, :]).reshape(-1, hidden.shape[1]))
-    return hidden_step
+    return score, hidden_step
 
 
 def sgns_step(input_: torch.Tensor, output: torch.Tensor, centres: torch.Tensor, targets: torch.Tensor,
               lr: float) -> torch.Tensor:
     """Skip-gram step in place on input_ (V, D) and output (V, D): centres (B,) predict targets (B, 1+k).
     Returns the scores (B, 1+k) before the step, from which the loss can be read."""
-    hidden = F.embedding(centres, input_)  # (B, D)
-    score = scores(hidden, output, targets)
-    input_.index_add_(0, centres, _output_update(score, hidden, output, targets, lr))
+    score, step = _output_update(F.embedding(centres, input_), output, targets, lr)
+    input_.index_add_(0, centres, step)
     return score
 
 
 def cbow_step(input_: torch.Tensor, output: torch.Tensor, contexts: torch.Tensor, mask: torch.Tensor,
               targets: torch.Tensor, lr: float) -> torch.Tensor:
     """CBOW step in place: the mean of the context words contexts (B, C) where mask (B, C) is 1 (float)
-    predicts targets (B, 1+k).
-    Returns the scores (B, 1+k) before the step."""
+    predicts targets (B, 1+k). Returns the scores (B, 1+k) before the step."""
     weight = mask / mask.sum(1, keepdim=True)  # (B, C): 1/n on the real context words, 0 on padding
     hidden = (F.embedding(contexts, input_) * weight[:, :, None]).sum(1)  # (B, D)
-    score = scores(hidden, output, targets)
-    step = _output_update(score, hidden, output, targets, lr)  # (B, D)
+    score, step = _output_update(hidden, output, targets, lr)
     input_.index_add_(0, contexts.reshape(-1), (mask[:, :, None] * step[:, None, :]).reshape(-1, step.shape[1]))
     return score
