@@ -67,11 +67,12 @@ def test_tagged_sentences_carry_one_topic_each():
 
 # --- sampling ------------------------------------------------------------------------------------
 
-def test_keep_probability_is_sqrt_of_threshold_over_frequency():
+def test_keep_probability_is_the_word2vec_tool_rule():
     counts = np.array([0, 900, 90, 10])
     keep = keep_probabilities(counts, 0.01)
-    assert keep[1] == pytest.approx(np.sqrt(0.01 / 0.9)) and keep[2] == pytest.approx(np.sqrt(0.01 / 0.09))
-    assert keep[3] == 1.0 and (keep_probabilities(counts, 0) == 1).all()
+    for word, f in ((1, 0.9), (2, 0.09)):
+        assert keep[word] == pytest.approx(np.sqrt(0.01 / f) + 0.01 / f)
+    assert keep[0] == 1.0 and keep[3] == 1.0 and (keep_probabilities(counts, 0) == 1).all()
 
 
 def test_subsampling_keeps_each_word_at_its_keep_rate():

@@ -1,8 +1,12 @@
 """The training examples of word2vec, drawn with numpy for a whole chunk of text at once.
 
-- Subsampling (Mikolov et al. 2013): each occurrence of word w is discarded with probability
-  1 - sqrt(t / f(w)), f(w) being w's share of the text and t the `sample` threshold, so very
-  frequent words ("the", "of") are thinned and rare ones kept.
+- Subsampling (Mikolov et al. 2013): each occurrence of word w is kept with probability
+  sqrt(t / f(w)) + t / f(w) (at most 1), f(w) being w's share of the text and t the `sample`
+  threshold, so very frequent words ("the", "of") are thinned and rare ones kept. This is the rule
+  of the released word2vec tool (and gensim); the paper writes the discard probability as
+  1 - sqrt(t / f), i.e. without the t / f term, which thins mid-frequency words harder. On the
+  generated analogy corpus the tool's rule scores higher (99.9% against 98.4% with skip-gram),
+  because the words that mark a tense ("yesterday", "usually") are frequent there.
 - Dynamic window: each centre word draws its own window size b uniformly in 1..window and uses
   the words at most b positions away, inside its sentence; near words are thus used more often.
 - Negatives: k words per example drawn from the unigram distribution raised to the power 0.75.
@@ -20,12 +24,13 @@ NOISE_TABLE_SIZE = 10_000_000
 
 
 def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
-    """Per word id, the probability that an occurrence survives subsampling: min(1, sqrt(t / f))."""
+    """Per word id, the probability that an occurrence survives subsampling: min(1, sqrt(t/f) + t/f);
+    1 for words that never occur and for every word when `sample` is 0."""
     if sample <= 0:
         return np.ones(len(counts))
-    freq = counts / max(counts.sum(), 1)
-    with np.errstate(divide="ignore"):
-        return np.minimum(1.0, np.sqrt(sample / freq))
+    freq = np.asarray(counts, dtype=np.float64) / max(np.sum(counts), 1)
+    ratio = np.divide(sample, freq, out=np.full(len(freq), np.inf), where=freq > 0)
+    return np.minimum(1.0, np.sqrt(ratio) + ratio)
 
 
 def subsample(ids: np.ndarray, sentence: np.ndarray, keep: np.ndarray, rng: np.random.Generator):
