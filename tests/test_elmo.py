@@ -17,7 +17,8 @@ from lmlab.models.elmo.scalar_mix import ScalarMix
 from lmlab.recipes.elmo import ElmoTrainConfig, train_elmo
 from lmlab.recipes.elmo_probe import probe_topics
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]
 TINY = dict(d_model=16, lstm_cells=24, char_dim=8, filters=((1, 8), (2, 8), (3, 16)), max_chars=12)
 TINY_TRAIN = dict(steps=30, batch_size=8, block_size=12, lr=1e-2, warmup_steps=3, eval_every=15, eval_batches=2,
                   checkpoint_every=10)
