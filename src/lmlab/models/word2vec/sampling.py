@@ -5,7 +5,7 @@
   threshold, so very frequent words ("the", "of") are thinned and rare ones kept. This is the rule
   of the released word2vec tool (and gensim); the paper writes the discard probability as
   1 - sqrt(t / f), i.e. without the t / f term, which thins mid-frequency words harder. On the
-  generated analogy corpus the tool's rule scores higher (99.9% against 98.4% with skip-gram),
+  generated analogy corpus the tool's rule scores higher (about 99.8% against 98.4%, skip-gram),
   because the words that mark a tense ("yesterday", "usually") are frequent there.
 - Dynamic window: each centre word draws its own window size b uniformly in 1..window and uses
   the words at most b positions away, inside its sentence; near words are thus used more often.

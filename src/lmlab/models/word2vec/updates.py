@@ -9,8 +9,10 @@ its gradient with respect to the score h . v is s(h . v) - label, so with g = lr
                           tool, rather than the 1/n share that the mean's exact gradient would give).
 This is the update of the original C tool, done for a whole batch at once: the words of a batch
 are updated together from the same old values (repeated words add up, by `index_add_`). Measured
-against autograd with sparse embeddings and `torch.optim.SGD`, the same update runs about twice as
-fast and reaches the same analogy accuracy (see benchmarks/word2vec.py).
+on the generated analogy corpus (dim 50, one thread), this ran about twice as fast as autograd
+with sparse embeddings and `torch.optim.SGD` (259k against 117k words/s) at the same analogy
+accuracy. Batches of about 1024 examples are safe; at 4096 (dim 100, a 300-word vocabulary) the
+summed updates of frequent words diverged.
 """
 
 import torch
