@@ -1,5 +1,6 @@
 """Named corpora that need no download, and the dispatch from a `--data` argument to texts."""
 
+from lmlab.data.analogies import analogy_corpus
 from lmlab.data.markov import markov_corpus
 from lmlab.data.sources import read_texts
 from lmlab.data.stdlib import stdlib_texts
@@ -7,15 +8,19 @@ from lmlab.data.stdlib import stdlib_texts
 EMBEDDED = {
     "markov": "text sampled from a Markov chain over made-up words; its true entropy is known exactly",
     "stdlib": "the Python standard library's own source files (real text every Python install carries)",
+    "analogies": "sentences from a grammar of countries, capitals, roles, plurals and tenses; word analogies hold",
 }
 MARKOV_TRAIN_DOCS = 20000
 MARKOV_TRAIN_SEED = 0
+ANALOGY_TRAIN_SENTENCES = 60000
 
 
 def load_corpus(data: str) -> list[str]:
     """Documents for `--data`: an embedded corpus name (see EMBEDDED) or a file/directory/JSONL path."""
     if data == "markov":
         return markov_corpus(MARKOV_TRAIN_DOCS, seed=MARKOV_TRAIN_SEED)[0]
+    if data == "analogies":
+        return analogy_corpus(ANALOGY_TRAIN_SENTENCES, seed=0)
     if data == "stdlib":
         return stdlib_texts()
     return read_texts(data)

@@ -12,10 +12,12 @@ from lmlab.io.atomic import atomic_write_text
 LOSS_CURVES = {"train loss": "loss", "validation loss": "val_loss"}
 
 
-def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False) -> tqdm:
-    """A tqdm bar counting optimizer steps; its postfix carries loss and tokens/s, its ETA the rest."""
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True, disable=disable,
-                file=sys.stderr)
+def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False,
+                 unit: str = "step") -> tqdm:
+    """A tqdm bar counting optimizer steps (or other `unit`s); its postfix carries loss and tokens/s,
+    its ETA the rest."""
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit != "step",
+                dynamic_ncols=True, disable=disable, file=sys.stderr)
 
 
 class MetricsLog:

@@ -1,0 +1,116 @@
+"""`lmlab word2vec train|neighbors|analogy|similarity|evaluate`: word vectors by skip-gram or CBOW,
+and the questions one asks of them."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from lmlab.data.analogies import analogy_questions
+from lmlab.data.corpora import EMBEDDED, load_corpus
+from lmlab.data.words import corpus_sentences
+from lmlab.errors import LmlabError
+from lmlab.eval.analogy import analogy_accuracy, read_questions
+from lmlab.io.atomic import atomic_path
+from lmlab.models.word2vec.config import Word2VecConfig
+from lmlab.models.word2vec.vectors import is_model_dir, load_vectors, save_vectors
+from lmlab.recipes.word2vec import train_word2vec
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("word2vec", help="word vectors: train (skip-gram/CBOW), neighbours, analogies")
+    sub = p.add_subparsers(dest="word2vec_command", required=True)
+
+    t = sub.add_parser("train", help="train word vectors with negative sampling")
+    t.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
+    t.add_argument("--out", required=True, help="model directory to write (vectors.safetensors, vocab.txt, "
+                                                "config.json)")
+    defaults = Word2VecConfig()
+    t.add_argument("--method", choices=["sgns", "cbow"], default=defaults.method,
+                   help="sgns: skip-gram, a word predicts its neighbours; cbow: the neighbours' mean predicts the word")
+    for name, help_text in (("dim", "vector size"), ("window", "largest window (each word draws 1..window)"),
+                            ("negatives", "negative words per example"),
+                            ("min-count", "drop words seen fewer times"), ("epochs", "passes over the text"),
+                            ("batch-size", "examples per SGD step"), ("seed", "random seed")):
+        t.add_argument(f"--{name}", type=int, default=getattr(defaults, name.replace("-", "_")),
+                       help=f"{help_text} (default %(default)s)")
+    t.add_argument("--subsample", type=float, default=defaults.subsample,
+                   help="frequent-word threshold t; 0 turns subsampling off (default %(default)s)")
+    t.add_argument("--lr", type=float, help="starting learning rate (default 0.025 sgns, 0.05 cbow)")
+    t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    t.set_defaults(run=run_train)
+
+    n = sub.add_parser("neighbors", help="the nearest words by cosine")
+    n.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
+    n.add_argument("--word", required=True)
+    n.add_argument("--k", type=int, default=10, help="how many neighbours (default %(default)s)")
+    n.set_defaults(run=run_neighbors)
+
+    a = sub.add_parser("analogy", help="a is to b as c is to ? (3CosAdd)")
+    a.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
+    a.add_argument("words", nargs=3, metavar="WORD", help="a b c")
+    a.add_argument("--k", type=int, default=5, help="how many answers (default %(default)s)")
+    a.set_defaults(run=run_analogy)
+
+    s = sub.add_parser("similarity", help="cosine similarity of two words")
+    s.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
+    s.add_argument("words", nargs=2, metavar="WORD")
+    s.set_defaults(run=run_similarity)
+
+    e = sub.add_parser("evaluate", help="analogy accuracy over a question file")
+    e.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
+    e.add_argument("--questions", help="file of 'a b c d' lines with ': section' headers (default: the "
+                                       "questions of the generated `analogies` corpus)")
+    e.add_argument("--json", action="store_true", help="print the scores as JSON")
+    e.set_defaults(run=run_evaluate)
+
+
+def run_train(args) -> None:
+    cfg = Word2VecConfig(method=args.method, dim=args.dim, window=args.window, negatives=args.negatives,
+                         min_count=args.min_count, subsample=args.subsample, epochs=args.epochs, lr=args.lr,
+                         batch_size=args.batch_size, seed=args.seed)
+    out = Path(args.out)
+    if out.exists() and not (out.is_dir() and (is_model_dir(out) or not any(out.iterdir()))):
+        raise LmlabError(f"--out '{out}' exists and is not a word2vec model directory; choose a new directory")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise LmlabError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    result = train_word2vec(corpus_sentences(load_corpus(args.data)), cfg)
+    with atomic_path(out) as tmp:
+        save_vectors(result.vectors, tmp, dataclasses.asdict(cfg) | {"data": args.data})
+    words_per_s = result.trained_words / result.seconds
+    print(f"trained {len(result.vectors.vocab) - 1} word vectors of size {cfg.dim} on {result.corpus_words} words "
+          f"x {cfg.epochs} epochs in {result.seconds:.1f}s ({words_per_s:,.0f} words/s); saved {out}")
+
+
+def run_neighbors(args) -> None:
+    if args.k < 1:
+        raise LmlabError(f"--k must be at least 1, got {args.k}")
+    for word, cosine in load_vectors(args.model).neighbors(args.word.lower(), args.k):
+        print(f"{cosine:.4f}  {word}")
+
+
+def run_analogy(args) -> None:
+    if args.k < 1:
+        raise LmlabError(f"--k must be at least 1, got {args.k}")
+    a, b, c = (w.lower() for w in args.words)
+    for word, cosine in load_vectors(args.model).analogy(a, b, c, args.k):
+        print(f"{cosine:.4f}  {word}")
+
+
+def run_similarity(args) -> None:
+    first, second = (w.lower() for w in args.words)
+    print(f"{load_vectors(args.model).similarity(first, second):.4f}")
+
+
+def run_evaluate(args) -> None:
+    vectors = load_vectors(args.model)
+    questions = read_questions(args.questions) if args.questions else analogy_questions()
+    scores = analogy_accuracy(vectors, questions).to_dict()
+    if args.json:
+        print(json.dumps(scores, indent=2))
+        return
+    for name, s in scores.items():
+        print(f"{name:<24} {s['accuracy']:7.2%}  ({s['correct']}/{s['asked']}, {s['skipped']} skipped)")

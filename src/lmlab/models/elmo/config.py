@@ -1,0 +1,39 @@
+"""The shape of an ELMo model, checked once where it enters."""
+
+from dataclasses import dataclass, field
+
+from lmlab.errors import LmlabError
+
+
+@dataclass(frozen=True)
+class ElmoConfig:
+    """Characters -> `char_dim` embeddings -> one convolution per (width, n_filters) in `filters` ->
+    max over positions -> `n_highway` highway layers -> a projection to `d_model` (the token layer)
+    -> `n_layers` LSTM layers per direction, each with `lstm_cells` cells projected back to
+    `d_model` -> a softmax over `vocab_size` words shared by both directions."""
+
+    vocab_size: int
+    d_model: int = 64
+    lstm_cells: int = 128
+    n_layers: int = 2
+    char_dim: int = 16
+    filters: tuple[tuple[int, int], ...] = field(default=((1, 16), (2, 16), (3, 32), (4, 32), (5, 32)))
+    n_highway: int = 2
+    max_chars: int = 20  # bytes per word, the begin/end-of-word marks included; longer words are cut
+
+    def __post_init__(self):
+        object.__setattr__(self, "filters", tuple(tuple(f) for f in self.filters))
+        for name in ("vocab_size", "d_model", "n_layers", "char_dim"):
+            if getattr(self, name) < 1:
+                raise LmlabError(f"ELMo {name} must be at least 1, got {getattr(self, name)}")
+        if self.lstm_cells <= self.d_model:
+            raise LmlabError(f"ELMo lstm_cells ({self.lstm_cells}) must exceed d_model ({self.d_model}): each "
+                             "LSTM projects its cells down to d_model")
+        if not self.filters or any(w < 1 or n < 1 for w, n in self.filters):
+            raise LmlabError(f"ELMo filters {self.filters} must be (width, count) pairs of positive numbers")
+        if self.max_chars < max(w for w, _ in self.filters):
+            raise LmlabError(f"max_chars ({self.max_chars}) must be at least the widest filter")
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters)

@@ -1,0 +1,98 @@
+"""`lmlab word2vec ...` end to end, and its bad inputs: one line, exit code 2, nothing written."""
+
+import json
+
+import pytest
+
+from lmlab.data.analogies import analogy_corpus
+
+from conftest import lmlab, one_line_error
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SMALL = ["--dim", "16", "--epochs", "2", "--min-count", "2", "--batch-size", "256"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("w2v") / "corpus.txt"
+    path.write_text("\n\n".join(analogy_corpus(2000, seed=4)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, text_file):
+    out = tmp_path_factory.mktemp("w2v") / "model"
+    assert lmlab("word2vec", "train", "--data", text_file, "--out", out, *SMALL) == 0
+    return out
+
+
+def test_train_writes_vectors_vocab_and_config(model):
+    assert {p.name for p in model.iterdir()} == {"vectors.safetensors", "vocab.txt", "config.json"}
+    config = json.loads((model / "config.json").read_text())
+    assert config["model_type"] == "word2vec" and config["dim"] == 16 and config["method"] == "sgns"
+
+
+def test_neighbors_prints_k_words_with_cosines(model, capsys):
+    capsys.readouterr()
+    assert lmlab("word2vec", "neighbors", "--model", model, "--word", "Paris", "--k", "4") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(-1 <= float(line.split()[0]) <= 1 for line in lines)
+    assert "paris" not in [line.split()[1] for line in lines]
+
+
+def test_analogy_and_similarity_answer(model, capsys):
+    capsys.readouterr()
+    assert lmlab("word2vec", "analogy", "--model", model, "man", "king", "woman", "--k", "2") == 0
+    answers = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
+    assert len(answers) == 2 and not {"man", "king", "woman"} & set(answers)
+    assert lmlab("word2vec", "similarity", "--model", model, "cat", "cat") == 0
+    assert float(capsys.readouterr().out) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_evaluate_reports_every_section_and_reads_a_question_file(model, tmp_path, capsys):
+    capsys.readouterr()
+    assert lmlab("word2vec", "evaluate", "--model", model, "--json") == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert {"capital-country", "present-past", "total"} <= set(scores)
+    questions = tmp_path / "q.txt"
+    questions.write_text(": mine\nparis france rome italy\nparis france rome dragon\n")
+    assert lmlab("word2vec", "evaluate", "--model", model, "--questions", questions, "--json") == 0
+    mine = json.loads(capsys.readouterr().out)["mine"]
+    assert mine["asked"] == 1 and mine["skipped"] == 1
+
+
+def test_unknown_word_says_which(model, capsys):
+    capsys.readouterr()
+    assert lmlab("word2vec", "analogy", "--model", model, "man", "dragon", "woman") == 2
+    one_line_error(capsys, "'dragon' is not in the vocabulary")
+
+
+@pytest.mark.parametrize("flags, fragment", [(["--dim", "0"], "--dim"), (["--window", "0"], "--window"),
+                                             (["--min-count", "100000"], "min-count")])
+def test_bad_training_settings_write_nothing(text_file, tmp_path, capsys, flags, fragment):
+    out = tmp_path / "m"
+    assert lmlab("word2vec", "train", "--data", text_file, "--out", out, *SMALL, *flags) == 2
+    one_line_error(capsys, fragment)
+    assert not out.exists()
+
+
+def test_text_without_words_is_an_empty_vocabulary_error(tmp_path, capsys):
+    empty = tmp_path / "dots.txt"
+    empty.write_text("... !!! ???\n")
+    assert lmlab("word2vec", "train", "--data", empty, "--out", tmp_path / "m") == 2
+    one_line_error(capsys, "no word occurs")
+    assert not (tmp_path / "m").exists()
+
+
+def test_out_that_is_another_kind_of_directory_is_refused(text_file, tmp_path, capsys):
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    assert lmlab("word2vec", "train", "--data", text_file, "--out", other, *SMALL) == 2
+    one_line_error(capsys, "not a word2vec model directory")
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_model_that_is_not_a_word2vec_directory_is_an_error(tmp_path, capsys):
+    assert lmlab("word2vec", "neighbors", "--model", tmp_path, "--word", "a") == 2
+    one_line_error(capsys, "not a word2vec model directory")
