@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from lmlab.data.char_vocab import CharVocab
+from lmlab.errors import LmlabError
 from lmlab.models.seq2seq import Seq2Seq
 from lmlab.objectives.teacher_forcing import pad_rows
 
@@ -73,7 +74,8 @@ def beam_translate(model: Seq2Seq, source: list[int], max_len: int, num_beams: i
         logits, state, _ = model.decode(tokens, encoded.take(torch.zeros_like(rows)), state[:, rows])
         logprobs = logits[:, 0].double().log_softmax(dim=-1)  # (k, V)
         V = logprobs.size(-1)
-        top, flat = (scores[:, None] + logprobs).view(-1).topk(num_beams - len(finished))  # best first
+        totals = (scores[:, None] + logprobs).view(-1)  # (k*V,)
+        top, flat = totals.topk(min(num_beams - len(finished), totals.numel()))  # best first
         alive = []
         for score, index in zip(top.tolist(), flat.tolist()):
             beam, token = divmod(index, V)
@@ -89,16 +91,22 @@ def beam_translate(model: Seq2Seq, source: list[int], max_len: int, num_beams: i
         scores = torch.tensor([s for _, _, s in alive], dtype=torch.float64, device=device)
     else:
         finished += [Translation(ids, score, False) for ids, score in zip(beams, scores.tolist())]
-    return max(finished, key=lambda t: t.score / (len(t.ids) + t.ended) ** length_penalty)
+    return max(finished, key=lambda t: t.score / max(len(t.ids) + t.ended, 1) ** length_penalty)
+
+
+def translate_ids(model: Seq2Seq, sources: list[list[int]], max_len: int, num_beams: int = 1,
+                  length_penalty: float = 1.0, batch_size: int = 256) -> list[Translation]:
+    """Decode every source (ids ending with </s>): greedy in batches when num_beams is 1, else beam search."""
+    if num_beams < 1:
+        raise LmlabError(f"num_beams={num_beams} must be at least 1 (1 decodes greedily)")
+    if num_beams == 1:
+        return [t for start in range(0, len(sources), batch_size)
+                for t in greedy_translate(model, sources[start:start + batch_size], max_len)]
+    return [beam_translate(model, source, max_len, num_beams, length_penalty) for source in sources]
 
 
 def translate_texts(model: Seq2Seq, src_vocab: CharVocab, tgt_vocab: CharVocab, texts: list[str], max_len: int,
-                    num_beams: int = 1, length_penalty: float = 1.0, batch_size: int = 256) -> list[str]:
-    """The model's output text for each of `texts`: greedy in batches when num_beams is 1, else beam search."""
-    sources = [src_vocab.encode(text) for text in texts]
-    if num_beams == 1:
-        outputs = [t for start in range(0, len(sources), batch_size)
-                   for t in greedy_translate(model, sources[start:start + batch_size], max_len)]
-    else:
-        outputs = [beam_translate(model, source, max_len, num_beams, length_penalty) for source in sources]
+                    num_beams: int = 1, length_penalty: float = 1.0) -> list[str]:
+    """The model's output text for each of `texts` (see `translate_ids`)."""
+    outputs = translate_ids(model, [src_vocab.encode(text) for text in texts], max_len, num_beams, length_penalty)
     return [tgt_vocab.decode(t.ids) for t in outputs]
