@@ -10,7 +10,7 @@ from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.seq2seq import translate_ids
 from lmlab.io.seq2seq import load_seq2seq_dir
-from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, test_split, train_seq2seq
+from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
 
 VISIBLE_SPACE = "_"  # how a space is labelled on a heatmap axis
 
@@ -91,7 +91,7 @@ def _label(token: str) -> str:
 def run_eval(args) -> None:
     _check_beams(args.beams)
     trained = load_seq2seq_dir(args.model)
-    scores = score_pairs(trained, test_split(trained), args.beams, args.length_penalty)
+    scores = score_pairs(trained, task_test_pairs(trained), args.beams, args.length_penalty)
     scores |= {"task": trained.task["name"], "attention": trained.model.config.attention, "beams": args.beams}
     if args.json:
         print(json.dumps(scores))

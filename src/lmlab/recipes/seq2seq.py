@@ -141,7 +141,7 @@ def score_pairs(trained: Seq2SeqModel, pairs: list[Pair], num_beams: int = 1, le
             "n": len(pairs)}
 
 
-def test_split(trained: Seq2SeqModel) -> list[Pair]:
+def task_test_pairs(trained: Seq2SeqModel) -> list[Pair]:
     """The test pairs of the task the model was trained on, generated again from its seed."""
     task = trained.task
     sizes = TaskSizes(task["train"], task["validation"], task["test"], task["held_out_fraction"])
