@@ -71,6 +71,8 @@ class Seq2SeqTrainConfig:
 
 @dataclass(frozen=True)
 class Seq2SeqResult:
+    """How a training session ended, what it saved, and its last held-out scores."""
+
     step: int
     finished: bool  # False when it stopped early (stop_after, Ctrl-C): resume to finish
     model_dir: Path | None
@@ -125,10 +127,12 @@ def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False
 
 
 def task_sizes(cfg: Seq2SeqTrainConfig) -> TaskSizes:
+    """The split sizes of the run's task."""
     return TaskSizes(cfg.train_size, cfg.val_size, cfg.test_size)
 
 
 def _prefixed(row: dict, prefix: str) -> dict:
+    """The metrics of `row` whose names start with `prefix`."""
     return {k: v for k, v in row.items() if k.startswith(prefix)}
 
 
