@@ -1,0 +1,15 @@
+"""The sequence-to-sequence tasks `lmlab seq2seq train --task NAME` knows, by name."""
+
+from lmlab.data.dates import date_task
+from lmlab.data.digits import reverse_task
+from lmlab.data.pairs import PairSplits, TaskSizes
+from lmlab.errors import LmlabError
+
+TASKS = {"dates": date_task, "reverse": reverse_task}
+
+
+def make_task(name: str, seed: int = 0, sizes: TaskSizes = TaskSizes()) -> PairSplits:
+    """The splits of task `name`, generated from `seed`."""
+    if name not in TASKS:
+        raise LmlabError(f"unknown task '{name}'; choose one of {', '.join(TASKS)}")
+    return TASKS[name](seed=seed, sizes=sizes)

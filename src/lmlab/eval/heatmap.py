@@ -1,0 +1,97 @@
+"""Heatmaps as PNG files (attention maps, confusion matrices), drawn with numpy alone.
+
+A matrix (R, C) becomes a grid of cells shaded from white (the smallest value) to dark blue (the
+largest), with a label per row on the left, a label per column on top (upright when it fits in a
+cell, else written bottom to top, so long labels such as subword tokens fit), a title and a colour
+bar with its range. Reuses the bitmap font and `write_png` of `lmlab.eval.plot`.
+"""
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+# The line-chart module's raster helpers and font: one font and one PNG writer for every figure.
+from lmlab.eval.plot import _CAP_HEIGHT, _FRAME, _INK, _WHITE, _blit, _draw_text, _fill, _format_number
+from lmlab.eval.plot import _text_mask, _text_width, write_png
+
+_LOW, _HIGH = np.array(_WHITE, dtype=float), np.array((8, 48, 107), dtype=float)  # white -> dark blue
+_MAX_GRID = 1600  # pixels: larger matrices get smaller cells
+_LABEL_ROOM = _CAP_HEIGHT + 2  # a cell needs this many pixels to carry a label
+
+
+def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str = "",
+                  cell: int | None = None, value_range: tuple[float, float] | None = None) -> np.ndarray:
+    """Render `matrix` (R, C) as an (H, W, 3) uint8 image; see the module docstring.
+
+    `cell` is the side of a cell in pixels (default: 20, smaller for big matrices so the grid stays
+    under 1600 px). `value_range` (lo, hi) fixes the colour scale (default: the matrix's min and max;
+    attention weights may want (0, 1)). When cells are too small for every label, every k-th is drawn.
+    """
+    values = np.asarray(matrix, dtype=float)
+    if values.ndim != 2 or 0 in values.shape:
+        raise ValueError(f"heatmap needs a non-empty 2-D matrix, got shape {values.shape}")
+    rows, cols = values.shape
+    if len(row_labels) != rows or len(col_labels) != cols:
+        raise ValueError(f"a ({rows}, {cols}) matrix needs {rows} row labels and {cols} column labels, "
+                         f"got {len(row_labels)} and {len(col_labels)}")
+    if not np.isfinite(values).all():
+        raise ValueError("heatmap values must be finite")
+    cell = cell or max(1, min(20, _MAX_GRID // max(rows, cols)))
+    lo, hi = value_range or (values.min(), values.max())
+    shade = np.clip((values - lo) / (hi - lo), 0, 1) if hi > lo else np.zeros_like(values)  # (R, C) in [0, 1]
+
+    row_step, col_step = math.ceil(_LABEL_ROOM / cell), math.ceil(_LABEL_ROOM / cell)
+    row_text = [str(label) if i % row_step == 0 else "" for i, label in enumerate(row_labels)]
+    col_text = [str(label) if j % col_step == 0 else "" for j, label in enumerate(col_labels)]
+    margin, bar_w = 10, 12
+    range_labels = [_format_number(lo), _format_number(hi)]
+    left = margin + max(_text_width(t, 1) for t in row_text) + 6
+    title_h = 2 * _CAP_HEIGHT + 12 if title else 0
+    upright = [_text_width(t, 1) <= cell for t in col_text]  # labels that fit a cell (characters) stand upright
+    col_h = max(_CAP_HEIGHT if up else _text_width(t, 1) for t, up in zip(col_text, upright))
+    top = margin + title_h + col_h + 6
+    grid_w, grid_h = cols * cell, rows * cell
+    bar_left = left + grid_w + 12
+    width = max(bar_left + bar_w + 6 + max(_text_width(t, 1) for t in range_labels) + margin,
+                _text_width(title, 2) + 2 * margin)
+    height = top + max(grid_h, 4 * _CAP_HEIGHT) + margin
+
+    img = np.full((height, width, 3), _WHITE, dtype=np.uint8)
+    colours = (_LOW + shade[..., None] * (_HIGH - _LOW)).round().astype(np.uint8)  # (R, C, 3)
+    img[top:top + grid_h, left:left + grid_w] = colours.repeat(cell, axis=0).repeat(cell, axis=1)
+    _frame(img, left, top, left + grid_w, top + grid_h)
+    for i, text in enumerate(row_text):
+        _draw_text(img, text, left - 4, top + i * cell + (cell - _CAP_HEIGHT) // 2, _INK, 1, anchor="right")
+    for j, (text, up) in enumerate(zip(col_text, upright)):
+        if up:
+            _draw_text(img, text, left + j * cell + cell // 2, top - 4 - _CAP_HEIGHT, _INK, 1, anchor="center")
+        elif text:
+            mask = np.rot90(_text_mask(text, 1))  # reads bottom to top, baseline towards the right
+            _blit(img, mask, left + j * cell + (cell - _CAP_HEIGHT) // 2 - 1, top - 4 - mask.shape[0], _INK)
+    _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
+
+    bar_h = max(grid_h, 4 * _CAP_HEIGHT)  # the colour bar: hi at the top, lo at the bottom
+    ramp = np.linspace(1, 0, bar_h)[:, None, None]  # (bar_h, 1, 1)
+    img[top:top + bar_h, bar_left:bar_left + bar_w] = (_LOW + ramp * (_HIGH - _LOW)).round().astype(np.uint8)
+    _frame(img, bar_left, top, bar_left + bar_w, top + bar_h)
+    _draw_text(img, range_labels[1], bar_left + bar_w + 6, top, _INK, 1)
+    _draw_text(img, range_labels[0], bar_left + bar_w + 6, top + bar_h - _CAP_HEIGHT, _INK, 1)
+    return img
+
+
+def save_heatmap(path: str | os.PathLike, matrix, row_labels: Sequence[str], col_labels: Sequence[str],
+                 title: str = "", cell: int | None = None,
+                 value_range: tuple[float, float] | None = None) -> Path:
+    """Draw `matrix` with its row and column labels (see `heatmap_image`) and save it as a PNG, atomically."""
+    return write_png(path, heatmap_image(matrix, row_labels, col_labels, title, cell, value_range))
+
+
+def _frame(img: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> None:
+    """A 1 px rectangle just outside [x0, x1) x [y0, y1)."""
+    _fill(img, x0 - 1, y0 - 1, x1 + 1, y0, _FRAME)
+    _fill(img, x0 - 1, y1, x1 + 1, y1 + 1, _FRAME)
+    _fill(img, x0 - 1, y0 - 1, x0, y1 + 1, _FRAME)
+    _fill(img, x1, y0 - 1, x1 + 1, y1 + 1, _FRAME)

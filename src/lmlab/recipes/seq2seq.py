@@ -1,0 +1,152 @@
+"""Training an RNN encoder-decoder with attention on a generated task (date normalisation, digit reversal).
+
+Read top to bottom: task pairs split by key -> character vocabularies -> teacher forcing
+(src, <s> + target, target + </s>) -> cross-entropy -> AdamW with warmup + decay (training.loop,
+with exact resume) -> validation loss, sequence and character accuracy while training -> the
+model directory and test accuracy at the end.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
+from lmlab.data.pairs import Pair, TaskSizes
+from lmlab.data.seq2seq_tasks import TASKS, make_task
+from lmlab.errors import LmlabError
+from lmlab.eval.seq2seq import char_accuracy, sequence_accuracy
+from lmlab.generation.seq2seq import translate_texts
+from lmlab.io.seq2seq import Seq2SeqModel, save_seq2seq_dir
+from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from lmlab.objectives.teacher_forcing import teacher_forcing
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.finetune import batch_indices
+from lmlab.training.loop import evaluated, run_steps, start_session
+from lmlab.training.progress import save_loss_curve
+
+ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}
+
+
+@dataclass(frozen=True)
+class Seq2SeqTrainConfig:
+    """The task, the network's sizes and the optimisation of one run."""
+
+    task: str = "dates"  # one of lmlab.data.seq2seq_tasks.TASKS
+    train_size: int = 20000  # training pairs generated
+    val_size: int = 500  # validation pairs (evaluated greedily every eval_every steps)
+    test_size: int = 1000  # test pairs (evaluated at the end)
+    attention: Literal["additive", "multiplicative", "dot", "none"] = "additive"
+    embed_dim: int = 32
+    hidden: int = 128
+    attention_dim: int = 64
+    dropout: float = 0.0
+    max_steps: int = 1500
+    batch_size: int = 64
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.05
+    warmup_steps: int = 50
+    schedule: Literal["cosine", "linear"] = "cosine"
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 2
+    log_every: int = 10
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise LmlabError(f"unknown task '{self.task}'; choose one of {', '.join(TASKS)}")
+        for name in ("max_steps", "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every"):
+            if getattr(self, name) < 1:
+                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+
+    def replace(self, **changes) -> "Seq2SeqTrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Seq2SeqResult:
+    """How a training session ended, what it saved, and its last held-out scores."""
+
+    step: int
+    finished: bool  # False when it stopped early (stop_after, Ctrl-C): resume to finish
+    model_dir: Path | None
+    validation: dict  # the last validation metrics: val_loss, val_seq_acc, val_char_acc
+    test: dict  # at the end of training: test_seq_acc, test_char_acc (greedy); {} when not finished
+
+
+def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False, stop_after: int | None = None,
+                  show_progress: bool = True) -> Seq2SeqResult:
+    """Train the encoder-decoder of `cfg` on its task into the run directory `out` (checkpoints,
+    metrics.jsonl, loss.png, accuracy.png, and model/ once max_steps is reached)."""
+    out = Path(out)
+    ckpt = resume_checkpoint(out, resume)
+    splits = make_task(cfg.task, cfg.seed, task_sizes(cfg))
+    src_vocab = CharVocab.from_texts(source for source, _ in splits.train)
+    tgt_vocab = CharVocab.from_texts(target for _, target in splits.train)
+    model_cfg = Seq2SeqConfig(len(src_vocab), len(tgt_vocab), cfg.embed_dim, cfg.hidden, cfg.attention,
+                              cfg.attention_dim, cfg.dropout, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    torch.manual_seed(cfg.seed)
+    model = build_seq2seq(model_cfg)
+    trained = Seq2SeqModel(model, src_vocab, tgt_vocab, max_len=2 * max(len(t) for _, t in splits.train) + 1,
+                           task={"name": cfg.task, "seed": cfg.seed} | dataclasses.asdict(task_sizes(cfg)))
+    settings = {"recipe": "seq2seq", "base_model": None, "base_fingerprint": None} | dataclasses.asdict(cfg)
+    session = start_session(out, model, cfg, settings, ckpt)
+
+    sources = [src_vocab.encode(source) for source, _ in splits.train]
+    targets = [tgt_vocab.encode(target) for _, target in splits.train]
+
+    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+        rows = batch_indices(len(sources), cfg.batch_size, step, cfg.seed)
+        src, tgt_in, tgt_out = teacher_forcing([sources[i] for i in rows], [targets[i] for i in rows], BOS, PAD)
+        return cross_entropy(model(src, tgt_in), tgt_out), {}
+
+    def validate() -> dict:
+        pairs = splits.validation
+        src, tgt_in, tgt_out = teacher_forcing([src_vocab.encode(s) for s, _ in pairs],
+                                               [tgt_vocab.encode(t) for _, t in pairs], BOS, PAD)
+        scores = score_pairs(trained, pairs)
+        return {"val_loss": cross_entropy(model(src, tgt_in), tgt_out).item(),
+                "val_seq_acc": scores["seq_acc"], "val_char_acc": scores["char_acc"]}
+
+    finished = run_steps(session, step_loss, validate, stop_after, show_progress)
+    rows = session.metrics.read()
+    save_loss_curve(rows, out / "accuracy.png", ACCURACY_CURVES, ylabel="accuracy")
+    validation = next((r for r in reversed(rows) if "val_seq_acc" in r), {})
+    if not finished:
+        return Seq2SeqResult(session.step, False, None, _prefixed(validation, "val_"), {})
+    model_dir = save_seq2seq_dir(trained, out / "model")
+    test = {f"test_{k}": v for k, v in evaluated(model, lambda: score_pairs(trained, splits.test)).items()}
+    session.metrics.write(step=session.step, **test)
+    return Seq2SeqResult(session.step, True, model_dir, _prefixed(validation, "val_"), test)
+
+
+def task_sizes(cfg: Seq2SeqTrainConfig) -> TaskSizes:
+    """The split sizes of the run's task."""
+    return TaskSizes(cfg.train_size, cfg.val_size, cfg.test_size)
+
+
+def _prefixed(row: dict, prefix: str) -> dict:
+    """The metrics of `row` whose names start with `prefix`."""
+    return {k: v for k, v in row.items() if k.startswith(prefix)}
+
+
+def score_pairs(trained: Seq2SeqModel, pairs: list[Pair], num_beams: int = 1, length_penalty: float = 1.0) -> dict:
+    """Sequence and character accuracy of the model's outputs on (source, target) `pairs`."""
+    outputs = translate_texts(trained.model, trained.src_vocab, trained.tgt_vocab, [s for s, _ in pairs],
+                              trained.max_len, num_beams, length_penalty)
+    references = [t for _, t in pairs]
+    return {"seq_acc": sequence_accuracy(outputs, references), "char_acc": char_accuracy(outputs, references),
+            "n": len(pairs)}
+
+
+def task_test_pairs(trained: Seq2SeqModel) -> list[Pair]:
+    """The test pairs of the task the model was trained on, generated again from its seed."""
+    task = trained.task
+    sizes = TaskSizes(task["train"], task["validation"], task["test"], task["held_out_fraction"])
+    return make_task(task["name"], task["seed"], sizes).test
