@@ -53,10 +53,8 @@ class ElectraForPreTraining(nn.Module):
         for name in SHARED_EMBEDDINGS:
             setattr(generator.embeddings, name, getattr(discriminator.embeddings, name))
 
-    def generator_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                         token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The generator's token scores (B, T, V) for masked inputs."""
-        hidden = self.generator(input_ids, attention_mask, token_type_ids)  # (B, T, C_g)
+    def generator_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The generator's hidden states (…, C_g) -> token scores (…, V); pass only the masked positions."""
         return self.generator_head(hidden, self.generator.embeddings.token.weight)
 
     def rtd_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

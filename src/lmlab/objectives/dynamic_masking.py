@@ -17,8 +17,14 @@ import torch
 def example_generator(seed: int, example: int, epoch: int | None = None) -> torch.Generator:
     """The generator of one example's mask: seeded by (seed, example), and by the epoch too when
     masking is dynamic (`epoch` given). Static masking passes epoch=None."""
-    entropy = [seed, example] if epoch is None else [seed, example, epoch + 1]
-    return torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1))
+    return seeded_generator(seed, example) if epoch is None else seeded_generator(seed, example, epoch + 1)
+
+
+def seeded_generator(*keys: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A torch generator seeded by a tuple of non-negative ints, well mixed (numpy's SeedSequence),
+    so nearby tuples give unrelated streams."""
+    seed = int(np.random.SeedSequence(list(keys)).generate_state(1, np.uint64)[0] >> 1)
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def mask_each(mask: Callable[..., tuple[torch.Tensor, torch.Tensor]], rows: tuple[torch.Tensor, ...],
