@@ -96,7 +96,8 @@ def test_resume_gives_bit_identical_weights(tmp_path, documents, preset, objecti
     assert not first.finished and first.step == 4 and first.model_dir is None
     second = pretrain_encoder(cfg, train, str(documents), tmp_path / "split", resume=True, **kwargs)
     assert second.finished and second.step == 6
-    full, split = load_file(tmp_path / "full/model/model.safetensors"), load_file(tmp_path / "split/model/model.safetensors")
+    full = load_file(tmp_path / "full" / "model" / "model.safetensors")
+    split = load_file(tmp_path / "split" / "model" / "model.safetensors")
     assert full.keys() == split.keys() and all(torch.equal(full[k], split[k]) for k in full)
     assert [r["step"] for r in rows(tmp_path / "split")] == [0, 1, 2, 3, 4, 5, 6]
 

@@ -33,5 +33,6 @@ def build(cfg: EncoderConfig) -> nn.Module:
 def converter(model_type: str) -> ModuleType:
     """The HF conversion module of an encoder family (config_from_hf, from_hf, to_hf, head tables)."""
     if model_type not in ENCODER_FAMILIES:
-        raise LmlabError(f"'{model_type}' is not an encoder family lmlab reads; it reads: {', '.join(ENCODER_FAMILIES)}")
+        raise LmlabError(f"'{model_type}' is not an encoder family lmlab reads; it reads: "
+                         f"{', '.join(ENCODER_FAMILIES)}")
     return ENCODER_FAMILIES[model_type][1]

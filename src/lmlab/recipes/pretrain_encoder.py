@@ -193,7 +193,8 @@ def _tokenizer(path: str | Path | None, texts: list[str], vocab_size: int):
     if path is None:
         tok = train_wordpiece(texts, vocab_size)
     else:
-        tok = load_wordpiece(path, 1) if Path(path).is_dir() else load_tokenizer(path)  # a BERT dir may have vocab.txt only
+        # a BERT model directory may hold only a vocab.txt, which load_wordpiece reads
+        tok = load_wordpiece(path, 1) if Path(path).is_dir() else load_tokenizer(path)
     missing = [name for name in NEEDED_TOKENS if tok.token_to_id(name) is None]
     if missing:
         raise LmlabError(f"tokenizer '{path}' lacks {missing}; encoder pre-training needs a WordPiece tokenizer "
