@@ -15,6 +15,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.markov import markov_corpus
 from lmlab.io.load import load_encoder
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
+from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import train_wordpiece
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -114,6 +115,14 @@ def test_bad_objective_is_one_line_exit_2_and_nothing_written(tmp_path, document
     assert lmlab("train", *args, "--data", documents, "--out", run, *TINY_ARGS) == 2
     one_line_error(capsys, *fragments)
     assert not run.exists()
+
+
+def test_a_tokenizer_without_mask_token_is_refused_before_anything_is_written(tmp_path, documents, capsys):
+    save_tokenizer(train_bpe(load_corpus(str(documents)), 300), tmp_path / "bpe")
+    assert lmlab("train", "--model", "bert-tiny", "--data", documents, "--tokenizer", tmp_path / "bpe",
+                 "--out", tmp_path / "run", *TINY_ARGS) == 2
+    one_line_error(capsys, "lacks", "[MASK]")
+    assert not (tmp_path / "run").exists()
 
 
 def test_empty_data_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):

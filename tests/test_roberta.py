@@ -8,7 +8,8 @@ import torch
 from encoder_parity import max_diff, padded_batch, randomized
 from lmlab.config import encoder_preset
 from lmlab.io.hf_encoder import save_pretraining_dir
-from lmlab.io.load import load_encoder
+from lmlab.errors import LmlabError
+from lmlab.io.load import load, load_encoder
 from lmlab.models.encoders import build
 from lmlab.models.pretraining import build_for_pretraining
 from lmlab.models.pretraining_names import pretraining_from_hf, pretraining_to_hf
@@ -77,3 +78,5 @@ def test_saved_roberta_loads_in_transformers_and_with_load_encoder(tmp_path):
         hidden = ours(ids, mask)
         assert max_diff(ours.mlm_logits(hidden), reference(ids, attention_mask=mask).logits) <= 1e-5
         assert max_diff(encoder(ids, mask), hidden) <= 1e-6
+    with pytest.raises(LmlabError, match="roberta encoder.*load_encoder"):
+        load(tmp_path / "model")
