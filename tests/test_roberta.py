@@ -78,5 +78,5 @@ def test_saved_roberta_loads_in_transformers_and_with_load_encoder(tmp_path):
         hidden = ours(ids, mask)
         assert max_diff(ours.mlm_logits(hidden), reference(ids, attention_mask=mask).logits) <= 1e-5
         assert max_diff(encoder(ids, mask), hidden) <= 1e-6
-    with pytest.raises(LmlabError, match="roberta encoder.*load_encoder"):
+    with pytest.raises(LmlabError, match="ROBERTA encoder.*load_encoder"):
         load(tmp_path / "model")

@@ -61,8 +61,9 @@ def _model_type(path: Path) -> str | None:
 def _refuse_encoders(path: Path, model_type: str | None) -> None:
     """Encoder-only models (BERT, RoBERTa, …) have no LM head to generate with; say so before anything fails."""
     if model_type in ENCODER_FAMILIES:
-        raise LmlabError(f"'{path}' holds a {model_type} encoder; encoders are not supported by lmlab.load, which "
-                         "loads gpt2 and llama decoders: use lmlab.io.load.load_encoder")
+        name = model_type.upper()
+        raise LmlabError(f"'{path}' holds a {name} encoder; {name} is not supported by lmlab.load, which loads gpt2 "
+                         "and llama decoders: use lmlab.io.load.load_encoder")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:
