@@ -81,7 +81,13 @@ def preset(name: str, **overrides) -> ModelConfig:
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """The shape of a BERT-style encoder: post-norm blocks, learned positions, token types, exact GELU."""
+    """The shape of a BERT-style encoder: post-norm blocks, learned positions, token types, GELU.
+
+    The family picks the variant: "bert"; "roberta" (positions numbered from pad_token_id + 1, as
+    fairseq did); "albert" (factorised embeddings of `embedding_size` projected to d_model, and one
+    block's weights shared by all n_layers); "electra" (the discriminator; factorised embeddings when
+    `embedding_size` differs from d_model, and a generator `generator_divisor` times narrower).
+    """
 
     vocab_size: int
     context_length: int  # the number of learned positions
@@ -93,12 +99,41 @@ class EncoderConfig:
     layer_norm_eps: float = 1e-12
     pooler: bool = True  # a Linear + tanh over the [CLS] state, as in BERT's next-sentence head
     dropout: float = 0.0
-    family: Literal["bert"] = "bert"
+    family: Literal["bert", "roberta", "albert", "electra"] = "bert"
+    embedding_size: int | None = None  # None = d_model; ALBERT/ELECTRA embed in E < d_model, then project
+    activation: Literal["gelu", "gelu_new"] = "gelu"  # gelu_new = GELU's tanh approximation (ALBERT)
+    pad_token_id: int = 0  # RoBERTa numbers real tokens' positions from pad_token_id + 1
+    generator_divisor: int = 4  # ELECTRA: the generator's d_model, d_ff and n_heads are the discriminator's / this
 
     def __post_init__(self):
         if self.d_model % self.n_heads:
             raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads")
+        if self.embedding_size is not None and self.family not in ("albert", "electra"):
+            raise LmlabError(f"embedding_size={self.embedding_size} applies to albert and electra only, "
+                             f"not {self.family}; drop it (the embeddings are d_model wide)")
+        if self.max_tokens < 1:
+            raise LmlabError(f"context_length={self.context_length} leaves no position for a token")
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the token embeddings: embedding_size, or d_model when not factorised."""
+        return self.embedding_size or self.d_model
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input: the positions, less RoBERTa's first pad_token_id + 1 (never used by a token)."""
+        return self.context_length - (self.pad_token_id + 1 if self.family == "roberta" else 0)
+
+    def generator(self) -> "EncoderConfig":
+        """ELECTRA's generator: the discriminator's shape made `generator_divisor` times narrower, on
+        the same embeddings (whose width it keeps), with no pooler."""
+        k = self.generator_divisor
+        if any(x % k for x in (self.d_model, self.d_ff, self.n_heads)):
+            raise LmlabError(f"generator_divisor={k} must divide d_model, d_ff and n_heads "
+                             f"({self.d_model}, {self.d_ff}, {self.n_heads}); pick another --generator-divisor")
+        return self.replace(d_model=self.d_model // k, d_ff=self.d_ff // k, n_heads=self.n_heads // k,
+                            embedding_size=self.embedding_width, pooler=False, generator_divisor=1)
 
     def replace(self, **changes) -> "EncoderConfig":
         """A copy with some fields changed; unknown fields are an error."""
@@ -108,6 +143,18 @@ class EncoderConfig:
 ENCODER_PRESETS: dict[str, EncoderConfig] = {
     "bert-tiny": EncoderConfig(vocab_size=30522, context_length=512, n_layers=2, n_heads=2, d_model=128, d_ff=512),
     "minilm-l6": EncoderConfig(vocab_size=30522, context_length=512, n_layers=6, n_heads=12, d_model=384, d_ff=1536),
+    "roberta-tiny": EncoderConfig(family="roberta", vocab_size=30522, context_length=514, n_layers=2, n_heads=2,
+                                  d_model=128, d_ff=512, type_vocab_size=1, layer_norm_eps=1e-5, pooler=False),
+    "roberta-base": EncoderConfig(family="roberta", vocab_size=50265, context_length=514, n_layers=12, n_heads=12,
+                                  d_model=768, d_ff=3072, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1),
+    "albert-tiny": EncoderConfig(family="albert", vocab_size=30000, context_length=512, n_layers=4, n_heads=2,
+                                 d_model=128, d_ff=512, embedding_size=64, activation="gelu_new"),
+    "albert-base-v2": EncoderConfig(family="albert", vocab_size=30000, context_length=512, n_layers=12, n_heads=12,
+                                    d_model=768, d_ff=3072, embedding_size=128, activation="gelu_new"),
+    "electra-tiny": EncoderConfig(family="electra", vocab_size=30522, context_length=512, n_layers=2, n_heads=2,
+                                  d_model=128, d_ff=512, embedding_size=64, pooler=False, generator_divisor=2),
+    "electra-small": EncoderConfig(family="electra", vocab_size=30522, context_length=512, n_layers=12, n_heads=4,
+                                   d_model=256, d_ff=1024, embedding_size=128, pooler=False),
 }
 
 

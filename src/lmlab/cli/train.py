@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 import typing
 
-from lmlab.config import ModelConfig, TrainConfig, PRESETS, preset
+from lmlab.cli.train_encoder import add_encoder_flags, run_encoder
+from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
 from lmlab.recipes.pretrain import pretrain
@@ -43,15 +44,17 @@ def add_parser(subparsers) -> None:
                                           "has a flag; unset ones keep the preset's / default value.")
     p.add_argument("--arch", choices=list(ARCHS), default="transformer",
                    help="model architecture (default transformer: a --model preset)")
-    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}")
+    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}; encoder: {', '.join(ENCODER_PRESETS)}")
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
-    p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE on the data)")
+    p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE, or for an encoder "
+                                       "a WordPiece, on the data)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
+    add_encoder_flags(p)
     p.set_defaults(run=run)
 
 
@@ -62,6 +65,11 @@ def run(args) -> None:
 def run_transformer(args) -> None:
     if args.model is None:
         raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
+    if args.model in ENCODER_PRESETS:
+        return run_encoder(args)
+    if args.objective or args.whole_word_masking or args.masking:
+        raise LmlabError(f"--objective, --whole-word-masking and --masking apply to encoder presets "
+                         f"({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; drop them")
     model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
     train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,

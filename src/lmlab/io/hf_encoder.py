@@ -1,40 +1,82 @@
-"""BERT encoders in Hugging Face layout: `config.json` (model_type "bert") + `*.safetensors`.
+"""Encoders in Hugging Face layout: `config.json` (model_type bert, roberta, albert or electra) +
+`*.safetensors`.
 
 The decoder reader (`io.hf`) builds a `TransformerDecoder`; an encoder has no LM head and its own
-config, so it is read here. Checkpoints of BERT with a task head (`bert.` prefix, e.g.
-BertForMaskedLM) load too: the encoder's tensors are taken, the head's are left.
+config, so it is read here. Checkpoints with task or pre-training heads (the family's prefix,
+e.g. `bert.` in BertForMaskedLM) load too: the encoder's tensors are taken, the heads' are left.
+Pre-trained models are written with their heads (`save_pretraining_dir`, `save_electra_dirs`),
+so transformers loads them as BertForPreTraining, RobertaForMaskedLM, … or as the bare encoder.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
+from lmlab.config import EncoderConfig
 from lmlab.errors import LmlabError
+from lmlab.io.atomic import atomic_path
 from lmlab.io.hf import read_safetensors
-from lmlab.models.bert import convert
-from lmlab.models.bert.build import build_encoder
-from lmlab.models.bert.model import BertEncoder
+from lmlab.models.encoders import ENCODER_FAMILIES, build, converter
+from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
+from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
 
 
-def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> BertEncoder:
-    """Build the BERT encoder stored in an HF directory, with its pooler if the weights have one."""
+def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """Build the encoder stored in an HF directory, with its pooler if the weights have one."""
     directory = Path(directory)
     path = directory / "config.json"
     try:
         hf = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise LmlabError(f"cannot read {path} ({e}); pass an HF BERT model directory") from None
-    if hf.get("model_type") != "bert":
-        raise LmlabError(f"'{directory}' holds a '{hf.get('model_type')}' model, not a BERT encoder; "
+        raise LmlabError(f"cannot read {path} ({e}); pass an HF encoder model directory") from None
+    model_type = hf.get("model_type")
+    if model_type not in ENCODER_FAMILIES:
+        raise LmlabError(f"'{directory}' holds a '{model_type}' model, not an encoder ({', '.join(ENCODER_FAMILIES)}); "
                          "load decoders with lmlab.load")
-    hf_state = {k.removeprefix("bert."): v for k, v in read_safetensors(directory).items()}
+    convert = converter(model_type)
+    hf_state = {k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}
     cfg = convert.config_from_hf(hf).replace(pooler=convert.has_pooler(hf_state))
     with torch.device("meta"):
-        model = build_encoder(cfg)
+        model = build(cfg)
     try:
         state = convert.from_hf(hf_state, cfg)
     except KeyError as e:
-        raise LmlabError(f"'{directory}' lacks tensor {e}; it does not hold a BERT model") from None
+        raise LmlabError(f"'{directory}' lacks tensor {e}; it does not hold a {model_type} model") from None
     model.load_state_dict(state, assign=True)
     return model.to(dtype).eval()
+
+
+def save_pretraining_dir(model: EncoderForPreTraining, directory: str | Path, tokenizer=None) -> Path:
+    """Write `model` with its heads as an HF directory (BertForPreTraining, RobertaForMaskedLM or
+    AlbertForPreTraining), with `tokenizer` (an HF `tokenizers.Tokenizer`), atomically."""
+    cfg = model.encoder.config
+    architecture = converter(cfg.family).PRETRAINING_ARCHITECTURE
+    return _write_dir(directory, cfg, architecture, pretraining_to_hf(model), tokenizer)
+
+
+def save_electra_dirs(model: ElectraForPreTraining, discriminator_dir: str | Path, generator_dir: str | Path,
+                      tokenizer=None) -> tuple[Path, Path]:
+    """Write ELECTRA's discriminator (ElectraForPreTraining: the model to fine-tune) and generator
+    (ElectraForMaskedLM) as two HF directories, each with the tokenizer."""
+    discriminator, generator = electra_to_hf(model)
+    convert = converter("electra")
+    return (_write_dir(discriminator_dir, model.discriminator.config, convert.PRETRAINING_ARCHITECTURE,
+                       discriminator, tokenizer),
+            _write_dir(generator_dir, model.generator.config, convert.GENERATOR_ARCHITECTURE, generator, tokenizer))
+
+
+def _write_dir(directory: str | Path, cfg: EncoderConfig, architecture: str, hf_state: dict[str, torch.Tensor],
+               tokenizer) -> Path:
+    hf_config = converter(cfg.family).config_to_hf(cfg) | {
+        "architectures": [architecture], "torch_dtype": "float32", "lmlab": dataclasses.asdict(cfg)}
+    state = {k: v.detach().contiguous().cpu() for k, v in hf_state.items()}
+    with atomic_path(directory) as tmp:
+        tmp.mkdir()
+        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2))
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save(str(tmp / "tokenizer.json"))
+    return Path(directory)

@@ -13,6 +13,7 @@ from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
 from lmlab.io.hf_encoder import load_hf_encoder_dir
 from lmlab.models.bert.model import BertEncoder
+from lmlab.models.encoders import ENCODER_FAMILIES
 from lmlab.models.stateful import StatefulLM
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
@@ -58,22 +59,27 @@ def _model_type(path: Path) -> str | None:
 
 
 def _refuse_encoders(path: Path, model_type: str | None) -> None:
-    """Encoder-only models (BERT) have no LM head to generate with; say so before anything fails."""
-    if model_type == "bert":
-        raise LmlabError(f"'{path}' holds a BERT encoder; BERT is not supported by lmlab.load, which loads gpt2 "
+    """Encoder-only models (BERT, RoBERTa, …) have no LM head to generate with; say so before anything fails."""
+    if model_type in ENCODER_FAMILIES:
+        name = model_type.upper()
+        raise LmlabError(f"'{path}' holds a {name} encoder; {name} is not supported by lmlab.load, which loads gpt2 "
                          "and llama decoders: use lmlab.io.load.load_encoder")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:
-    """(encoder, tokenizer) from a zoo name or an HF BERT directory (config.json + model.safetensors +
-    tokenizer.json or vocab.txt). The tokenizer pads a batch to its longest text; turn texts into the
-    encoder's inputs with `lmlab.tokenizers.wordpiece.encode_batch`."""
+    """(encoder, tokenizer) from a zoo name, an HF encoder directory (BERT, RoBERTa, ALBERT or ELECTRA:
+    config.json + model.safetensors + tokenizer.json or vocab.txt) or an `lmlab train` run directory
+    of an encoder (its model/). The tokenizer pads a batch to its longest text; turn texts into the
+    encoder's inputs with `lmlab.tokenizers.wordpiece.encode_batch`. ALBERT gives an `AlbertEncoder`,
+    which has BertEncoder's interface."""
     path = _zoo_or_path(name_or_path)
+    if (path / "model" / "config.json").is_file():
+        path = path / "model"
     if not (path / "config.json").is_file():
-        raise LmlabError(f"encoder '{name_or_path}' not found; pass an HF BERT model directory (config.json + "
-                         f"model.safetensors) or a zoo name: {', '.join(zoo.ZOO)}")
+        raise LmlabError(f"encoder '{name_or_path}' not found; pass an HF encoder model directory (config.json + "
+                         f"model.safetensors), an lmlab run directory or a zoo name: {', '.join(zoo.ZOO)}")
     model = load_hf_encoder_dir(path, dtype)
-    return model, load_wordpiece(path, model.config.context_length)
+    return model, load_wordpiece(path, model.config.max_tokens)
 
 
 def _zoo_or_path(name_or_path: str | Path) -> Path:

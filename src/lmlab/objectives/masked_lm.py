@@ -6,8 +6,10 @@ chosen with probability `rate` (15%). A chosen token becomes [MASK] 80% of the t
 positions matter: it must keep a good representation of every token. The loss is on the chosen
 positions only (targets elsewhere are IGNORE_INDEX).
 
-Masks are drawn from `generator`: drawing them again for every batch (a generator seeded by the
-step) is RoBERTa's dynamic masking; BERT drew them once per example when preparing its data.
+Masks are drawn from `generator`: drawing them again for every epoch (`objectives.dynamic_masking`)
+is RoBERTa's dynamic masking; BERT drew them once per example when preparing its data. Which
+tokens are chosen is the variant (whole words, spans); `corrupt` then treats every chosen token
+the same way.
 """
 
 import torch
@@ -25,9 +27,15 @@ def masked_lm(ids: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size
     special (B, T) bool marks the positions that are never chosen (special tokens and padding).
     """
     draw = torch.rand(ids.shape, generator=generator, device=ids.device)  # (B, T) chooses
+    return corrupt(ids, (draw < rate) & ~special, mask_id, vocab_size, generator)
+
+
+def corrupt(ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: int,
+            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's 80/10/10 on the `chosen` (B, T) tokens of ids (B, T): [MASK], a random token, or
+    unchanged, drawn per token. Returns (inputs, targets) as `masked_lm` does."""
     how = torch.rand(ids.shape, generator=generator, device=ids.device)  # (B, T) picks mask/random/keep
     random_ids = torch.randint(vocab_size, ids.shape, generator=generator, device=ids.device)  # (B, T)
-    chosen = (draw < rate) & ~special
     inputs = torch.where(chosen & (how < MASK_SHARE), mask_id, ids)
     inputs = torch.where(chosen & (how >= MASK_SHARE) & (how < MASK_SHARE + RANDOM_SHARE), random_ids, inputs)
     targets = torch.where(chosen, ids, IGNORE_INDEX)

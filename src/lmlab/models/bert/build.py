@@ -1,6 +1,8 @@
 """The BERT builder: an `EncoderConfig` in, a `BertEncoder` out, from lmlab's shared modules.
 
 Initialisation follows BERT: N(0, 0.02) for every matrix and embedding, zero biases, unit norms.
+The other encoder families (RoBERTa, ALBERT, ELECTRA) build their blocks with `encoder_block`
+and initialise with `initialised`, so one block and one initialisation serve them all.
 """
 
 import torch
@@ -15,21 +17,29 @@ from lmlab.modules.norms import LayerNorm
 from lmlab.modules.pooling import ClsPooler
 from lmlab.modules.transformer import PostNormBlock
 
+GELU_APPROXIMATION = {"gelu": "none", "gelu_new": "tanh"}  # HF's activation name -> torch's `approximate`
+
 
 def build_encoder(cfg: EncoderConfig) -> BertEncoder:
     """A freshly initialised BERT encoder for `cfg` (uninitialised on the meta device, to receive loaded weights)."""
     embeddings = BertEmbeddings(cfg.vocab_size, cfg.context_length, cfg.type_vocab_size, cfg.d_model,
                                 cfg.layer_norm_eps, cfg.dropout)
-    blocks = [
-        PostNormBlock(SelfAttention(cfg.d_model, cfg.n_heads, bias=True, dropout=cfg.dropout),
-                      GeluMLP(cfg.d_model, cfg.d_ff, bias=True, approximate="none"),  # BERT's GELU is the exact erf one
-                      LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps), LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps),
-                      cfg.dropout)
-        for _ in range(cfg.n_layers)
-    ]
-    model = BertEncoder(embeddings, blocks, ClsPooler(cfg.d_model) if cfg.pooler else None)
+    blocks = [encoder_block(cfg) for _ in range(cfg.n_layers)]
+    return initialised(BertEncoder(embeddings, blocks, ClsPooler(cfg.d_model) if cfg.pooler else None), cfg)
+
+
+def encoder_block(cfg: EncoderConfig) -> PostNormBlock:
+    """One post-norm block: bidirectional attention and a GELU MLP (exact GELU for BERT, tanh for "gelu_new")."""
+    return PostNormBlock(SelfAttention(cfg.d_model, cfg.n_heads, bias=True, dropout=cfg.dropout),
+                         GeluMLP(cfg.d_model, cfg.d_ff, bias=True, approximate=GELU_APPROXIMATION[cfg.activation]),
+                         LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps), LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps),
+                         cfg.dropout)
+
+
+def initialised(model: nn.Module, cfg: EncoderConfig) -> nn.Module:
+    """`model` with its config attached and BERT's initialisation applied (skipped on the meta device)."""
     model.config = cfg
-    if model.embeddings.token.weight.device.type != "meta":
+    if next(model.parameters()).device.type != "meta":
         _init_weights(model)
     return model
 

@@ -86,3 +86,15 @@ def to_hf(state: dict[str, torch.Tensor], cfg: EncoderConfig) -> dict[str, torch
     if cfg.pooler:
         hf |= {v: state[k] for k, v in _POOLER.items()}
     return hf
+
+
+# The pre-training heads (BertForPreTraining): our `mlm.*` / `pair.*` name -> HF name. The MLM
+# decoder matrix is the word-embedding matrix (tied), so it is in neither table.
+BASE_PREFIX = "bert."
+PRETRAINING_ARCHITECTURE = "BertForPreTraining"
+MLM_HEAD = {
+    "dense.weight": "cls.predictions.transform.dense.weight", "dense.bias": "cls.predictions.transform.dense.bias",
+    "norm.weight": "cls.predictions.transform.LayerNorm.weight",
+    "norm.bias": "cls.predictions.transform.LayerNorm.bias", "bias": "cls.predictions.bias",
+}
+PAIR_HEAD = {"proj.weight": "cls.seq_relationship.weight", "proj.bias": "cls.seq_relationship.bias"}

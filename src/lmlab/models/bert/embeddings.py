@@ -32,3 +32,21 @@ class BertEmbeddings(nn.Module):
         positions = torch.arange(T, device=input_ids.device)  # (T,): absolute, padding is on the right
         x = self.token(input_ids) + self.positions(positions) + self.token_type(token_type_ids)  # (B, T, C)
         return self.dropout(self.norm(x))
+
+
+class FactorizedEmbeddings(BertEmbeddings):
+    """BERT's embeddings in a narrow width E, projected to d_model (ALBERT, ELECTRA): x_t = W e_t + b.
+
+    A vocabulary of V tokens costs V*E + E*d_model weights instead of V*d_model: with V = 30k,
+    E = 128 and d_model = 768 that is 4M instead of 23M. Token embeddings only need to be
+    context-free lookups; the blocks, which stay d_model wide, make them contextual.
+    """
+
+    def __init__(self, vocab_size: int, max_len: int, type_vocab_size: int, embedding_size: int, d_model: int,
+                 eps: float, dropout: float = 0.0):
+        super().__init__(vocab_size, max_len, type_vocab_size, embedding_size, eps, dropout)
+        self.project = nn.Linear(embedding_size, d_model)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids, token_type_ids (B, T) -> (B, T, d_model)."""
+        return self.project(super().forward(input_ids, token_type_ids))  # (B, T, E) -> (B, T, C)

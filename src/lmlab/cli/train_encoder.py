@@ -1,0 +1,52 @@
+"""The encoder half of `lmlab train`: `--model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|…`
+pre-trains an encoder preset with `--objective` (mlm, mlm+nsp, mlm+sop, span, rtd). `cli.train`
+adds these flags and hands encoder presets to `run_encoder`."""
+
+import dataclasses
+
+from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig, encoder_preset
+from lmlab.errors import LmlabError
+from lmlab.recipes.pretrain_encoder import FAMILY_OBJECTIVES, pretrain_encoder
+
+OBJECTIVES = sorted({o for objectives in FAMILY_OBJECTIVES.values() for o in objectives})
+
+
+def add_encoder_flags(p) -> None:
+    """--objective, --whole-word-masking, --masking and the encoder-only model settings."""
+    group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(ENCODER_PRESETS) + ")")
+    group.add_argument("--objective", choices=OBJECTIVES,
+                       help="mlm, mlm+nsp (BERT), mlm+sop (ALBERT), span (SpanBERT), rtd (ELECTRA); "
+                            "default: the preset's own")
+    group.add_argument("--whole-word-masking", action="store_true", help="mask whole words, never single pieces")
+    group.add_argument("--masking", choices=["static", "dynamic"],
+                       help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")
+    group.add_argument("--embedding-size", dest="embedding_size", type=int, metavar="INT",
+                       help="ALBERT / ELECTRA: token-embedding width E, projected to --d-model")
+    group.add_argument("--generator-divisor", dest="generator_divisor", type=int, metavar="INT",
+                       help="ELECTRA: the generator is this many times narrower than the discriminator")
+
+
+def run_encoder(args) -> None:
+    """Pre-train the encoder preset `args.model` with the flags' objective and settings."""
+    encoder_fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+    foreign = sorted(name for name in _given(args, ModelConfig) if name not in encoder_fields)
+    if foreign:
+        raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder "
+                         f"preset {args.model}; drop them")
+    model_cfg = encoder_preset(args.model, **_given(args, EncoderConfig))
+    result = pretrain_encoder(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
+                              objective=args.objective, whole_word=args.whole_word_masking, masking=args.masking,
+                              tokenizer=args.tokenizer, resume=args.resume, stop_after=args.stop_after,
+                              device=args.device)
+    if not result.finished:
+        print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
+              f"Continue with: lmlab train … --out {args.out} --resume")
+        return
+    scores = ", ".join(f"{k.removeprefix('val_')} {result.before.get(k, float('nan')):.3f} -> {v:.3f}"
+                       for k, v in result.after.items() if k.endswith("_acc"))
+    print(f"done: {result.step} steps; held-out {scores}. Model saved to {result.model_dir}")
+
+
+def _given(args, cls) -> dict:
+    """The fields of dataclass `cls` that were given as flags."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
