@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import typing
 
+from lmlab.cli import ngram
 from lmlab.config import ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
@@ -52,6 +53,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
+    ngram.add_train_flags(p)
     p.set_defaults(run=run)
 
 
@@ -74,4 +76,4 @@ def run_transformer(args) -> None:
 
 
 # --arch name -> the function that trains it from the parsed flags.
-ARCHS = {"transformer": run_transformer}
+ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train}

@@ -70,8 +70,7 @@ def count_ngrams(runs: TokenRuns, order: int, vocab_size: int) -> NGramCounts:
             continue
         inside = (run_ids[k - 1:] == run_ids[:m]) & (index[:m] >= 0)  # (m,) the k-gram lies in one run
         key = index[:m][inside] * vocab_size + tokens[k - 1:][inside]  # (n_inside,)
-        level_keys, first, inverse, level_counts = np.unique(
-            key, return_index=True, return_inverse=True, return_counts=True)
+        level_keys, first, inverse, level_counts = _unique(key)
         suffix = index[1:m + 1][inside][first]  # (n_k,) level k-1 index of tokens 2..k
         next_index = np.full(m, -1, dtype=np.int64)
         next_index[inside] = inverse
@@ -90,6 +89,30 @@ def count_ngrams(runs: TokenRuns, order: int, vocab_size: int) -> NGramCounts:
     if raw[0].sum() == 0:
         raise LmlabError("the data has no token to predict (only sentence starts); pass some data")
     return NGramCounts(order, vocab_size, tuple(keys), tuple(raw), tuple(adjusted), tuple(suffixes))
+
+
+def _unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(key, return_index, return_inverse, return_counts) for non-negative keys, about twice as
+    fast: `first` is some occurrence of each key, not necessarily the first (enough here)."""
+    ordered, order = _sort_with_positions(key)  # (m,), (m,)
+    new = np.empty(len(key), dtype=bool)  # (m,) where a new key begins in sorted order
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(key), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    begins = np.flatnonzero(new)  # (n_unique,)
+    return ordered[begins], order[begins], inverse, np.diff(np.append(begins, len(key)))
+
+
+def _sort_with_positions(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(np.sort(key), an argsort of key). When key and position fit in 63 bits together, one sort of
+    `key << bits | position` does both (a plain sort is about twice as fast as an argsort)."""
+    position_bits = max(1, int(len(key) - 1).bit_length())
+    if int(key.max()).bit_length() + position_bits > 63:
+        order = np.argsort(key)
+        return key[order], order
+    packed = np.sort((key << position_bits) | np.arange(len(key), dtype=np.int64))
+    return packed >> position_bits, packed & ((1 << position_bits) - 1)
 
 
 def counts_of_counts(counts: np.ndarray, up_to: int = 4) -> np.ndarray:

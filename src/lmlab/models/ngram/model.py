@@ -50,8 +50,10 @@ class NGramConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "NGramConfig":
-        values = dict(values, discounts=tuple(tuple(d) for d in values.get("discounts", ())))
-        return cls(**values)
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise LmlabError(f"n-gram config.json has unknown setting(s) {sorted(unknown)}; was it written by lmlab?")
+        return cls(**dict(values, discounts=tuple(tuple(d) for d in values.get("discounts", ()))))
 
 
 class NGramLM(torch.nn.Module):

@@ -6,6 +6,8 @@ a handful of binary searches per order: the fast path for validation and benchma
 language model's logits are, for perplexity windows and generation.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from lmlab.models.ngram.tables import BackoffTables
@@ -60,3 +62,10 @@ def next_log_probs(tables: BackoffTables, ids: np.ndarray, last_only: bool = Fal
         entry = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(begin, lengths)
         out[row, tables.keys[j][entry] % tables.vocab_size] = tables.log_probs[j][entry]
     return out.reshape(batch, tables.vocab_size) if last_only else out.reshape(batch, steps, tables.vocab_size)
+
+
+def sentence_log_prob(tables: BackoffTables, ids: Sequence[int], bos_id: int, eos_id: int) -> float:
+    """ln P(ids and then eos | bos): a sentence scored as ARPA tools do (kenlm's `score(s, bos=True,
+    eos=True)`, which is in log10)."""
+    row = np.array([[bos_id, *ids, eos_id]], dtype=np.int64)  # (1, T)
+    return float(token_log_probs(tables, row)[0, 1:].sum())

@@ -31,18 +31,13 @@ class BackoffTables:
         """Index in level k of the k-gram (context index in level k-1, word), or -1 where absent; any shape."""
         if k == 1:
             return words.astype(np.int64, copy=True)
-        table = self.keys[k - 1]
-        if len(table) == 0:
-            return np.full(np.shape(words), -1, dtype=np.int64)
-        key = contexts * self.vocab_size + words
-        at = np.minimum(np.searchsorted(table, key), len(table) - 1)
-        return np.where((contexts >= 0) & (table[at] == key), at, -1)
+        return lookup(self.keys[k - 1], self.vocab_size, contexts, words)
 
     def children(self, k: int, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The span [begin, end) of level-k entries whose context is each of `contexts` (level k-1 indices)."""
         table = self.keys[k - 1]
-        begin = np.searchsorted(table, contexts * self.vocab_size)
-        end = np.searchsorted(table, (contexts + 1) * self.vocab_size)
+        begin = sorted_search(table, contexts * self.vocab_size)
+        end = sorted_search(table, (contexts + 1) * self.vocab_size)
         return begin, end
 
     def token_ids(self, k: int) -> np.ndarray:
@@ -51,6 +46,25 @@ class BackoffTables:
         if k == 1:
             return words[:, None]
         return np.concatenate([self.token_ids(k - 1)[self.keys[k - 1] // self.vocab_size], words[:, None]], axis=1)
+
+
+def lookup(table: np.ndarray, vocab_size: int, contexts: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Position in the sorted key `table` of each (context, word) pair, or -1 where absent; any shape."""
+    if len(table) == 0:
+        return np.full(np.shape(words), -1, dtype=np.int64)
+    key = contexts * vocab_size + words
+    at = np.minimum(sorted_search(table, key), len(table) - 1)
+    return np.where((contexts >= 0) & (table[at] == key), at, -1)
+
+
+def sorted_search(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """np.searchsorted(table, keys) for keys of any shape, searching them in sorted order: far fewer cache
+    misses on big tables (7x faster for a million random keys into a 7M table)."""
+    flat = np.ravel(keys)
+    order = np.argsort(flat)
+    at = np.empty(len(flat), dtype=np.int64)
+    at[order] = np.searchsorted(table, flat[order])
+    return at.reshape(np.shape(keys))
 
 
 def make_tables(order: int, vocab_size: int, keys, probs, log_backoffs) -> BackoffTables:
