@@ -90,11 +90,11 @@ def read_arpa(path: str | os.PathLike, vocabulary: Mapping[str, int] | None = No
     for k, (line_numbers, tokens, probs, backoffs) in enumerate(grams, 1):
         ids = np.array([[index.get(w, -1) for w in gram] for gram in tokens], dtype=np.int64).reshape(-1, k)
         if k == 1:
-            keep = ids[:, 0] >= 0  # markers the vocabulary lacks
+            keep = (ids[:, 0] >= 0) | np.array([gram[0] not in MARKERS for gram in tokens])  # drop unused markers
             ids, probs, backoffs = ids[keep], probs[keep], backoffs[keep]
             line_numbers = [n for n, kept in zip(line_numbers, keep) if kept]
             tokens = [t for t, kept in zip(tokens, keep) if kept]
-        _check_known(ids, line_numbers, tokens, path)
+        _check_known(ids, line_numbers, tokens, path, "the tokenizer's vocabulary" if vocabulary else "the 1-grams")
         if k == 1:
             key = ids[:, 0]
             context = np.zeros(len(key), dtype=np.int64)
@@ -129,31 +129,31 @@ def read_arpa(path: str | os.PathLike, vocabulary: Mapping[str, int] | None = No
 
 def _parse(lines, path: Path):
     """Read the header and every section: per order (line numbers, word tuples, log10 probs, log10 backoffs)."""
-    numbered = ((n, line.strip()) for n, line in enumerate(lines, 1))
-    number, line = _next_nonblank(numbered, path, "the '\\data\\' header")
+    reader = _Reader(lines, path)
+    number, line = reader.next_nonblank("the '\\data\\' header")
     if line != "\\data\\":
-        raise LmlabError(f"{path}:{number}: expected '\\data\\' to begin the ARPA file, found {line[:40]!r}")
+        raise LmlabError(f"{path}:{number}: expected '\\data\\' to begin the ARPA file, found '{line[:40]}'")
     sizes = []
-    number, line = _next_nonblank(numbered, path, "'ngram 1=N'")
+    number, line = reader.next_nonblank("'ngram 1=N'")
     while line.startswith("ngram "):
         k, _, size = line[len("ngram "):].partition("=")
         if not (k.strip().isdigit() and size.strip().isdigit() and int(k) == len(sizes) + 1):
-            raise LmlabError(f"{path}:{number}: expected 'ngram {len(sizes) + 1}=COUNT', found {line!r}")
+            raise LmlabError(f"{path}:{number}: expected 'ngram {len(sizes) + 1}=COUNT', found '{line}'")
         sizes.append(int(size))
-        number, line = _next_nonblank(numbered, path, f"the '\\{len(sizes)}-grams:' section")
+        number, line = reader.next_nonblank(f"the '\\{len(sizes)}-grams:' section")
     if not sizes:
-        raise LmlabError(f"{path}:{number}: expected 'ngram 1=COUNT' after '\\data\\', found {line[:40]!r}")
+        raise LmlabError(f"{path}:{number}: expected 'ngram 1=COUNT' after '\\data\\', found '{line[:40]}'")
     grams = []
     for k, size in enumerate(sizes, 1):
         if line != f"\\{k}-grams:":
-            raise LmlabError(f"{path}:{number}: expected the '\\{k}-grams:' section, found {line[:40]!r}")
+            raise LmlabError(f"{path}:{number}: expected the '\\{k}-grams:' section, found '{line[:40]}'")
         line_numbers, tokens, probs, backoffs = [], [], np.zeros(size), np.zeros(size)
         for row in range(size):
-            number, line = _next_nonblank(numbered, path, f"{size} {k}-grams")
+            number, line = reader.next_nonblank(f"{size} {k}-grams")
             fields = line.split()
             if len(fields) not in ((k + 1, k + 2) if k < len(sizes) else (k + 1,)) or line.startswith("\\"):
                 raise LmlabError(f"{path}:{number}: a {k}-gram line needs log10-prob, {k} word(s)"
-                                 f"{' and an optional backoff' if k < len(sizes) else ''}; found {line[:60]!r}"
+                                 f"{' and an optional backoff' if k < len(sizes) else ''}; found '{line[:60]}'"
                                  f"{f' (the header announced {size} {k}-grams)' if line.startswith(chr(92)) else ''}")
             probs[row] = _number(fields[0], path, number, "log10 probability")
             if len(fields) == k + 2:
@@ -161,18 +161,26 @@ def _parse(lines, path: Path):
             tokens.append(tuple(fields[1:k + 1]))
             line_numbers.append(number)
         grams.append((line_numbers, tokens, probs, backoffs))
-        number, line = _next_nonblank(numbered, path, "'\\end\\'" if k == len(sizes) else f"'\\{k + 1}-grams:'")
+        number, line = reader.next_nonblank("'\\end\\'" if k == len(sizes) else f"'\\{k + 1}-grams:'")
     if line != "\\end\\":
         raise LmlabError(f"{path}:{number}: expected '\\end\\' after the {len(sizes)}-grams (the header announced "
-                         f"{sizes[-1]}), found {line[:40]!r}")
+                         f"{sizes[-1]}), found '{line[:40]}'")
     return grams
 
 
-def _next_nonblank(numbered, path: Path, expected: str) -> tuple[int, str]:
-    for number, line in numbered:
-        if line:
-            return number, line
-    raise LmlabError(f"{path}: the file ends before {expected}; it is truncated")
+class _Reader:
+    """The non-blank lines of a file, stripped, with their line numbers."""
+
+    def __init__(self, lines, path: Path):
+        self.lines, self.path, self.number = iter(lines), path, 0
+
+    def next_nonblank(self, expected: str) -> tuple[int, str]:
+        """(line number, text) of the next non-blank line; a one-line error naming `expected` at the end."""
+        for line in self.lines:
+            self.number += 1
+            if line.strip():
+                return self.number, line.strip()
+        raise LmlabError(f"{self.path}:{self.number}: the file ends before {expected}; it is truncated")
 
 
 def _number(text: str, path: Path, number: int, what: str) -> float:
@@ -200,13 +208,14 @@ def _vocabulary(unigrams, vocabulary: Mapping[str, int] | None, path: Path) -> t
     return words, dict(vocabulary)
 
 
-def _check_known(ids: np.ndarray, line_numbers: list[int], tokens, path: Path) -> None:
+def _check_known(ids: np.ndarray, line_numbers: list[int], tokens, path: Path, known: str) -> None:
+    """One line naming the first n-gram with a word outside `known` (the tokenizer, or the 1-grams)."""
     unknown = np.flatnonzero((ids < 0).any(axis=1))
     if len(unknown):
         row = unknown[0]
         word = next(w for w, i in zip(tokens[row], ids[row]) if i < 0)
-        raise LmlabError(f"{path}:{line_numbers[row]}: word {word!r} is not in the tokenizer's vocabulary; "
-                         "pass the tokenizer the ARPA file was made with")
+        fix = "pass the tokenizer the ARPA file was made with" if known != "the 1-grams" else "list it as a 1-gram"
+        raise LmlabError(f"{path}:{line_numbers[row]}: word {word!r} is not in {known}; {fix}")
 
 
 def _dense_unigrams(ids: np.ndarray, log10_probs: np.ndarray, words: list[str], index: dict[str, int],
