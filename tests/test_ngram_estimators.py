@@ -157,7 +157,7 @@ def test_step_by_step_gives_the_forward_logits():
     (dict(order=0, smoothing="kn"), "order 0 must be at least 1"),
     (dict(order=3, smoothing="witten-bell"), "smoothing 'witten-bell' is unknown"),
     (dict(order=3, smoothing="addk", k=0.0), "add-k needs k > 0"),
-    (dict(order=3, smoothing="kn", discount=1.5), r"discounts \(1.5,\) must each lie in \(0, r\]"),
+    (dict(order=3, smoothing="kn", discount=1.5), r"discount 1.5 must lie in \(0, 1\]"),
     (dict(order=3, smoothing="mkn", discount=0.5), "a fixed discount is for --smoothing kn"),
 ])
 def test_bad_model_settings_are_one_clear_error(settings, message):

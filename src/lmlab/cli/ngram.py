@@ -104,7 +104,7 @@ def add_parser(subparsers) -> None:
 def run_export(args) -> None:
     model, tokenizer = load(args.model)
     if not isinstance(model, NGramLM):
-        raise LmlabError(f"'{args.model}' holds a {model.config.model_type} model; only n-gram models export to ARPA")
+        raise LmlabError(f"'{args.model}' holds a {type(model).__name__}; only n-gram models export to ARPA")
     words = [tokenizer.backend.id_to_token(i) for i in range(model.config.vocab_size)]
     write_arpa(model.tables, words, args.arpa)
     sizes = ", ".join(f"{n} {k}-grams" for k, n in enumerate(model.tables.sizes, 1))

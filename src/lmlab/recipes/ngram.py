@@ -16,7 +16,7 @@ from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.io.ngram import save_ngram_dir
-from lmlab.models.ngram.fit import fit_ngram
+from lmlab.models.ngram.fit import check_fit_settings, fit_ngram
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramLM
 from lmlab.models.ngram.runs import TokenRuns, stream_runs
 from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
@@ -44,12 +44,12 @@ def train_ngram(data: str, out: str | Path, order: int = 3, smoothing: str = "kn
     Tokens and the train/validation split are those of `pretrain` with the same tokenizer,
     `block_size`, `val_fraction` and `seed`, so perplexities compare across architectures.
     """
-    bar = progress_bar(4, desc="ngram", disable=not show_progress)
+    check_fit_settings(order, smoothing, vocab_size, discount, k, block_size)
     texts = load_corpus(data)
     backend = load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, vocab_size)
     tokens = tokenize_corpus(texts, backend)
     split = split_blocks(tokens, block_size, val_fraction, seed)
-    bar.update()
+    bar = progress_bar(3, desc="count, validate, save", disable=not show_progress)
     start = time.perf_counter()
     runs = training_runs(tokens, split.train_blocks, block_size)
     model = fit_ngram(runs, order, backend.get_vocab_size(), smoothing, discount, k, block_size)

@@ -10,15 +10,26 @@ from lmlab.models.ngram.runs import TokenRuns
 from lmlab.models.ngram.stupid_backoff import stupid_backoff
 
 
-def fit_ngram(runs: TokenRuns, order: int, vocab_size: int, smoothing: str = "kn", discount: float | None = None,
-              k: float = 1.0, context_length: int = DEFAULT_CONTEXT_LENGTH) -> NGramLM:
-    """An order-`order` model of `runs` with `smoothing` (kn, mkn, addk, mle, stupid). `discount` fixes
-    KN's D for every order (default: estimated per order); `k` is add-k's pseudo-count."""
-    config = NGramConfig(order, smoothing, vocab_size, context_length=context_length)  # checks the settings
+def check_fit_settings(order: int, smoothing: str, vocab_size: int, discount: float | None, k: float,
+                       context_length: int) -> NGramConfig:
+    """The settings' config, or one clear error: call it before any slow work (tokenizing a corpus)."""
+    config = NGramConfig(order, smoothing, vocab_size, context_length=context_length)
     if smoothing == "arpa":
         raise LmlabError("smoothing 'arpa' is for models read from an ARPA file; choose kn, mkn, addk, mle or stupid")
     if discount is not None and smoothing != "kn":
         raise LmlabError(f"a fixed discount is for --smoothing kn, not {smoothing}; drop --discount")
+    if discount is not None and not 0 < discount <= 1:
+        raise LmlabError(f"discount {discount} must lie in (0, 1]; Kneser-Ney subtracts it from counts of 1")
+    if smoothing == "addk" and not k > 0:
+        raise LmlabError(f"add-k needs k > 0, got {k}; use 1 for Laplace smoothing")
+    return config
+
+
+def fit_ngram(runs: TokenRuns, order: int, vocab_size: int, smoothing: str = "kn", discount: float | None = None,
+              k: float = 1.0, context_length: int = DEFAULT_CONTEXT_LENGTH) -> NGramLM:
+    """An order-`order` model of `runs` with `smoothing` (kn, mkn, addk, mle, stupid). `discount` fixes
+    KN's D for every order (default: estimated per order); `k` is add-k's pseudo-count."""
+    config = check_fit_settings(order, smoothing, vocab_size, discount, k, context_length)
     counts = count_ngrams(runs, order, vocab_size)
     if smoothing in ("kn", "mkn"):
         if discount is not None:

@@ -2,7 +2,7 @@
 like every other lmlab model.
 
 It has no parameters. `forward(ids)` returns log-probabilities (B, T, V) as logits (their
-log_softmax is themselves); its state is the last n-1 tokens read.
+log_softmax is themselves; probability 0 is LOG_ZERO); its state is the last n-1 tokens read.
 """
 
 import dataclasses
@@ -23,6 +23,9 @@ SMOOTHINGS = {
     "stupid": "stupid backoff (alpha 0.4): fast scores, not probabilities",
     "arpa": "read from an ARPA file, scored by backoff",
 }
+# Logits stand for ln 0 with this finite value: -inf would turn masked losses (0 * inf) into NaN, while
+# this still makes the perplexity of an impossible token infinite.
+LOG_ZERO = torch.finfo(torch.float32).min / 2
 DEFAULT_CONTEXT_LENGTH = 256  # perplexity windows; any length >= 2(n-1) scores every token with full context
 
 
@@ -76,7 +79,8 @@ class NGramLM(torch.nn.Module):
         """Next-token log-probabilities (B, T, V) after each position of ids (B, T). Refused for stupid
         backoff: its scores are not a distribution, and a perplexity of them would mean nothing."""
         self._require_normalized()
-        return torch.from_numpy(next_log_probs(self.tables, ids.cpu().numpy())).to(ids.device)
+        logits = torch.from_numpy(next_log_probs(self.tables, ids.cpu().numpy()))  # (B, T, V)
+        return logits.clamp_(min=LOG_ZERO).to(ids.device)
 
     def token_log_probs(self, ids: torch.Tensor | np.ndarray) -> np.ndarray:
         """(B, T) ln P(ids[b, t] | the n-1 tokens before it in the row): fast, no vocabulary-sized arrays.
@@ -92,7 +96,8 @@ class NGramLM(torch.nn.Module):
         """Read ids (B, T) after the history `state`; return the next-token log-scores (B, V) and the
         last n-1 tokens as the new state. For stupid backoff, sampling normalizes the scores."""
         history = torch.cat([state.to(ids.device), ids], dim=1)  # (B, S + T)
-        logits = torch.from_numpy(next_log_probs(self.tables, history.cpu().numpy(), last_only=True))
+        logits = torch.from_numpy(next_log_probs(self.tables, history.cpu().numpy(), last_only=True))  # (B, V)
+        logits.clamp_(min=LOG_ZERO)
         keep = min(history.shape[1], self.config.order - 1)
         return logits.to(ids.device), history[:, history.shape[1] - keep:]
 
