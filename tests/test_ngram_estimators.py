@@ -123,7 +123,8 @@ def test_kneser_ney_gives_every_token_a_nonzero_probability():
 
 def test_stupid_backoff_is_not_normalized_and_refuses_perplexity():
     model = _fit(3, "stupid")
-    totals = np.exp(next_log_probs(model.tables, np.array([VOCAB.encode("<s> a c".split())])).astype(np.float64)).sum(-1)
+    ids = np.array([VOCAB.encode("<s> a c".split())])
+    totals = np.exp(next_log_probs(model.tables, ids).astype(np.float64)).sum(-1)
     assert not np.allclose(totals, 1.0)
     assert _prob(model, "b a", "c") == pytest.approx(1.0)  # c(b a c) / c(b a .)
     assert _prob(model, "b a", "</s>") == pytest.approx(0.4 * 4 / 5)  # one backoff, to c(a </s>) / c(a .)

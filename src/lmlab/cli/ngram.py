@@ -43,8 +43,9 @@ def run_train(args) -> None:
                if name not in SHARED_TRAIN_FLAGS and getattr(args, name, None) != UNSET.get(name)]
     if foreign:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
-        raise LmlabError(f"{flags} {'does' if len(foreign) == 1 else 'do'} not apply to --arch ngram; its settings are --order --smoothing "
-                         "--add-k --discount --vocab-size --block-size --val-fraction --seed")
+        verb = "does" if len(foreign) == 1 else "do"
+        raise LmlabError(f"{flags} {verb} not apply to --arch ngram; its settings are --order --smoothing --add-k "
+                         "--discount --vocab-size --block-size --val-fraction --seed")
     order = DEFAULT_ORDER if args.order is None else args.order
     smoothing = args.smoothing or "kn"
     if args.add_k is not None and smoothing != "addk":
@@ -131,4 +132,5 @@ def word_tokenizer(words: list[str]) -> TextTokenizer:
     backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.add_special_tokens([w for w in (BOS, EOS, UNK) if w in vocab])
-    return TextTokenizer(backend, vocab.get(BOS), vocab.get(EOS), None, tuple(i for i in [vocab.get(EOS)] if i is not None))
+    eos = vocab.get(EOS)
+    return TextTokenizer(backend, vocab.get(BOS), eos, None, () if eos is None else (eos,))

@@ -59,7 +59,8 @@ def count_ngrams(runs: TokenRuns, order: int, vocab_size: int) -> NGramCounts:
     at_start = np.bincount(tokens[starts], minlength=vocab_size)  # (V,)
     if runs.bos_id is not None:  # <s> is only a context
         counts[runs.bos_id] = at_start[runs.bos_id] = 0
-    keys, raw, start_counts, suffixes = [np.arange(vocab_size, dtype=np.int64)], [counts], [at_start], [np.zeros(0, np.int64)]
+    keys, raw, start_counts = [np.arange(vocab_size, dtype=np.int64)], [counts], [at_start]
+    suffixes = [np.zeros(0, np.int64)]
     index = tokens  # (N - k + 2,) at level k - 1: the index of the (k-1)-gram starting at each position
     for k in range(2, order + 1):
         m = n_tokens - k + 1  # positions where a k-gram can start
