@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import typing
 
+from lmlab.cli import ngram
 from lmlab.cli.train_encoder import add_encoder_flags, run_encoder
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
@@ -55,6 +56,7 @@ def add_parser(subparsers) -> None:
     _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
     add_encoder_flags(p)
+    ngram.add_train_flags(p)
     p.set_defaults(run=run)
 
 
@@ -82,4 +84,4 @@ def run_transformer(args) -> None:
 
 
 # --arch name -> the function that trains it from the parsed flags.
-ARCHS = {"transformer": run_transformer}
+ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train}
