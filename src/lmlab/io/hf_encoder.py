@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from lmlab.errors import LmlabError
+from lmlab.io.atomic import atomic_path
 from lmlab.io.hf import read_safetensors
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
@@ -38,3 +40,18 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
         raise LmlabError(f"'{directory}' lacks tensor {e}; it does not hold a BERT model") from None
     model.load_state_dict(state, assign=True)
     return model.to(dtype).eval()
+
+
+def save_hf_encoder_dir(model: BertEncoder, directory: str | Path, tokenizer=None) -> Path:
+    """Write `model` (and `tokenizer`, an HF `tokenizers.Tokenizer`) as an HF BERT directory that
+    `load_hf_encoder_dir` and transformers' `BertModel.from_pretrained` read, atomically."""
+    cfg = model.config
+    state = {k: v.detach().contiguous().cpu() for k, v in convert.to_hf(model.state_dict(), cfg).items()}
+    directory = Path(directory)
+    with atomic_path(directory) as tmp:
+        tmp.mkdir()
+        (tmp / "config.json").write_text(json.dumps(convert.config_to_hf(cfg) | {"torch_dtype": "float32"}, indent=2))
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save(str(tmp / "tokenizer.json"))
+    return directory
