@@ -9,10 +9,12 @@ import sys
 
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
+from lmlab.cli import embed, finetune_encoder, similarity
 from lmlab.cli import list as list_cmd
 from lmlab.errors import LmlabError
 
-COMMANDS = [quickstart, tokenizer, train, sft, reward, dpo, ppo, generate, chat, logprobs, eval_cmd, download, list_cmd]
+COMMANDS = [quickstart, tokenizer, train, sft, reward, dpo, ppo, finetune_encoder, generate, chat, logprobs, embed,
+            similarity, eval_cmd, download, list_cmd]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -169,7 +169,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     ckpt = resume_checkpoint(out, resume)
     train_examples, eval_examples = load_splits(task, train, eval_data, columns or DEFAULT_COLUMNS[task], cfg)
     labels = label_names(train_examples, task)
-    check_labels(eval_examples, labels, eval_data or train)
+    check_labels(eval_examples, labels, task, eval_data or train)
     dev = pick_device(device)
     if ckpt is not None:  # the run's own tokenizer: one trained from scratch must not be retrained
         tokenizer = str(out / "tokenizer.json")
@@ -241,7 +241,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
                    "lr": scheduler.get_last_lr()[0]}
             if step % steps_per_epoch == 0:
                 row |= evaluate()
-                _after_epoch(_eval_part(row), spec.metric, step // steps_per_epoch, state, cfg.patience,
+                keep_best(_eval_part(row), spec.metric, step // steps_per_epoch, state, cfg.patience,
                              lambda: save_finetuned(tuned, out / "model", row))
             if step % cfg.log_every == 0 or step % steps_per_epoch == 0 or step == end:
                 metrics.write(**row)
@@ -259,7 +259,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
                                  state["best_scores"], state["best_epoch"], out / "model" if finished else None)
 
 
-def _after_epoch(scores: dict, metric: str, epoch: int, state: dict, patience: int,
+def keep_best(scores: dict, metric: str, epoch: int, state: dict, patience: int,
                  save_best: Callable[[], None]) -> None:
     """Early stopping: keep the model when `scores[metric]` beats the best so far, else count a bad
     epoch; after `patience` bad epochs in a row, stop."""
