@@ -18,7 +18,7 @@ from lmlab.tokenizers.wordpiece import encode_batch
 def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32
                         ) -> torch.Tensor:
     """(N, d_model) unit-length embeddings of `texts`, in their order."""
-    lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)]  # real tokens, padding aside
     order = sorted(range(len(texts)), key=lambda i: lengths[i])
     device = next(encoder.parameters()).device
     out = torch.empty(len(texts), encoder.config.d_model, device=device)

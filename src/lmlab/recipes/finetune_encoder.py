@@ -255,7 +255,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     save_loss_curve(rows, out / "loss.png", {"train loss": "loss"})
     save_loss_curve(rows, out / "eval.png", {f"eval {spec.metric}": f"eval_{spec.metric}"}, ylabel=spec.metric)
     finished = step >= total or state["stopped_early"]
-    return EncoderFinetuneResult(step, finished, state["stopped_early"], spec.metric, _eval_part(rows[0]),
+    return EncoderFinetuneResult(step, finished, state["stopped_early"] and step < total, spec.metric, _eval_part(rows[0]),
                                  state["best_scores"], state["best_epoch"], out / "model" if finished else None)
 
 
