@@ -2,7 +2,6 @@
 back, early stopping, exact resume, truncation, and the embedded sentiment task."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch

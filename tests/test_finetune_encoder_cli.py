@@ -37,7 +37,8 @@ def test_finetune_on_a_csv_prints_scores_and_saves_the_model(encoder_dir, train_
 
 
 def test_renamed_columns_are_read(encoder_dir, tmp_path):
-    data = write_jsonl(tmp_path / "t.jsonl", [{"review": r["text"], "stars": r["label"]} for r in task_rows("classify")])
+    rows = [{"review": r["text"], "stars": r["label"]} for r in task_rows("classify")]
+    data = write_jsonl(tmp_path / "t.jsonl", rows)
     assert finetune(encoder_dir, data, tmp_path / "out", "--text-column", "review", "--label-column", "stars") == 0
 
 

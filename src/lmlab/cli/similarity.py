@@ -42,7 +42,8 @@ def encoder_and_texts(args):
         try:
             texts = [line.strip() for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
         except (OSError, UnicodeDecodeError) as e:
-            raise LmlabError(f"cannot read '{args.file}' ({e}); pass a UTF-8 text file, one sentence per line") from None
+            raise LmlabError(f"cannot read '{args.file}' ({e}); pass a UTF-8 text file, "
+                             "one sentence per line") from None
         if not texts:
             raise LmlabError(f"'{args.file}' holds no sentences; write one sentence per line")
     model = Path(args.model)

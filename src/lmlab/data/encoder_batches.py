@@ -60,7 +60,9 @@ def _encode(task: str, tokenizer: Tokenizer, example: Example) -> list[Encoding]
         return [tokenizer.encode(example.text, is_pretokenized=True)]
     if task == "choice":
         return tokenizer.encode_batch([(example.text, choice) for choice in example.pair])
-    return [tokenizer.encode(example.text, example.pair) if example.pair is not None else tokenizer.encode(example.text)]
+    if example.pair is None:
+        return [tokenizer.encode(example.text)]
+    return [tokenizer.encode(example.text, example.pair)]
 
 
 def _target(task: str, example: Example, encoding: Encoding, label_id: dict[str, int], features: Features):

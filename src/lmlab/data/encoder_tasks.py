@@ -44,8 +44,8 @@ DEFAULT_COLUMNS = {
     "qa": Columns("question", "context", "answer"),
     "choice": Columns("question", "choices", "label"),
 }
-OPTIONAL_PAIR = {"regress"}
-NAMED_LABELS = {"classify", "pair", "tag"}  # tasks whose head has one output per label (or tag) name  # tasks whose second text may be missing (single-sentence regression)
+OPTIONAL_PAIR = {"regress"}  # tasks whose second text may be missing (single-sentence regression)
+NAMED_LABELS = {"classify", "pair", "tag"}  # tasks whose head has one output per label (or tag) name
 
 
 @dataclass(frozen=True)

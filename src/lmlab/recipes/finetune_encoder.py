@@ -255,7 +255,8 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     save_loss_curve(rows, out / "loss.png", {"train loss": "loss"})
     save_loss_curve(rows, out / "eval.png", {f"eval {spec.metric}": f"eval_{spec.metric}"}, ylabel=spec.metric)
     finished = step >= total or state["stopped_early"]
-    return EncoderFinetuneResult(step, finished, state["stopped_early"] and step < total, spec.metric, _eval_part(rows[0]),
+    stopped_early = state["stopped_early"] and step < total
+    return EncoderFinetuneResult(step, finished, stopped_early, spec.metric, _eval_part(rows[0]),
                                  state["best_scores"], state["best_epoch"], out / "model" if finished else None)
 
 
@@ -376,7 +377,7 @@ def _data_key(*splits: list[Example]) -> str:
 def predict_features(tuned: FinetunedEncoder, examples: list[Example], features: Features,
                      batch_size: int = 64) -> list:
     """The predictions for encoded `examples` (see `FinetunedEncoder.predict`), batched by length."""
-    head, task = tuned.head, tuned.task
+    head = tuned.head
     training = head.training
     head.eval()
     order = sorted(range(len(examples)), key=lambda i: len(features.ids[i]))  # little padding per batch
