@@ -68,6 +68,15 @@ def save_electra_dirs(model: ElectraForPreTraining, discriminator_dir: str | Pat
             _write_dir(generator_dir, model.generator.config, convert.GENERATOR_ARCHITECTURE, generator, tokenizer))
 
 
+def save_hf_encoder_dir(model: torch.nn.Module, directory: str | Path, tokenizer=None) -> Path:
+    """Write the bare encoder `model` (and `tokenizer`, an HF `tokenizers.Tokenizer`) as an HF directory
+    that `load_hf_encoder_dir` and transformers' `AutoModel.from_pretrained` read, atomically."""
+    cfg = model.config
+    architecture = {"bert": "BertModel", "roberta": "RobertaModel", "albert": "AlbertModel",
+                    "electra": "ElectraModel"}[cfg.family]
+    return _write_dir(directory, cfg, architecture, converter(cfg.family).to_hf(model.state_dict(), cfg), tokenizer)
+
+
 def _write_dir(directory: str | Path, cfg: EncoderConfig, architecture: str, hf_state: dict[str, torch.Tensor],
                tokenizer) -> Path:
     hf_config = converter(cfg.family).config_to_hf(cfg) | {

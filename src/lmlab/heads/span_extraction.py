@@ -1,0 +1,53 @@
+"""Extractive question answering on a BERT encoder: the answer is a span of the context.
+
+The input is "[CLS] question [SEP] context [SEP]". One Linear(d_model, 2) gives every token a
+start score and an end score; training is cross-entropy on the true start and on the true end
+(their mean). At inference the answer is the span (s, e) with the highest start_s + end_e among
+the valid ones: s <= e, at most `max_answer_length` tokens, both inside the context (SQuAD, as
+in Devlin et al. 2018).
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lmlab.models.bert.model import BertEncoder
+
+
+class SpanExtractor(nn.Module):
+    """An encoder plus Linear(d_model, 2): (B, T) ids -> (start logits (B, T), end logits (B, T))."""
+
+    def __init__(self, encoder: BertEncoder):
+        super().__init__()
+        self.encoder = encoder
+        self.span = nn.Linear(encoder.config.d_model, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+        start, end = self.span(hidden).unbind(dim=-1)  # (B, T) each
+        return start, end
+
+
+def span_loss(logits: tuple[torch.Tensor, torch.Tensor], positions: torch.Tensor) -> torch.Tensor:
+    """The mean of the start and end cross-entropies: logits as `SpanExtractor` returns them,
+    positions (B, 2) the answer's first and last token."""
+    start, end = logits
+    return (F.cross_entropy(start, positions[:, 0]) + F.cross_entropy(end, positions[:, 1])) / 2
+
+
+def best_spans(start: torch.Tensor, end: torch.Tensor, context_mask: torch.Tensor,
+               max_answer_length: int) -> torch.Tensor:
+    """The highest-scoring valid span of each row: (B, 2) first and last token.
+
+    start, end (B, T) logits; context_mask (B, T), True at the context's tokens. A span is valid
+    when start <= end < start + max_answer_length and both ends lie in the context.
+    """
+    T = start.size(1)
+    scores = start[:, :, None] + end[:, None, :]  # (B, T_start, T_end)
+    offset = torch.arange(T, device=start.device)
+    length = offset[None, :] - offset[:, None]  # (T, T): end - start
+    valid = (length >= 0) & (length < max_answer_length)  # (T, T)
+    valid = valid[None] & context_mask[:, :, None] & context_mask[:, None, :]  # (B, T, T)
+    best = scores.masked_fill(~valid, float("-inf")).flatten(1).argmax(dim=1)  # (B,)
+    return torch.stack([best // T, best % T], dim=1)  # (B, 2)

@@ -1,0 +1,29 @@
+"""Sentence embeddings from a BERT encoder, fast: length-sorted batches under inference mode.
+
+An embedding is the mean of the encoder's last hidden states over a sentence's real tokens,
+L2-normalised (Sentence-BERT's pooling, what all-MiniLM-L6-v2 is trained for). Sentences are
+encoded in batches of similar length, so little work goes into padding; padded positions are
+masked out of attention and of the mean, so a sentence gets the same embedding in any batch.
+"""
+
+import torch
+from tokenizers import Tokenizer
+
+from lmlab.models.bert.model import BertEncoder
+from lmlab.modules.pooling import mean_pooled_embedding
+from lmlab.tokenizers.wordpiece import encode_batch
+
+
+@torch.inference_mode()
+def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32
+                        ) -> torch.Tensor:
+    """(N, d_model) unit-length embeddings of `texts`, in their order."""
+    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)]  # real tokens, padding aside
+    order = sorted(range(len(texts)), key=lambda i: lengths[i])
+    device = next(encoder.parameters()).device
+    out = torch.empty(len(texts), encoder.config.d_model, device=device)
+    for start in range(0, len(texts), batch_size):
+        indices = order[start:start + batch_size]
+        ids, mask, types = (t.to(device) for t in encode_batch(tokenizer, [texts[i] for i in indices]))
+        out[indices] = mean_pooled_embedding(encoder(ids, mask, types), mask)
+    return out
