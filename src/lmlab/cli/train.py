@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import typing
 
+from lmlab.cli import train_neural
 from lmlab.config import ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
@@ -52,6 +53,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
+    train_neural.add_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -62,6 +64,7 @@ def run(args) -> None:
 def run_transformer(args) -> None:
     if args.model is None:
         raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
+    train_neural.refuse_flags(args, "transformer", train_neural.NEURAL_FLAGS)
     model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
     train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
@@ -74,4 +77,5 @@ def run_transformer(args) -> None:
 
 
 # --arch name -> the function that trains it from the parsed flags.
-ARCHS = {"transformer": run_transformer}
+ARCHS = {"transformer": run_transformer, "window": train_neural.run_window,
+         "rnn": train_neural.run_rnn, "lstm": train_neural.run_rnn, "gru": train_neural.run_rnn}
