@@ -8,11 +8,12 @@ import argparse
 import sys
 
 from lmlab.cli import eval as eval_cmd
-from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
+from lmlab.cli import chat, download, dpo, experiment, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
 from lmlab.cli import list as list_cmd
 from lmlab.errors import LmlabError
 
-COMMANDS = [quickstart, tokenizer, train, sft, reward, dpo, ppo, generate, chat, logprobs, eval_cmd, download, list_cmd]
+COMMANDS = [quickstart, tokenizer, train, sft, reward, dpo, ppo, generate, chat, logprobs, eval_cmd, experiment, download,
+            list_cmd]
 
 
 class _Parser(argparse.ArgumentParser):
