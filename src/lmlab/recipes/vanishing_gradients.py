@@ -87,7 +87,7 @@ def vanishing_gradients(out: str | Path, data: str = "markov", settings: Vanishi
     atomic_write_text(out / "vanishing_gradients.md", results_table(results))
     save_line_plot(out / "vanishing_gradients.png",
                    {name: (results["steps_back"], values) for name, values in results["grad_norm"].items()},
-                   title="Gradient of the loss w.r.t. the input k steps back", xlabel="k (steps back)",
+                   title="Gradient norm vs distance", xlabel="k (steps back)",
                    ylabel="mean grad norm (log scale)", log_y=True)
     return results
 
