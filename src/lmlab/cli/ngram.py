@@ -20,6 +20,7 @@ from lmlab.tokenizers.text import TextTokenizer
 
 DEFAULT_ORDER = 3
 # `lmlab train` flags that mean the same for an n-gram model; every other one is for transformers.
+TRAIN_FLAGS = ("order", "smoothing", "add_k", "discount")  # the flags add_train_flags adds
 SHARED_TRAIN_FLAGS = {"vocab_size", "block_size", "val_fraction", "seed"}
 UNSET = {"resume": False, "device": "auto"}  # flags whose "not given" value is not None
 

@@ -6,8 +6,8 @@ import argparse
 import dataclasses
 import typing
 
-from lmlab.cli import ngram
-from lmlab.cli.train_encoder import add_encoder_flags, run_encoder
+from lmlab.cli import ngram, train_neural
+from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
@@ -57,10 +57,14 @@ def add_parser(subparsers) -> None:
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
     add_encoder_flags(p)
     ngram.add_train_flags(p)
+    train_neural.add_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
+    for archs, names in ARCH_FLAGS.items():
+        if args.arch not in archs:
+            train_neural.refuse_flags(args, args.arch, names)
     ARCHS[args.arch](args)
 
 
@@ -69,9 +73,10 @@ def run_transformer(args) -> None:
         raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
     if args.model in ENCODER_PRESETS:
         return run_encoder(args)
-    if args.objective or args.whole_word_masking or args.masking:
-        raise LmlabError(f"--objective, --whole-word-masking and --masking apply to encoder presets "
-                         f"({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; drop them")
+    if any(getattr(args, name) is not None for name in ENCODER_FLAGS):
+        raise LmlabError(f"--objective, --whole-word-masking, --masking, --embedding-size and --generator-divisor "
+                         f"apply to encoder presets ({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; "
+                         "drop them")
     model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
     train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
@@ -84,4 +89,9 @@ def run_transformer(args) -> None:
 
 
 # --arch name -> the function that trains it from the parsed flags.
-ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train}
+ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train, "window": train_neural.run_window,
+         "rnn": train_neural.run_rnn, "lstm": train_neural.run_rnn, "gru": train_neural.run_rnn}
+
+# The flags each group of architectures adds; any other --arch refuses them.
+ARCH_FLAGS = {("ngram",): ngram.TRAIN_FLAGS, ("window", "rnn", "lstm", "gru"): train_neural.NEURAL_FLAGS,
+              ("transformer",): ENCODER_FLAGS}

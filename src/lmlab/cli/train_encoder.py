@@ -8,6 +8,7 @@ from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfi
 from lmlab.errors import LmlabError
 from lmlab.recipes.pretrain_encoder import FAMILY_OBJECTIVES, pretrain_encoder
 
+ENCODER_FLAGS = ("objective", "whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
 OBJECTIVES = sorted({o for objectives in FAMILY_OBJECTIVES.values() for o in objectives})
 
 
@@ -17,7 +18,7 @@ def add_encoder_flags(p) -> None:
     group.add_argument("--objective", choices=OBJECTIVES,
                        help="mlm, mlm+nsp (BERT), mlm+sop (ALBERT), span (SpanBERT), rtd (ELECTRA); "
                             "default: the preset's own")
-    group.add_argument("--whole-word-masking", action="store_true", help="mask whole words, never single pieces")
+    group.add_argument("--whole-word-masking", action="store_true", default=None, help="mask whole words, never single pieces")
     group.add_argument("--masking", choices=["static", "dynamic"],
                        help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")
     group.add_argument("--embedding-size", dest="embedding_size", type=int, metavar="INT",
@@ -35,7 +36,7 @@ def run_encoder(args) -> None:
                          f"preset {args.model}; drop them")
     model_cfg = encoder_preset(args.model, **_given(args, EncoderConfig))
     result = pretrain_encoder(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
-                              objective=args.objective, whole_word=args.whole_word_masking, masking=args.masking,
+                              objective=args.objective, whole_word=bool(args.whole_word_masking), masking=args.masking,
                               tokenizer=args.tokenizer, resume=args.resume, stop_after=args.stop_after,
                               device=args.device)
     if not result.finished:

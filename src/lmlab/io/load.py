@@ -12,6 +12,7 @@ from lmlab.io import zoo
 from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
 from lmlab.io.hf_encoder import load_hf_encoder_dir
+from lmlab.io.neural_lm import load_rnn_dir, load_window_dir
 from lmlab.io.ngram import load_ngram_dir
 from lmlab.models.bert.model import BertEncoder
 from lmlab.models.encoders import ENCODER_FAMILIES
@@ -24,6 +25,8 @@ from lmlab.tokenizers.wordpiece import load_wordpiece
 # The pre-transformer families: config.json's "model_type" -> a reader of such a model directory.
 STATEFUL_LOADERS: dict[str, Callable[[Path], StatefulLM]] = {
     "ngram": load_ngram_dir,
+    "window": load_window_dir,
+    "rnn": load_rnn_dir,
 }
 
 
