@@ -45,9 +45,10 @@ def rows(steps: int) -> list[tuple[str, list[str]]]:
     """(name, argv of `lmlab train` without --data/--out/--tokenizer) for every compared model."""
     neural = ["--max-steps", str(steps), "--batch-size", str(BATCH), "--block-size", str(BLOCK), "--seed", str(SEED),
               "--eval-every", str(steps), "--checkpoint-every", str(steps), "--warmup-steps", str(steps // 10)]
+    split = ["--block-size", str(BLOCK), "--seed", str(SEED)]  # the n-grams count the same training blocks
     return [
-        ("3-gram KN", ["--arch", "ngram", "--order", "3", "--smoothing", "kn"]),
-        ("5-gram KN", ["--arch", "ngram", "--order", "5", "--smoothing", "kn"]),
+        ("3-gram KN", ["--arch", "ngram", "--order", "3", "--smoothing", "kn", *split]),
+        ("5-gram KN", ["--arch", "ngram", "--order", "5", "--smoothing", "kn", *split]),
         ("window LM (n=5)", ["--arch", "window", "--window", "5", "--d-model", "64", "--hidden", "256",
                              "--lr", "3e-3", *neural]),
         ("LSTM (2x256)", ["--arch", "lstm", "--n-layers", "2", "--d-model", "256", "--hidden", "256",
