@@ -8,6 +8,7 @@ import typing
 
 from lmlab.cli import ngram, train_neural
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
+from lmlab.cli.train_result import print_result
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
@@ -81,11 +82,7 @@ def run_transformer(args) -> None:
     train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                       stop_after=args.stop_after, device=args.device)
-    if result.model_dir is None:
-        print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
-              f"Continue with: lmlab train … --out {args.out} --resume")
-    else:
-        print(f"done: {result.step} steps, validation loss {result.val_loss:.4f}. Model saved to {result.model_dir}")
+    print_result(result, args.out)
 
 
 # --arch name -> the function that trains it from the parsed flags.

@@ -6,6 +6,7 @@ architecture does not use is refused with one line."""
 
 import dataclasses
 
+from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.rnn import RNNConfig
@@ -61,8 +62,4 @@ def _train(model_cfg: WindowConfig | RNNConfig, args) -> None:
                                if getattr(args, f.name, None) is not None})
     result = train_neural_lm(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                              stop_after=args.stop_after, device=args.device)
-    if result.model_dir is None:
-        print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
-              f"Continue with: lmlab train … --out {args.out} --resume")
-    else:
-        print(f"done: {result.step} steps, validation loss {result.val_loss:.4f}. Model saved to {result.model_dir}")
+    print_result(result, args.out)
