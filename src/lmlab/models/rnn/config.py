@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmlab.errors import LmlabError
+from lmlab.models.checks import check_lm_shape
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,4 @@ class RNNConfig:
     def __post_init__(self):
         if self.cell not in ("rnn", "lstm", "gru"):
             raise LmlabError(f"unknown recurrent cell '{self.cell}'; choose rnn, lstm or gru")
-        for name in ("vocab_size", "d_model", "hidden", "n_layers", "context_length"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        if not 0 <= self.dropout < 1:
-            raise LmlabError(f"dropout={self.dropout} must be in [0, 1)")
-        if self.tie_embeddings and self.hidden != self.d_model:
-            raise LmlabError(f"tied embeddings need hidden == d_model, got hidden={self.hidden} and "
-                             f"d_model={self.d_model}; set both to the same size or drop --tie-embeddings")
+        check_lm_shape(self, ("vocab_size", "d_model", "hidden", "n_layers", "context_length"))

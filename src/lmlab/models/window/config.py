@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
-from lmlab.errors import LmlabError
+from lmlab.models.checks import check_lm_shape
 
 
 @dataclass(frozen=True)
@@ -18,11 +18,4 @@ class WindowConfig:
     model_type: Literal["window"] = "window"
 
     def __post_init__(self):
-        for name in ("vocab_size", "window", "d_model", "hidden", "context_length"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        if not 0 <= self.dropout < 1:
-            raise LmlabError(f"dropout={self.dropout} must be in [0, 1)")
-        if self.tie_embeddings and self.hidden != self.d_model:
-            raise LmlabError(f"tied embeddings need hidden == d_model, got hidden={self.hidden} and "
-                             f"d_model={self.d_model}; set both to the same size or drop --tie-embeddings")
+        check_lm_shape(self, ("vocab_size", "window", "d_model", "hidden", "context_length"))
