@@ -23,28 +23,32 @@ def attend(
     is_causal: bool = False,
     dropout_p: float = 0.0,
     need_weights: bool = False,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """softmax(q k^T / sqrt(head_dim) + mask) v, with grouped-query heads.
+    """softmax(scale * q k^T + mask) v, with grouped-query heads; scale defaults to 1/sqrt(head_dim).
 
     q: (B, H, T, D); k, v: (B, H_kv, S, D) with H a multiple of H_kv (query head h reads kv head
-    h // (H / H_kv)); mask: bool (B or 1, 1, T, S), True where a query may look.
+    h // (H / H_kv)); mask (B or 1, H or 1, T, S): bool, True where a query may look, or float,
+    added to the scores (T5's relative position bias, with -inf where a query may not look).
     Returns the output (B, H, T, D) and, if `need_weights`, the weights (B, H, T, S).
     """
     if not need_weights:
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
-            dropout_p=dropout_p, enable_gqa=k.size(1) != q.size(1),
+            dropout_p=dropout_p, enable_gqa=k.size(1) != q.size(1), scale=scale,
         )
         return out, None
     groups = q.size(1) // k.size(1)
     k = k.repeat_interleave(groups, dim=1)  # (B, H, S, D)
     v = v.repeat_interleave(groups, dim=1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(q.size(-1)))  # (B, H, T, S)
     if mask is None and is_causal:
         T, S = scores.shape[-2:]
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-    if mask is not None:
+    if mask is not None and mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask, float("-inf"))
+    elif mask is not None:
+        scores = scores + mask
     weights = scores.softmax(dim=-1)
     out = F.dropout(weights, dropout_p) @ v  # (B, H, T, D)
     return out, weights
@@ -59,12 +63,13 @@ class SelfAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, head_dim: int | None = None, scale: float | None = None):
         super().__init__()
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
-        assert d_model % n_heads == 0 and n_heads % self.n_kv_heads == 0
-        self.head_dim = d_model // n_heads
+        assert (head_dim or d_model % n_heads == 0) and n_heads % self.n_kv_heads == 0
+        self.head_dim = head_dim or d_model // n_heads
+        self.scale = scale  # None: 1/sqrt(head_dim); T5 folds it into its weights and uses 1
         self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=bias)
         self.out = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
         self.dropout = dropout
@@ -87,37 +92,55 @@ class SelfAttention(nn.Module):
         # without a mask: causal over a full pass; a single new token sees every cached key
         y, self.weights = attend(q, k, v, mask, is_causal=mask is None and T > 1,
                                  dropout_p=self.dropout if self.training else 0.0,
-                                 need_weights=self.need_weights)
+                                 need_weights=self.need_weights, scale=self.scale)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
         return self.out(y)
 
 
 class CrossAttention(nn.Module):
     """Multi-head attention of a sequence (queries) over another one (keys/values), e.g. a decoder
-    reading an encoder's output. `memory_mask` (B, S) marks the real memory positions."""
+    reading an encoder's output.
+
+    The keys and values depend on the memory only, so a decoder computes them once per source with
+    `memory_kv` and passes them to every decoding step instead of re-projecting the memory.
+    """
 
     def __init__(self, d_model: int, n_heads: int, d_memory: int | None = None, bias: bool = True,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, head_dim: int | None = None, scale: float | None = None):
         super().__init__()
         self.n_heads = n_heads
-        self.head_dim = d_model // n_heads
-        self.q = nn.Linear(d_model, d_model, bias=bias)
-        self.kv = nn.Linear(d_memory or d_model, 2 * d_model, bias=bias)
-        self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.head_dim = head_dim or d_model // n_heads
+        inner = n_heads * self.head_dim
+        self.q = nn.Linear(d_model, inner, bias=bias)
+        self.kv = nn.Linear(d_memory or d_model, 2 * inner, bias=bias)
+        self.out = nn.Linear(inner, d_model, bias=bias)
         self.dropout = dropout
+        self.scale = scale
         self.need_weights = False
         self.weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+    def memory_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """memory (B, S, d_memory) -> keys, values (B, H, S, D)."""
+        B, S, _ = memory.shape
+        k, v = self.kv(memory).view(B, S, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return k, v
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        B, T, C = x.shape
-        S = memory.size(1)
+        """x (B, T, C) over memory (B, S, d_memory), or its precomputed `memory_kv`, -> (B, T, C).
+
+        memory_mask: (B, S) with 1 on real memory positions, or a ready attention mask
+        (B or 1, H or 1, T or 1, S), bool or float (see `attend`).
+        """
+        B, T, _ = x.shape
+        k, v = memory if isinstance(memory, tuple) else self.memory_kv(memory)  # (B, H, S, D)
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k, v = self.kv(memory).view(B, S, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
-        mask = None if memory_mask is None else memory_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+        mask = memory_mask
+        if mask is not None and mask.dim() == 2:
+            mask = mask.bool()[:, None, None, :]  # (B, 1, 1, S)
         y, self.weights = attend(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
-                                 need_weights=self.need_weights)
-        return self.out(y.transpose(1, 2).reshape(B, T, C))
+                                 need_weights=self.need_weights, scale=self.scale)
+        return self.out(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
 
 def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int,
@@ -131,14 +154,19 @@ def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int,
     """
     if attention_mask is None and (T == S or T == 1):
         return None
+    causal = causal_mask(T, S, device)  # (1, 1, T, S)
+    if attention_mask is None:
+        return causal
+    keep = causal & attention_mask.bool()[:, None, None, :]  # (B, 1, T, S)
+    keep[..., torch.arange(T), torch.arange(S - T, S)] = True  # each query sees itself
+    return keep
+
+
+def causal_mask(T: int, S: int, device: torch.device | None = None) -> torch.Tensor:
+    """The bool mask (1, 1, T, S) for the last T of S positions: query i sees keys up to itself."""
     query_pos = torch.arange(S - T, S, device=device)[:, None]  # (T, 1)
     key_pos = torch.arange(S, device=device)[None, :]  # (1, S)
-    causal = key_pos <= query_pos  # (T, S)
-    if attention_mask is None:
-        return causal[None, None]
-    keep = causal[None] & attention_mask.bool()[:, None, :]  # (B, T, S)
-    keep |= key_pos == query_pos
-    return keep[:, None]  # (B, 1, T, S)
+    return (key_pos <= query_pos)[None, None]
 
 
 def padding_mask(attention_mask: torch.Tensor | None, T: int, device: torch.device) -> torch.Tensor:

@@ -1,4 +1,7 @@
-"""Position-wise feed-forward networks: GELU MLP (GPT-2, BERT) and SwiGLU (Llama)."""
+"""Position-wise feed-forward networks: GELU MLP (GPT-2, BERT), SwiGLU (Llama), and the plain and
+gated MLPs of the encoder-decoders (ReLU, GELU, SiLU; T5 v1.1 gated GELU)."""
+
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -29,3 +32,39 @@ class SwiGLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
         return self.down(F.silu(gate) * up)
+
+
+ACTIVATIONS = {
+    "relu": F.relu,  # the original Transformer, T5 v1.0
+    "gelu": F.gelu,  # BART (exact GELU)
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),  # T5 v1.1's gated GELU
+    "silu": F.silu,  # Marian
+}
+
+
+class MLP(nn.Module):
+    """W_down act(W_up x): the position-wise feed-forward of the encoder-decoder families."""
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool, activation: str):
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.activation = ACTIVATIONS[activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.activation(self.up(x)))
+
+
+class GatedMLP(nn.Module):
+    """W_down (act(W_gate x) * W_up x): T5 v1.1's gated GELU (SwiGLU's shape with another activation).
+    Gate and up share one matmul (stacked, gate first)."""
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool, activation: str):
+        super().__init__()
+        self.gate_up = nn.Linear(d_model, 2 * d_ff, bias=bias)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
+        self.activation = ACTIVATIONS[activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
+        return self.down(self.activation(gate) * up)
