@@ -96,3 +96,8 @@ def test_missing_model_and_heatmap_without_attention_are_refused(tmp_path, capsy
     assert lmlab("seq2seq", "translate", "--model", tmp_path / "r", "--text", "12", "--heatmap", tmp_path / "m.png") == 2
     one_line_error(capsys, "--attention none", "drop --heatmap")
     assert not (tmp_path / "m.png").exists()
+
+
+def test_generate_on_a_seq2seq_model_points_to_seq2seq_translate(run_dir, capsys):
+    assert lmlab("generate", "--model", run_dir, "--prompt", "123") == 2
+    assert "lmlab seq2seq translate" in one_line_error(capsys)

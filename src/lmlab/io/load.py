@@ -50,6 +50,7 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
                          "stopped, finish it with `lmlab train … --resume`")
     model_type = _model_type(path)
     _refuse_encoders(path, model_type)
+    _refuse_other_tools(path, model_type)
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
     if model_type in STATEFUL_LOADERS:
@@ -70,6 +71,21 @@ def _refuse_encoders(path: Path, model_type: str | None) -> None:
         name = model_type.upper()
         raise LmlabError(f"'{path}' holds a {name} encoder; {name} is not supported by lmlab.load, which loads gpt2 "
                          "and llama decoders: use lmlab.io.load.load_encoder")
+
+
+# Models that lmlab trains but that are not next-token generators: model_type -> the command that uses them.
+OTHER_TOOLS: dict[str, str] = {
+    "seq2seq-rnn": "lmlab seq2seq translate --model DIR --text …",
+    "elmo": "lmlab elmo embed --model DIR --text …",
+    "word2vec": "lmlab word2vec neighbors --model DIR --word …",
+}
+
+
+def _refuse_other_tools(path: Path, model_type: str | None) -> None:
+    """A seq2seq, ELMo or word2vec directory has its own command; name it instead of failing on the weights."""
+    if model_type in OTHER_TOOLS:
+        raise LmlabError(f"'{path}' holds a {model_type} model, which lmlab.load (and lmlab generate, eval "
+                         f"perplexity) does not read; use `{OTHER_TOOLS[model_type]}`")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:
