@@ -72,3 +72,18 @@ def test_pairs_are_left_unchanged():
 def test_empty_batches_or_rows_are_a_clear_error(pairs, message):
     with pytest.raises(LmlabError, match=message):
         seq2seq_batch(pairs, PAD, START)
+
+
+@pytest.mark.parity
+def test_decoder_inputs_match_hugging_face_shift_on_every_labelled_position():
+    bart = pytest.importorskip("transformers.models.bart.modeling_bart")
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    pairs = [([5, 6, 7], [8, 9]), ([10], [11, 12, 13, 14, 15]), ([16, 17], [18])]
+    batch = seq2seq_batch(pairs, PAD, START, EOS)
+    labelled = batch["labels"] != IGNORE_INDEX  # HF also shifts eos into the first padded position; it is unread
+    hf_bart = bart.shift_tokens_right(batch["labels"], PAD, START)
+    assert torch.equal(batch["decoder_input_ids"][labelled], hf_bart[labelled])
+    config = t5.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=1, d_kv=8, vocab_size=32,
+                         decoder_start_token_id=START, pad_token_id=PAD)
+    hf_t5 = t5.T5ForConditionalGeneration(config)._shift_right(batch["labels"])
+    assert torch.equal(batch["decoder_input_ids"][labelled], hf_t5[labelled])

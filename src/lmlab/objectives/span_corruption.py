@@ -43,8 +43,8 @@ def noise_counts(length: int, noise_density: float = 0.15, mean_span_length: flo
     if length < 2:
         return 0, 0
     n_noise = min(max(round(length * noise_density), 1), length - 1)
-    n_spans = max(round(n_noise / mean_span_length), 1)
-    return n_noise, min(n_spans, n_noise, length - n_noise)  # every span and every kept segment non-empty
+    n_spans = max(round(n_noise / mean_span_length), 1)  # at most n_noise, as mean_span_length >= 1
+    return n_noise, min(n_spans, length - n_noise)  # room for a non-empty kept segment before each span
 
 
 def span_corruption_lengths(length: int, noise_density: float = 0.15,
