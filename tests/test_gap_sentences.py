@@ -56,6 +56,13 @@ documents = st.lists(st.lists(st.integers(1, 99), min_size=1, max_size=8), min_s
 
 
 @settings(max_examples=150, deadline=None)
+@given(documents)
+def test_each_score_is_rouge1_f1_against_the_other_sentences_joined(sentences):
+    rests = [[t for j, other in enumerate(sentences) if j != i for t in other] for i in range(len(sentences))]
+    assert sentence_scores(sentences) == pytest.approx([rouge1_f1(s, r) for s, r in zip(sentences, rests)])
+
+
+@settings(max_examples=150, deadline=None)
 @given(documents, st.floats(0.01, 1.0), st.sampled_from(["principal", "lead", "random"]), st.integers(0, 2**32 - 1))
 def test_inputs_and_targets_rebuild_the_document_with_the_asked_number_of_gaps(sentences, ratio, strategy, seed):
     original = [list(s) for s in sentences]

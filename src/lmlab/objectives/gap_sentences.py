@@ -21,16 +21,25 @@ from lmlab.errors import LmlabError
 def rouge1_f1(candidate: list[int], reference: list[int]) -> float:
     """ROUGE-1 F1 of two token lists: unigram overlap (counts clipped to the other side's), the
     harmonic mean of precision overlap/|candidate| and recall overlap/|reference|; 0 if either is empty."""
-    overlap = sum((Counter(candidate) & Counter(reference)).values())
-    if overlap == 0:
-        return 0.0
-    return 2 * overlap / (len(candidate) + len(reference))  # = 2PR / (P + R)
+    return _f1(Counter(candidate), Counter(reference), len(candidate), len(reference))
+
+
+def _f1(candidate: Counter, reference: Counter, n_candidate: int, n_reference: int) -> float:
+    overlap = sum(min(n, reference[token]) for token, n in candidate.items())
+    return 2 * overlap / (n_candidate + n_reference) if overlap else 0.0  # = 2PR / (P + R)
 
 
 def sentence_scores(sentences: list[list[int]]) -> list[float]:
-    """ROUGE-1 F1 of each sentence against the rest of the document (the other sentences joined)."""
-    return [rouge1_f1(sentence, [t for j, other in enumerate(sentences) if j != i for t in other])
-            for i, sentence in enumerate(sentences)]
+    """ROUGE-1 F1 of each sentence against the rest of the document (the other sentences joined);
+    the rest's counts are the document's minus the sentence's, so scoring is linear in the length."""
+    document = Counter(t for sentence in sentences for t in sentence)
+    total = sum(document.values())
+    scores = []
+    for sentence in sentences:
+        own = Counter(sentence)
+        rest = Counter({token: document[token] - n for token, n in own.items()})  # only the tokens overlap can use
+        scores.append(_f1(own, rest, len(sentence), total - len(sentence)))
+    return scores
 
 
 def principal(sentences: list[list[int]], n_gaps: int, rng: random.Random | None) -> list[int]:
