@@ -21,7 +21,7 @@ from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILIES = ["bart-tiny"]
+FAMILIES = ["bart-tiny", "transformer-tiny"]
 SMALL = dict(vocab_size=40, d_model=16, d_ff=32, n_heads=2, max_source_length=12, max_target_length=10)
 
 
@@ -81,16 +81,21 @@ def test_untied_lm_head_round_trips(tmp_path):
 
 
 @pytest.mark.parity
-def test_hf_saved_bart_directory_loads_with_equal_logits(tmp_path):
+@pytest.mark.parametrize("architecture", ["BartForConditionalGeneration", "MarianMTModel"])
+def test_hf_saved_directory_loads_with_equal_logits(tmp_path, architecture):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.BartConfig(vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2,
-                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                                     decoder_ffn_dim=32, max_position_embeddings=12)
-    reference = transformers.BartForConditionalGeneration(config).eval()
+    model_class = getattr(transformers, architecture)
+    config = model_class.config_class(vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2,
+                                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                      decoder_ffn_dim=32, max_position_embeddings=12, pad_token_id=1,
+                                      decoder_start_token_id=2, scale_embedding=True)
+    reference = model_class(config).eval()
     with torch.no_grad():
         for p in reference.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+            if p.requires_grad:  # not Marian's fixed sinusoidal tables
+                p.add_(torch.randn_like(p) * 0.05)
+        reference.final_logits_bias.normal_()
     reference.save_pretrained(tmp_path / "hf")
     model, tokenizer = load_encoder_decoder(tmp_path / "hf")
     src, mask, tgt = batch(40)

@@ -24,9 +24,13 @@ from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_fro
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.models.encoders import ENCODER_FAMILIES
 from lmlab.models.registry import FAMILIES
+from lmlab.models.transformer import convert as marian
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 
-CONVERTERS: dict[str, ModuleType] = {"bart": bart}  # HF model_type -> its converter module
+CONVERTERS: dict[str, ModuleType] = {"bart": bart, "marian": marian}  # HF model_type -> its converter module
+
+# the HF model_type a family is saved as, where the two names differ
+_SAVED_AS = {"transformer": marian.MODEL_TYPE}
 
 # model_types of decoder-only models lmlab reads (with lmlab.load): HF ones and its own pre-transformer LMs
 _DECODER_ONLY = tuple(name for name in FAMILIES if name not in ENCODER_FAMILIES) + ("ngram", "window", "rnn")
@@ -36,7 +40,7 @@ def save_encoder_decoder(model: EncoderDecoder, tokenizer: Tokenizer | str | Pat
     """Write `model` and `tokenizer` (an HF `tokenizers.Tokenizer` or the path of a tokenizer.json)
     as an HF model directory that `load_encoder_decoder` and transformers read, atomically."""
     cfg: EncoderDecoderConfig = model.config
-    convert = converter(cfg.family)
+    convert = converter(_SAVED_AS.get(cfg.family, cfg.family))
     dtype = str(model.lm_head.weight.dtype).removeprefix("torch.")
     hf_config = convert.config_to_hf(cfg) | {"torch_dtype": dtype, "lmlab": config_to_dict(cfg)}
     if isinstance(tokenizer, (str, Path)):

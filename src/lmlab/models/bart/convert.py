@@ -82,7 +82,7 @@ def shape_from_hf(hf: dict) -> dict:
 
 def config_to_hf(cfg: EncoderDecoderConfig) -> dict:
     """The HF `config.json` fields of `cfg` as a BartForConditionalGeneration."""
-    _check_exportable(cfg, "bart", norm_placement="post", positions="learned", embedding_norm=True)
+    check_exportable(cfg, "bart", norm_placement="post", positions="learned", embedding_norm=True)
     return {"architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, **shape_to_hf(cfg)}
 
 
@@ -100,7 +100,7 @@ def shape_to_hf(cfg: EncoderDecoderConfig) -> dict:
     }
 
 
-def _check_exportable(cfg: EncoderDecoderConfig, model_type: str, **fields) -> None:
+def check_exportable(cfg: EncoderDecoderConfig, model_type: str, **fields) -> None:
     """Refuse a config whose architecture the HF model class cannot express."""
     wanted = dict(norm="layernorm", gated_ffn=False, bias=True, scaled_attention=True, head_dim=None) | fields
     for name, value in wanted.items():
