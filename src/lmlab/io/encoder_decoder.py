@@ -64,7 +64,8 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
         try:
             cfg = convert.config_from_hf(hf)
         except KeyError as e:
-            raise LmlabError(f"{path / 'config.json'} lacks the field {e}; re-save the model with transformers") from None
+            raise LmlabError(f"{path / 'config.json'} lacks the field {e}; re-save the model with "
+                             "transformers") from None
     hf_state = read_safetensors(path)
     with torch.device("meta"):
         model = build_encoder_decoder(cfg)
@@ -76,10 +77,11 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
         model.load_state_dict(state, assign=True)
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1].strip()
-        raise LmlabError(f"the weights in '{path}' do not fit its config.json ({reason}); re-export the model") from None
+        raise LmlabError(f"the weights in '{path}' do not fit its config.json ({reason}); "
+                         "re-export the model") from None
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight
-    tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE)) if (path / TOKENIZER_FILE).is_file() else None
+    tokenizer = _read_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
     return model.to(dtype).eval(), tokenizer
 
 

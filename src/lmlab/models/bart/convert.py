@@ -33,7 +33,8 @@ def _weight_and_bias(names: dict[str, str]) -> dict[str, str]:
     return {f"{ours}.{p}": f"{hf}.{p}" for ours, hf in names.items() for p in ("weight", "bias")}
 
 
-_ENCODER_LAYER = _weight_and_bias({  # lmlab name (after encoder.blocks.{i}.) -> HF name (after model.encoder.layers.{i}.)
+# lmlab name (after encoder.blocks.{i}.) -> HF name (after model.encoder.layers.{i}.)
+_ENCODER_LAYER = _weight_and_bias({
     "attention.out": "self_attn.out_proj", "norm1": "self_attn_layer_norm",
     "feed_forward.up": "fc1", "feed_forward.down": "fc2", "norm2": "final_layer_norm",
 })

@@ -35,8 +35,8 @@ _WRITES_RESIDUAL = ("out.weight", "out.bias", "down.weight", "down.bias")
 
 def config_from_hf(hf: dict) -> EncoderDecoderConfig:
     """Our config for an HF Marian `config.json` dict."""
-    if not hf.get("share_encoder_decoder_embeddings", True) or hf.get("decoder_vocab_size",
-                                                                       hf["vocab_size"]) != hf["vocab_size"]:
+    separate = not hf.get("share_encoder_decoder_embeddings", True)
+    if separate or hf.get("decoder_vocab_size", hf["vocab_size"]) != hf["vocab_size"]:
         raise LmlabError("this Marian model has separate source and target vocabularies "
                          "(share_encoder_decoder_embeddings false); lmlab's Transformer shares one embedding")
     if hf.get("normalize_before", False):
