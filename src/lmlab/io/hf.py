@@ -25,7 +25,13 @@ def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer=None
     cfg: ModelConfig = model.config
     convert = family(cfg.family)
     hf_config = convert.config_to_hf(cfg) | {"torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
-    state = {k: v.detach().contiguous().cpu() for k, v in convert.to_hf(model.state_dict(), cfg).items()}
+    return write_hf_dir(directory, hf_config, convert.to_hf(model.state_dict(), cfg), tokenizer)
+
+
+def write_hf_dir(directory: str | Path, hf_config: dict, hf_state: dict[str, torch.Tensor], tokenizer=None) -> Path:
+    """Write `config.json`, `model.safetensors` (tensors by HF name) and, when given, `tokenizer.json`
+    (`tokenizer`: an HF `tokenizers.Tokenizer`) as one directory, atomically: every model family's writer."""
+    state = {k: v.detach().contiguous().cpu() for k, v in hf_state.items()}
     directory = Path(directory)
     with atomic_path(directory) as tmp:
         tmp.mkdir()

@@ -13,12 +13,10 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from lmlab.config import EncoderConfig
 from lmlab.errors import LmlabError
-from lmlab.io.atomic import atomic_path
-from lmlab.io.hf import read_safetensors
+from lmlab.io.hf import read_safetensors, write_hf_dir
 from lmlab.models.encoders import ENCODER_FAMILIES, build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
@@ -81,11 +79,4 @@ def _write_dir(directory: str | Path, cfg: EncoderConfig, architecture: str, hf_
                tokenizer) -> Path:
     hf_config = converter(cfg.family).config_to_hf(cfg) | {
         "architectures": [architecture], "torch_dtype": "float32", "lmlab": dataclasses.asdict(cfg)}
-    state = {k: v.detach().contiguous().cpu() for k, v in hf_state.items()}
-    with atomic_path(directory) as tmp:
-        tmp.mkdir()
-        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2))
-        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-        if tokenizer is not None:
-            tokenizer.save(str(tmp / "tokenizer.json"))
-    return Path(directory)
+    return write_hf_dir(directory, hf_config, hf_state, tokenizer)

@@ -9,6 +9,7 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
+from lmlab.io.encoder_decoder import CONVERTERS
 from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
 from lmlab.io.hf_encoder import load_hf_encoder_dir
@@ -51,6 +52,7 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     model_type = _model_type(path)
     _refuse_encoders(path, model_type)
     _refuse_other_tools(path, model_type)
+    _refuse_encoder_decoders(path, model_type)
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
     if model_type in STATEFUL_LOADERS:
@@ -86,6 +88,14 @@ def _refuse_other_tools(path: Path, model_type: str | None) -> None:
     if model_type in OTHER_TOOLS:
         raise LmlabError(f"'{path}' holds a {model_type} model, which lmlab.load (and lmlab generate, eval "
                          f"perplexity) does not read; use `{OTHER_TOOLS[model_type]}`")
+
+
+def _refuse_encoder_decoders(path: Path, model_type: str | None) -> None:
+    """Encoder-decoders (BART, Marian, T5) need a source to encode; they load with their own reader."""
+    if model_type in CONVERTERS:
+        raise LmlabError(f"'{path}' holds a {model_type} encoder-decoder, which lmlab.load (decoder-only models) "
+                         "does not read: use lmlab.io.encoder_decoder.load_encoder_decoder or the `lmlab seq2seq` "
+                         "commands")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:

@@ -2,6 +2,7 @@
 embeddings (RoPE) that rotate queries and keys by an angle proportional to their position."""
 
 import math
+from typing import Literal
 
 import torch
 from torch import nn
@@ -19,25 +20,32 @@ class LearnedPositions(nn.Module):
         return self.table(positions)
 
 
-def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_table(max_len: int, d_model: int, base: float = 10000.0,
+                     layout: Literal["interleaved", "halves"] = "interleaved") -> torch.Tensor:
     """PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)); (max_len, d_model).
 
-    Built on the CPU even inside a `torch.device("meta")` block, so a model built on meta for fast
-    loading still has its tables (they are computed, not stored in checkpoints)."""
+    layout "halves" puts the same sines in the first half of the columns and the cosines in the
+    second (PE[p, i], PE[p, ceil(d/2) + i]), as Marian does. Built on the CPU even inside a
+    `torch.device("meta")` block, so a model built on meta for fast loading still has its tables
+    (they are computed, not stored in checkpoints)."""
     pos = torch.arange(max_len, dtype=torch.float32, device="cpu")[:, None]
     freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float32, device="cpu") / d_model)
+    sin, cos = torch.sin(pos * freq), torch.cos(pos * freq[: d_model // 2])  # (max_len, ceil(d/2)), (…, d/2)
+    if layout == "halves":
+        return torch.cat([sin, cos], dim=1)
     table = torch.zeros(max_len, d_model, device="cpu")
-    table[:, 0::2] = torch.sin(pos * freq)
-    table[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+    table[:, 0::2] = sin
+    table[:, 1::2] = cos
     return table
 
 
 class SinusoidalPositions(nn.Module):
     """The fixed sin/cos table of the original Transformer: no weights, any offset is a rotation."""
 
-    def __init__(self, max_len: int, d_model: int, base: float = 10000.0):
+    def __init__(self, max_len: int, d_model: int, base: float = 10000.0,
+                 layout: Literal["interleaved", "halves"] = "interleaved"):
         super().__init__()
-        self.register_buffer("table", sinusoidal_table(max_len, d_model, base), persistent=False)
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base, layout), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.table[positions]

@@ -36,7 +36,7 @@ def build_encoder_decoder(cfg: EncoderDecoderConfig) -> EncoderDecoder:
         return (GatedMLP if cfg.gated_ffn else MLP)(cfg.d_model, cfg.d_ff, cfg.bias, cfg.activation)
 
     def embeddings(max_len: int) -> SequenceEmbeddings:
-        positions = {"sinusoidal": lambda: SinusoidalPositions(max_len, cfg.d_model),
+        positions = {"sinusoidal": lambda: SinusoidalPositions(max_len, cfg.d_model, layout=cfg.sinusoidal_layout),
                      "learned": lambda: LearnedPositions(max_len, cfg.d_model),
                      "relative": lambda: None}[cfg.positions]()
         return SequenceEmbeddings(shared, positions, math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0,

@@ -36,6 +36,7 @@ class EncoderDecoderConfig:
     activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = "relu"
     gated_ffn: bool = False  # act(W_gate x) * W_up x (T5 v1.1)
     positions: Literal["sinusoidal", "learned", "relative"] = "sinusoidal"
+    sinusoidal_layout: Literal["interleaved", "halves"] = "interleaved"  # sin/cos columns: paper or Marian
     relative_buckets: int = 32
     relative_max_distance: int = 128
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model)
