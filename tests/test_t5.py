@@ -2,8 +2,11 @@
 logits, in both directions and when decoding one token at a time with caches; the published
 t5-small and t5-v1_1-small configs read as lmlab's presets."""
 
+import json
+
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from encoder_parity import max_diff, randomized
@@ -124,6 +127,41 @@ def test_cached_decoding_one_token_at_a_time_equals_hf_past_key_values(variant):
             past = out.past_key_values
             expected.append(out.logits)
     assert max_diff(torch.cat(steps, 1), torch.cat(expected, 1)) <= TOLERANCE
+
+
+def write_hf_directory(state: dict, cfg, path) -> None:
+    """config.json + model.safetensors as transformers writes them: one name per tensor (the tied
+    copies of the shared embedding left out)."""
+    path.mkdir()
+    hf_state, seen = {}, set()
+    for name, tensor in convert.to_hf(state, cfg).items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            hf_state[name] = tensor.contiguous()
+    save_file(hf_state, path / "model.safetensors")
+    (path / "config.json").write_text(json.dumps(convert.config_to_hf(cfg)))
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_an_hf_directory_goes_through_transformers_from_pretrained_and_save_pretrained_unchanged(variant, tmp_path):
+    cfg = convert.config_from_hf(VARIANTS[variant])
+    torch.manual_seed(3)
+    ours = randomized(build_encoder_decoder(cfg))
+    write_hf_directory(ours.state_dict(), cfg, tmp_path / "ours")
+    reference = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "ours").eval()
+    reference.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    back = convert.from_hf(load_file(tmp_path / "saved" / "model.safetensors"), convert.config_from_hf(saved))
+    for name, tensor in ours.state_dict().items():
+        assert torch.equal(back[name], tensor), name
+    src, src_mask, tgt, tgt_mask = seq2seq_batch(cfg.vocab_size)
+    with torch.no_grad():
+        expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
+                             decoder_attention_mask=tgt_mask).logits
+        logits = ours(src, src_mask, tgt, tgt_mask)
+    real = tgt_mask.bool()
+    assert max_diff(logits[real], expected[real]) <= TOLERANCE
 
 
 # config.json of the published checkpoints (the fields they set; the others take T5Config's defaults)
