@@ -24,10 +24,11 @@ from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_fro
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.models.encoders import ENCODER_FAMILIES
 from lmlab.models.registry import FAMILIES
+from lmlab.models.t5 import convert as t5
 from lmlab.models.transformer import convert as marian
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 
-CONVERTERS: dict[str, ModuleType] = {"bart": bart, "marian": marian}  # HF model_type -> its converter module
+CONVERTERS: dict[str, ModuleType] = {"bart": bart, "marian": marian, "t5": t5}  # HF model_type -> its converter module
 
 # the HF model_type a family is saved as, where the two names differ
 _SAVED_AS = {"transformer": marian.MODEL_TYPE}
