@@ -200,3 +200,89 @@ def test_outputs_stop_at_the_model_s_longest_target():
     ids, mask = sources()
     outputs = generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=50, eos_id=-1))
     assert [len(out) for out in outputs] == [model.config.max_target_length] * 3
+
+
+HF_SETTINGS = {
+    "greedy": dict(),
+    "greedy-no-repeat-trigram": dict(no_repeat_ngram_size=3),
+    "beams": dict(num_beams=3),
+    "beams-long-early": dict(num_beams=4, length_penalty=2.0, early_stopping=True),
+    "beams-short-no-repeat-bigram": dict(num_beams=3, length_penalty=-0.5, no_repeat_ngram_size=2),
+}
+
+
+def hf_bart_and_ours():
+    """A tiny random HF BART and the lmlab model holding its weights (a name map local to this test)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = encoder_decoder_preset("bart-tiny", vocab_size=40, d_model=32, d_ff=64, n_heads=4, max_source_length=16,
+                                 max_target_length=12, tie_embeddings=False)  # tied, random BART repeats itself
+    torch.manual_seed(0)
+    hf = transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=40, max_position_embeddings=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0,
+        forced_eos_token_id=None, tie_word_embeddings=False)).eval()
+    with torch.no_grad():  # as in `tiny`: weights that give varied outputs
+        for p in hf.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 1.0)
+        hf.model.shared.weight /= cfg.d_model ** 0.5
+        for stack in (hf.model.encoder, hf.model.decoder):  # untied from the head, HF also unties these
+            stack.embed_tokens.weight.copy_(hf.model.shared.weight)
+        hf.final_logits_bias.normal_()
+    h = hf.state_dict()
+    ours = {"shared.weight": h["model.shared.weight"], "lm_head.weight": h["lm_head.weight"],
+            "logits_bias": h["final_logits_bias"][0]}
+    for stack in ("encoder", "decoder"):
+        hf_names = {"embeddings.norm": "layernorm_embedding"}
+        for i in range(2):
+            block, hf_block = f"blocks.{i}", f"layers.{i}"
+            self_attention = "attention" if stack == "encoder" else "self_attention"
+            hf_names.update({f"{block}.{self_attention}.out": f"{hf_block}.self_attn.out_proj",
+                             f"{block}.feed_forward.up": f"{hf_block}.fc1", f"{block}.feed_forward.down": f"{hf_block}.fc2",
+                             f"{block}.norm1": f"{hf_block}.self_attn_layer_norm"})
+            if stack == "encoder":
+                hf_names[f"{block}.norm2"] = f"{hf_block}.final_layer_norm"
+            else:
+                hf_names.update({f"{block}.cross_attention.q": f"{hf_block}.encoder_attn.q_proj",
+                                 f"{block}.cross_attention.out": f"{hf_block}.encoder_attn.out_proj",
+                                 f"{block}.norm2": f"{hf_block}.encoder_attn_layer_norm",
+                                 f"{block}.norm3": f"{hf_block}.final_layer_norm"})
+            for kind in ("weight", "bias"):
+                qkv = [h[f"model.{stack}.{hf_block}.self_attn.{p}_proj.{kind}"] for p in "qkv"]
+                ours[f"{stack}.{block}.{self_attention}.qkv.{kind}"] = torch.cat(qkv)
+                if stack == "decoder":
+                    kv = [h[f"model.{stack}.{hf_block}.encoder_attn.{p}_proj.{kind}"] for p in "kv"]
+                    ours[f"{stack}.{block}.cross_attention.kv.{kind}"] = torch.cat(kv)
+        for name, hf_name in hf_names.items():
+            for kind in ("weight", "bias"):
+                ours[f"{stack}.{name}.{kind}"] = h[f"model.{stack}.{hf_name}.{kind}"]
+        ours[f"{stack}.embeddings.token_embedding.weight"] = h["model.shared.weight"]
+        rows = getattr(cfg, f"max_{'source' if stack == 'encoder' else 'target'}_length")
+        ours[f"{stack}.embeddings.positions.table.weight"] = h[f"model.{stack}.embed_positions.weight"][2:2 + rows]
+    model = build_encoder_decoder(cfg).eval()
+    model.load_state_dict(ours)
+    return hf, model
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("setting", HF_SETTINGS)
+def test_greedy_and_beam_search_match_hf_bart_generate(setting):
+    hf, model = hf_bart_and_ours()
+    ids, mask = sources()
+    ids = ids.masked_fill(mask == 0, model.config.pad_id)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, mask, ids[:, :5]), hf(input_ids=ids, attention_mask=mask,
+                                                                     decoder_input_ids=ids[:, :5]).logits,
+                                   atol=1e-4, rtol=1e-4)
+    eos = eos_of(model, ids, mask)
+
+    def hf_generate(eos_id):
+        with torch.no_grad():
+            out = hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=9, do_sample=False, eos_token_id=eos_id,
+                              pad_token_id=model.config.pad_id, **HF_SETTINGS[setting])[:, 1:].tolist()
+        return [row[:row.index(eos_id)] if eos_id in row else row for row in out]
+
+    expected = hf_generate(eos)
+    assert any(len(row) < 9 for row in expected)  # some row did stop
+    config = GenerationConfig(max_new_tokens=9, eos_id=eos, **HF_SETTINGS[setting])
+    assert generate_seq2seq(model, ids, mask, config) == expected
