@@ -8,7 +8,7 @@ from lmlab.config import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.generation.beam import beam_search
-from lmlab.generation.sampling import apply_repetition_penalty, filter_logits, next_token
+from lmlab.generation.sampling import apply_repetition_penalty, ban_repeated_ngrams, filter_logits, next_token
 from lmlab.models.decoder import build_decoder
 
 
@@ -146,6 +146,7 @@ def test_prompt_beyond_context_is_an_error(model):
     (dict(num_beams=0), "num_beams 0 must be at least 1"),
     (dict(max_new_tokens=0), "max_new_tokens 0 must be at least 1"),
     (dict(repetition_penalty=0.0), "repetition_penalty 0.0 must be > 0"),
+    (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size -1 must be >= 0"),
     (dict(num_beams=3, temperature=0.7), "beam search is deterministic"),
     (dict(top_k=5), "top_k only apply when sampling"),
     (dict(stop_strings=[""]), "a stop string is empty"),
@@ -159,3 +160,24 @@ def test_bad_settings_are_one_clear_error(settings, message):
 
 def test_one_stop_string_is_not_split_into_characters():
     assert GenerationConfig(stop_strings="END").stop_strings == ("END",)
+
+
+def bigrams(ids: list[int]) -> list[tuple[int, int]]:
+    return list(zip(ids, ids[1:]))
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_no_repeat_ngram_size_2_never_repeats_a_bigram(model, beams):
+    prompt = [4, 4, 9]
+    plain = generate(model, prompt, 30, num_beams=beams)
+    assert len(set(bigrams(prompt + plain))) < len(bigrams(prompt + plain))  # the test would catch a repeat
+    ids = prompt + generate(model, prompt, 30, num_beams=beams, no_repeat_ngram_size=2)
+    assert len(set(bigrams(ids))) == len(bigrams(ids))
+
+
+def test_ban_repeated_ngrams_bans_what_followed_the_last_tokens_and_ignores_padding():
+    ids = torch.tensor([[1, 2, 3, 1, 2], [-1, 2, 4, 0, 2]])  # row 1: 2 -> 4 seen once, padding in front
+    banned = ~ban_repeated_ngrams(torch.zeros(2, 6), ids, 3).isfinite()
+    assert banned[0].nonzero().view(-1).tolist() == [3] and not banned[1].any()
+    banned = ~ban_repeated_ngrams(torch.zeros(2, 6), ids, 2).isfinite()
+    assert banned[1].nonzero().view(-1).tolist() == [4]

@@ -23,6 +23,8 @@ SETTINGS = {
     "beams-long-early": dict(num_beams=4, length_penalty=2.0, early_stopping=True),
     "beams-never": dict(num_beams=2, length_penalty=1.5, early_stopping="never"),
     "beams-penalty": dict(num_beams=3, repetition_penalty=1.3),
+    "no-repeat-bigram": dict(no_repeat_ngram_size=2),
+    "beams-no-repeat-trigram": dict(num_beams=3, no_repeat_ngram_size=3),
 }
 
 

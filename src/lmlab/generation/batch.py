@@ -50,11 +50,3 @@ def new_cache(model: torch.nn.Module, batch_size: int, max_len: int) -> KVCache:
     cfg, weight = model.config, next(model.parameters())
     return KVCache(cfg.n_layers, batch_size, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, max_len,
                    weight.dtype, weight.device)
-
-
-def seen_tokens(ids: torch.Tensor, mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Bool (B, V): which tokens occur among each row's real tokens (ids and mask (B, T)), for the
-    repetition penalty. Padding is scattered into a spare column that is dropped."""
-    ids = ids.masked_fill(mask == 0, vocab_size)
-    seen = torch.zeros(ids.size(0), vocab_size + 1, dtype=torch.bool, device=ids.device)
-    return seen.scatter_(1, ids, True)[:, :vocab_size]

@@ -13,14 +13,16 @@ length**length_penalty; the best of the pool is the answer. The rules follow HF 
 The KV cache follows the surviving beams with `KVCache.reorder`.
 """
 
+from collections.abc import Callable
+
 import torch
 
-from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
+from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
+from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import Generation
-from lmlab.generation.sampling import apply_repetition_penalty
 
 IMPOSSIBLE = -1e9  # the score of an empty slot or a dead beam: finite, so sums keep their order
 
@@ -29,7 +31,7 @@ IMPOSSIBLE = -1e9  # the score of an empty slot or a dead beam: finite, so sums 
 def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig) -> list[Generation]:
     """The best beam for each prompt (config.num_beams beams each), batched with left padding."""
     check_prompts(model, prompts, config.max_new_tokens)
-    K, N, alpha = config.num_beams, config.max_new_tokens, config.length_penalty
+    K, N = config.num_beams, config.max_new_tokens
     device = next(model.parameters()).device
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
@@ -38,13 +40,27 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
     cache = new_cache(model, B * K, T + N)
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B*K, V)
+    step_model = decoding_view(model)
+
+    def advance(new_token: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        cache.reorder(rows)
+        return last_logits(step_model, new_token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
+
+    return beam_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, K, N)
+
+
+def beam_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+               history: History, config: GenerationConfig, K: int, N: int) -> list[Generation]:
+    """The beam search loop of any cached model, from the first logits (B*K, V) of K identical copies
+    of each of B inputs; `advance(new_token (B*K,), rows (B*K,))` keeps cache rows `rows`, feeds
+    each its new token and returns the next logits. At most N new tokens per beam."""
+    device = logits.device
+    alpha = config.length_penalty
     V = logits.size(-1)
-    penalize = config.repetition_penalty != 1.0
-    seen = seen_tokens(ids, mask[:, :T], V) if penalize else None
+    B = logits.size(0) // K
     stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
     C = max(2, 1 + len(config.stop_ids)) * K  # candidates kept per step
     first_k = torch.arange(C, device=device) < K  # (C,): the candidates that may finish
-    step_model = decoding_view(model)
 
     # Running beams: all K start as the prompt, but only beam 0 may be extended at first
     # (the others are copies and would give the same candidates K times).
@@ -60,9 +76,7 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
 
     for step in range(N):
         length = step + 1
-        logprobs = logits.log_softmax(dim=-1)  # (B*K, V)
-        if penalize:
-            logprobs = apply_repetition_penalty(logprobs, seen, config.repetition_penalty)
+        logprobs = history.apply(logits.log_softmax(dim=-1))  # (B*K, V)
         totals = (logprobs.view(B, K, V) + scores[:, :, None]).view(B, K * V)
         cand_scores, flat = totals.topk(C, dim=-1)  # (B, C), best first
         cand_beam, cand_token = flat // V, flat % V
@@ -98,11 +112,8 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
             break
 
         rows = (torch.arange(B, device=device)[:, None] * K + source).view(-1)  # (B*K,) in the flat batch
-        cache.reorder(rows)
-        if penalize:
-            seen = seen[rows]
-            seen[torch.arange(B * K, device=device), new_token.view(-1)] = True
-        logits = last_logits(step_model, new_token.view(B * K, 1), mask[:, :T + length] if padded else None, cache)
+        history.extend(new_token.view(-1), rows)
+        logits = advance(new_token.view(-1), rows)
 
     return [best_hypothesis(pool_tokens[b, 0, :pool_lengths[b, 0]].tolist(), pool_scores[b, 0].item(),
                             config.stop_ids) for b in range(B)]

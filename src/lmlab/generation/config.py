@@ -18,6 +18,7 @@ class GenerationConfig:
     temperature 0 is greedy (argmax); above 0 samples from softmax(logits / temperature), after
     top_k / top_p filtering. repetition_penalty > 1 makes tokens already in the prompt or output
     less likely (CTRL / HF: positive logits are divided by it, negative ones multiplied).
+no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the prompt or output.
     num_beams > 1 runs beam search, scored as sum(logprob) / length**length_penalty.
     A sequence ends at any token of `eos_id` (one id or several: pass a tokenizer's stop_ids),
     at a stop string (text level: needs the tokenizer), or after max_new_tokens.
@@ -28,6 +29,7 @@ class GenerationConfig:
     top_k: int | None = None
     top_p: float | None = None
     repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0  # > 0: never produce an n-gram of this size twice in a row's text
     num_beams: int = 1
     length_penalty: float = 1.0
     early_stopping: bool | str = False  # beam search: True, False (HF heuristic) or "never"
@@ -46,6 +48,8 @@ class GenerationConfig:
             raise LmlabError(f"top_p {self.top_p} must be in (0, 1] (1 keeps every token)")
         if self.repetition_penalty <= 0:
             raise LmlabError(f"repetition_penalty {self.repetition_penalty} must be > 0 (1 = no penalty)")
+        if self.no_repeat_ngram_size < 0:
+            raise LmlabError(f"no_repeat_ngram_size {self.no_repeat_ngram_size} must be >= 0 (0 = allow repeats)")
         if self.num_beams < 1:
             raise LmlabError(f"num_beams {self.num_beams} must be at least 1 (1 = no beam search)")
         if self.early_stopping not in (True, False, "never"):

@@ -7,14 +7,15 @@ inference mode (no autograd bookkeeping), through the model's `decoding_view` (`
 which streams the weights about twice as fast on the CPU.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
-from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache, seen_tokens
+from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
 from lmlab.generation.config import GenerationConfig
+from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
-from lmlab.generation.sampling import apply_repetition_penalty, next_token
+from lmlab.generation.sampling import next_token
 from lmlab.modules.kv_cache import KVCache
 
 
@@ -32,26 +33,33 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
     cache = new_cache(model, B, T + N)
-    generator = torch.Generator(device).manual_seed(config.seed) if config.seed is not None else None
-    stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
-    stopped = torch.zeros(B, dtype=torch.bool, device=device)
-
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
-    penalize = config.repetition_penalty != 1.0
-    seen = seen_tokens(ids, mask[:, :T], logits.size(-1)) if penalize else None
     step_model = decoding_view(model)
-    for step in range(N):
-        if penalize:
-            logits = apply_repetition_penalty(logits, seen, config.repetition_penalty)
-        token = next_token(logits, config.temperature, config.top_k, config.top_p, generator)  # (B,)
+
+    def advance(token: torch.Tensor) -> torch.Tensor:
+        return last_logits(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
+
+    yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
+
+
+def token_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor], torch.Tensor], history: History,
+                config: GenerationConfig, steps: int) -> Iterator[torch.Tensor]:
+    """The greedy / sampling loop of any cached model: pick a token per row from logits (B, V),
+    yield it (B,), and get the next logits from `advance(token)`; at most `steps` times, and
+    until every row has produced a stop id."""
+    device = logits.device
+    generator = torch.Generator(device).manual_seed(config.seed) if config.seed is not None else None
+    stop_ids = torch.tensor(config.stop_ids, dtype=torch.long, device=device)
+    stopped = torch.zeros(logits.size(0), dtype=torch.bool, device=device)
+    for step in range(steps):
+        token = next_token(history.apply(logits), config.temperature, config.top_k, config.top_p, generator)  # (B,)
         yield token
         stopped |= torch.isin(token, stop_ids)
-        if step == N - 1 or bool(stopped.all()):
+        if step == steps - 1 or bool(stopped.all()):
             return
-        if penalize:
-            seen[torch.arange(B, device=device), token] = True
-        logits = last_logits(step_model, token[:, None], mask[:, :T + step + 1] if padded else None, cache)
+        history.extend(token)
+        logits = advance(token)
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None,

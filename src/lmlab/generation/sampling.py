@@ -1,4 +1,5 @@
-"""Turning next-token logits into a token: repetition penalty, greedy, temperature, top-k, top-p."""
+"""Turning next-token logits into a token: repetition penalty, no-repeat n-grams, greedy, temperature,
+top-k, top-p."""
 
 import torch
 
@@ -10,6 +11,22 @@ def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: 
         return scores
     penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
     return torch.where(seen, penalized, scores)
+
+
+def ban_repeated_ngrams(scores: torch.Tensor, ids: torch.Tensor, n: int) -> torch.Tensor:
+    """Set to -inf every token that would complete an n-gram already in its row (as HF's
+    no_repeat_ngram_size): the tokens that followed an earlier occurrence of the row's last n-1
+    tokens. scores (B, V); ids (B, T), the row so far, -1 on padding (never part of an n-gram)."""
+    B, T = ids.shape
+    if n < 1 or T < n:
+        return scores
+    windows = ids.unfold(1, n, 1)  # (B, T - n + 1, n): every n-gram so far
+    suffix = ids[:, T - n + 1:]  # (B, n - 1): what the next token would extend
+    repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(-1) & (windows >= 0).all(-1)  # (B, W)
+    V = scores.size(-1)
+    banned = torch.zeros(B, V + 1, dtype=torch.bool, device=scores.device)
+    banned.scatter_(1, torch.where(repeats, windows[:, :, -1], V), True)  # misses go to a spare column
+    return scores.masked_fill(banned[:, :V], float("-inf"))
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
