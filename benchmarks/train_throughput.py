@@ -17,6 +17,7 @@ shared machine slows both alike. Usage:
   python benchmarks/train_throughput.py --quick         # tiny smoke test
   python benchmarks/train_throughput.py --device cuda --bf16
   python benchmarks/train_throughput.py --compile       # adds lmlab under torch.compile
+  python benchmarks/train_throughput.py --models llama  # one of the two shapes
 
 GFLOP/s use the FLOP count of `training_flops_per_token`; "% peak" compares them with a large fp32
 (bf16 with --bf16) matmul timed on this machine at the same thread count.
@@ -59,13 +60,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast on both sides (CUDA only)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast on both sides (CUDA, or a CPU with bf16 matmuls)")
     p.add_argument("--compile", action="store_true", help="also time lmlab under torch.compile (row 'lmlab+compile')")
+    p.add_argument("--models", nargs="+", choices=["gpt2", "llama"], default=["gpt2", "llama"],
+                   help="which of the two shapes to time (default: both)")
     p.add_argument("--quick", action="store_true", help="tiny models, few steps: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
-    if args.bf16 and args.device != "cuda":
-        p.error("--bf16 is for --device cuda; on the CPU both sides run fp32")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
     if args.quick:
@@ -208,6 +209,8 @@ def main() -> None:
     tokens_per_step = args.batch_size * args.seq_len
     results = []
     for name, cfg in model_configs(args.quick).items():
+        if name not in args.models:
+            continue
         ours, hf = build_pair(cfg, device)
         g = torch.Generator().manual_seed(1)
         batches = [torch.randint(0, cfg.vocab_size, (args.batch_size, args.seq_len + 1), generator=g).to(device)
@@ -251,7 +254,7 @@ def main() -> None:
                "matmul_peak_gflops": peak, "load_average_1min": [load_before, os.getloadavg()[0]]}
     settings = {"dtype": "bf16-autocast" if args.bf16 else "fp32", "batch_size": args.batch_size,
                 "seq_len": args.seq_len, "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
-                "quick": args.quick, "compile": args.compile, "lr": LR, "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP}
+                "quick": args.quick, "models": args.models, "compile": args.compile, "lr": LR, "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
     print(f"wrote {args.out}")

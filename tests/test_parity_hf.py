@@ -74,3 +74,18 @@ def test_lmlab_export_loads_in_transformers(name, tmp_path):
     with torch.no_grad():
         assert (reference(ids).logits - ours(ids)).abs().max().item() <= 1e-5
         assert torch.equal(load_hf_dir(tmp_path / "model")(ids), ours(ids))
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_training_gradients_match_hf(name):
+    cfg = preset(PRESET[name], **TINY[name])
+    reference = hf_model(cfg).train()
+    ours = build_decoder(cfg).train()
+    ours.load_state_dict(family(cfg.family).from_hf(reference.state_dict(), cfg))
+    ids = torch.randint(0, cfg.vocab_size, (3, 20), generator=torch.Generator().manual_seed(4))
+    reference(ids, labels=ids).loss.backward()
+    logits = ours(ids)[:, :-1]
+    torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1)).backward()
+    expected = family(cfg.family).from_hf({n: p.grad for n, p in reference.named_parameters()}, cfg)
+    for n, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, expected[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmlab.modules.kv_cache import LayerKV
-from lmlab.modules.positions import apply_rotary
+from lmlab.modules.fused_rope import fused_rotary
 
 
 def attend(
@@ -80,13 +80,11 @@ class SelfAttention(nn.Module):
                 rope: tuple[torch.Tensor, torch.Tensor] | None = None,
                 kv_cache: LayerKV | None = None) -> torch.Tensor:
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).split(
-            [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim], dim=-1)
-        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
-        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        qkv = self.qkv(x).view(B, T, self.n_heads + 2 * self.n_kv_heads, self.head_dim).transpose(1, 2)
+        qk, v = qkv.split([self.n_heads + self.n_kv_heads, self.n_kv_heads], dim=1)  # (B, H + H_kv, T, D), (B, H_kv, T, D)
         if rope is not None:
-            q, k = apply_rotary(q, rope), apply_rotary(k, rope)
+            qk = fused_rotary(qk, rope)  # queries and keys in one op
+        q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)  # (B, H, T, D), (B, H_kv, T, D)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
         # without a mask: causal over a full pass; a single new token sees every cached key

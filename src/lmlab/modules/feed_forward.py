@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmlab.modules.fused_swiglu import fused_swiglu
+
 
 class GeluMLP(nn.Module):
     """W2 gelu(W1 x + b1) + b2. GPT-2 uses the tanh approximation of GELU."""
@@ -22,7 +24,8 @@ class GeluMLP(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """W_down (silu(W_gate x) * W_up x). Gate and up share one matmul (stacked, gate first)."""
+    """W_down (silu(W_gate x) * W_up x). Gate and up share one matmul (stacked, gate first); the
+    gated product is one autograd op (fused_swiglu.py)."""
 
     def __init__(self, d_model: int, d_ff: int, bias: bool = False):
         super().__init__()
@@ -30,8 +33,7 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
-        return self.down(F.silu(gate) * up)
+        return self.down(fused_swiglu(self.gate_up(x)))  # (B, T, 2 d_ff) -> (B, T, d_ff) -> (B, T, C)
 
 
 ACTIVATIONS = {
