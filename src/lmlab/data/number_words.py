@@ -8,9 +8,12 @@ Forms vary in the British "and" (kept or dropped) and in a capital first letter;
 one answer. Splits are by number: a test number never appears in training, in any form.
 
 The same words make a text corpus (`number_corpus`): short documents of sentences about counts
-of things, each number written out *or* in digits, never both, so the corpus teaches the words
-and the digits of numbers but not the mapping between them. Pre-training on it (T5 span
-corruption, BART denoising) is the "own objective" stage of the `seq2seq-pretraining` experiment.
+of things, each count written out or in digits. By default a sentence never holds both, so the
+corpus teaches the words and the digits of numbers but not the mapping between them; with
+`paired` > 0 that share of sentences writes a number both ways, as cheques and forms do
+("a cheque for 312 (three hundred and twelve) pounds"), and `exclude` keeps chosen numbers (a
+task's held-out ones) out of the corpus entirely. Pre-training on it (T5 span corruption, BART
+denoising) is the "own objective" stage of the `seq2seq-pretraining` experiment.
 """
 
 import random
@@ -85,18 +88,36 @@ TEMPLATES = [
 ]
 
 
-def number_sentence(rng: random.Random, max_number: int = MAX_NUMBER) -> str:
-    """A sentence about a count of things; the count (0..max_number) is written out or in digits, half and half."""
+PAIRED_TEMPLATES = [
+    "{name} wrote a cheque for {digits} ({words}) pounds.",
+    "The form said {words} {things}, in figures {digits}.",
+    "{name} read the number {digits} aloud as {words}.",
+    "The {place} ordered {digits} {things}; the letter spelled it out: {words}.",
+]
+
+
+def number_sentence(rng: random.Random, max_number: int = MAX_NUMBER, paired: float = 0.0,
+                    exclude: frozenset[int] = frozenset()) -> str:
+    """A sentence about a count of things (0..max_number, never one of `exclude`): with probability
+    `paired` written both in digits and in words, else one of the two, half and half."""
     n = rng.randint(0, max_number)
-    written = number_words(n, british_and=rng.random() < 0.7) if rng.random() < 0.5 else str(n)
-    sentence = rng.choice(TEMPLATES).format(name=rng.choice(NAMES), n=written, things=rng.choice(THINGS),
-                                            place=rng.choice(PLACES))
+    while n in exclude:
+        n = rng.randint(0, max_number)
+    words = number_words(n, british_and=rng.random() < 0.7)
+    fill = {"name": rng.choice(NAMES), "things": rng.choice(THINGS), "place": rng.choice(PLACES)}
+    if rng.random() < paired:
+        sentence = rng.choice(PAIRED_TEMPLATES).format(digits=n, words=words, **fill)
+    else:
+        sentence = rng.choice(TEMPLATES).format(n=words if rng.random() < 0.5 else str(n), **fill)
     return sentence[0].upper() + sentence[1:]
 
 
 def number_corpus(n_documents: int, seed: int = 0, sentences: tuple[int, int] = (3, 8),
-                  max_number: int = MAX_NUMBER) -> list[str]:
+                  max_number: int = MAX_NUMBER, paired: float = 0.0, exclude: frozenset[int] = frozenset()
+                  ) -> list[str]:
     """`n_documents` documents of `sentences` (min, max) sentences each from `number_sentence`."""
+    if len(exclude) > max_number // 2:
+        raise LmlabError(f"excluding {len(exclude)} of the {max_number + 1} numbers leaves too few to write about")
     rng = random.Random(seed)
-    return [" ".join(number_sentence(rng, max_number) for _ in range(rng.randint(*sentences)))
+    return [" ".join(number_sentence(rng, max_number, paired, exclude) for _ in range(rng.randint(*sentences)))
             for _ in range(n_documents)]

@@ -30,11 +30,14 @@ N_BYTES = 256
 MIN_VOCAB_SIZE = N_BYTES + len(SPECIAL_TOKENS) + 1  # every byte, the specials, one merge
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = SPECIAL_TOKENS) -> Tokenizer:
+def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = SPECIAL_TOKENS,
+              split_digits: bool = False) -> Tokenizer:
     """Train a byte-level BPE tokenizer with `vocab_size` tokens (bytes + specials + merges).
 
     `special_tokens` take ids 0, 1, … in order (encoder-decoders pass their own: T5's sentinels,
-    BART's <mask>). The vocabulary can end up smaller when the texts have fewer distinct pairs to merge.
+    BART's <mask>). `split_digits` keeps every digit a token of its own (as Llama does), so that a
+    number is read and written digit by digit. The vocabulary can end up smaller when the texts
+    have fewer distinct pairs to merge.
     """
     if vocab_size < N_BYTES + len(special_tokens) + 1:
         raise LmlabError(
@@ -42,7 +45,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
             f"({N_BYTES} bytes + {len(special_tokens)} special tokens + 1 merge)"
         )
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                               if split_digits else byte_level)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
