@@ -1,7 +1,12 @@
 """`lmlab experiment`: experiments from the course, run end to end. `vanishing-gradients`: how the
-gradient of the loss with respect to inputs k steps back decays in an Elman RNN, an LSTM and a GRU."""
+gradient of the loss with respect to inputs k steps back decays in an Elman RNN, an LSTM and a GRU.
+`seq2seq-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
+the same models fine-tuned from scratch."""
 
 from lmlab.data.corpora import EMBEDDED
+from lmlab.data.seq2seq_tasks import TASKS
+from lmlab.recipes import seq2seq_pretraining
+from lmlab.recipes.seq2seq_pretraining import PretrainingExperimentSettings
 from lmlab.recipes.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
 
 
@@ -23,6 +28,38 @@ def add_parser(subparsers) -> None:
     vg.add_argument("--vocab-size", type=int, default=d.vocab_size, help=f"BPE vocabulary (default {d.vocab_size})")
     vg.add_argument("--seed", type=int, default=d.seed, help=f"initial weights and measured sequences (default {d.seed})")
     vg.set_defaults(run=run_vanishing_gradients)
+    _add_seq2seq_pretraining(sub)
+
+
+def _add_seq2seq_pretraining(sub) -> None:
+    d = PretrainingExperimentSettings()
+    sp = sub.add_parser("seq2seq-pretraining",
+                        help="T5 and BART: pre-trained with their own objective vs from scratch (table, JSON, PNG)",
+                        description="Pre-train each preset on --corpus with its own objective (T5: span corruption, "
+                                    "BART: denoising), fine-tune it on a generated task, and fine-tune the same "
+                                    "network from scratch with the same steps, pairs and tokenizer; report test "
+                                    "sequence accuracy and write seq2seq_pretraining.json, .md and .png to --out.")
+    sp.add_argument("--out", required=True, help="a new directory for the results (and the training runs)")
+    sp.add_argument("--presets", nargs="+", default=list(d.presets), metavar="PRESET",
+                    help=f"encoder-decoder presets (default: {' '.join(d.presets)})")
+    sp.add_argument("--corpus", default=d.corpus,
+                    help="pre-training text: 'numbers' (default: generated sentences about counts, written out or in "
+                         "digits, --paired of them both ways, never a validation or test number), a file, a "
+                         f"directory, or one of {list(EMBEDDED)}")
+    sp.add_argument("--task", default=d.task, choices=list(TASKS), help=f"the fine-tuning task (default {d.task})")
+    for name, help_text in (("pretrain_steps", "pre-training steps"), ("finetune_steps", "fine-tuning steps"),
+                            ("train_pairs", "fine-tuning pairs"), ("val_pairs", "validation pairs"),
+                            ("test_pairs", "test pairs"),
+                            ("eval_every", "fine-tuning steps between validation accuracies"),
+                            ("vocab_size", "BPE vocabulary"), ("block_size", "tokens per pre-training chunk"),
+                            ("seed", "weights, data and splits")):
+        sp.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
+                        help=f"{help_text} (default {getattr(d, name)})")
+    for name, help_text in (("pretrain_lr", "pre-training learning rate"), ("finetune_lr", "fine-tuning learning rate"),
+                            ("paired", "share of the generated corpus's sentences that write a number both ways")):
+        sp.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), metavar="X",
+                        help=f"{help_text} (default {getattr(d, name)})")
+    sp.set_defaults(run=run_seq2seq_pretraining)
 
 
 def run_vanishing_gradients(args) -> None:
@@ -31,3 +68,11 @@ def run_vanishing_gradients(args) -> None:
     results = vanishing_gradients(args.out, args.data, settings)
     print(results_table(results), end="")
     print(f"written: {args.out}/vanishing_gradients.json, .md, .png")
+
+
+def run_seq2seq_pretraining(args) -> None:
+    fields = {f for f in PretrainingExperimentSettings.__dataclass_fields__ if hasattr(args, f)}
+    settings = PretrainingExperimentSettings(**{f: getattr(args, f) for f in fields})
+    report = seq2seq_pretraining.seq2seq_pretraining(args.out, settings)
+    print(seq2seq_pretraining.results_table(report), end="")
+    print(f"written: {args.out}/seq2seq_pretraining.json, .md, .png")

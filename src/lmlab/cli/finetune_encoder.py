@@ -1,12 +1,14 @@
-"""`lmlab finetune`: fine-tune a BERT encoder with a task head (classify, pair, regress, tag, qa, choice).
+"""`lmlab finetune`: fine-tune a BERT encoder with a task head (classify, pair, regress, tag, qa, choice),
+or an encoder-decoder on source/target pairs (`--task seq2seq`, in `cli.finetune_seq2seq`).
 
-(The decoder fine-tuning commands are sft, reward, dpo and ppo; this one is for encoders.)
+(The decoder fine-tuning commands are sft, reward, dpo and ppo.)
 """
 
 import argparse
 import sys
 import warnings
 
+from lmlab.cli import finetune_seq2seq
 from lmlab.cli.train import _add_fields, _set_fields
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
@@ -25,20 +27,22 @@ COLUMNS_HELP = """expected columns (CSV with a header line, or JSONL objects; re
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a BERT encoder on a task (classify, pair, regress, tag, qa, choice)",
+        "finetune", help="fine-tune a BERT encoder on a task (classify, pair, regress, tag, qa, choice) or an "
+                         "encoder-decoder on source/target pairs (seq2seq)",
         description="Fine-tune a BERT encoder with a task head: AdamW, linear warmup and decay, evaluation after "
                     "each epoch, early stopping on the task's metric; the best model is kept in OUT/model.",
-        epilog=COLUMNS_HELP + "\nexamples:\n"
+        epilog=COLUMNS_HELP + finetune_seq2seq.PAIRS_HELP + "\n\nexamples:\n"
                "  lmlab finetune --model all-minilm-l6-v2 --task classify --train sentiment --out runs/sst\n"
                "  lmlab finetune --model bert-tiny --task classify --train sentiment --out runs/scratch "
                "--lr 5e-4 --epochs 8\n"
-               "  lmlab finetune --model runs/mlm --task tag --train ner.jsonl --eval ner-dev.jsonl --out runs/ner",
+               "  lmlab finetune --model runs/mlm --task tag --train ner.jsonl --eval ner-dev.jsonl --out runs/ner\n"
+               "  lmlab finetune --task seq2seq --model t5-tiny --train numbers --out runs/numbers",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True,
                    help=f"encoder to start from: a preset trained from scratch ({', '.join(ENCODER_PRESETS)}), a zoo "
                         f"name ({', '.join(n for n in zoo.ZOO if 'minilm' in n)}), an HF BERT directory or an "
                         "lmlab run directory")
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--task", required=True, choices=[*TASKS, finetune_seq2seq.TASK])
     p.add_argument("--train", required=True,
                    help=f"training data: a CSV/JSONL file, or an embedded task: {', '.join(EMBEDDED_TASKS)}")
     p.add_argument("--eval", help="evaluation data (default: the embedded task's own, or part of --train)")
@@ -51,10 +55,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     _add_fields(p.add_argument_group("fine-tuning settings (unset ones keep their defaults)"), EncoderFinetuneConfig)
+    finetune_seq2seq.add_seq2seq_flags(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
+    if args.task == finetune_seq2seq.TASK:
+        return finetune_seq2seq.run(args)
+    finetune_seq2seq.refuse_flags(args, finetune_seq2seq.SEQ2SEQ_ONLY, args.task)
     default = DEFAULT_COLUMNS[args.task]
     columns = Columns(args.text_column or default.text, args.pair_column or default.pair,
                       args.label_column or default.label)

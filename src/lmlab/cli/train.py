@@ -9,9 +9,11 @@ import typing
 from lmlab.cli import ngram, train_neural
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train_result import print_result
+from lmlab.cli.train_seq2seq import run_encoder_decoder
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
 from lmlab.recipes.pretrain import pretrain
 
 
@@ -46,7 +48,8 @@ def add_parser(subparsers) -> None:
                                           "has a flag; unset ones keep the preset's / default value.")
     p.add_argument("--arch", choices=list(ARCHS), default="transformer",
                    help="model architecture (default transformer: a --model preset)")
-    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}; encoder: {', '.join(ENCODER_PRESETS)}")
+    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}; encoder: {', '.join(ENCODER_PRESETS)}; "
+                                   f"encoder-decoder: {', '.join(ENCODER_DECODER_PRESETS)}")
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE, or for an encoder "
@@ -74,6 +77,8 @@ def run_transformer(args) -> None:
         raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
     if args.model in ENCODER_PRESETS:
         return run_encoder(args)
+    if args.model in ENCODER_DECODER_PRESETS:
+        return run_encoder_decoder(args)
     if any(getattr(args, name) is not None for name in ENCODER_FLAGS):
         raise LmlabError(f"--objective, --whole-word-masking, --masking, --embedding-size and --generator-divisor "
                          f"apply to encoder presets ({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; "

@@ -7,17 +7,19 @@ import dataclasses
 from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig, encoder_preset
 from lmlab.errors import LmlabError
 from lmlab.recipes.pretrain_encoder import FAMILY_OBJECTIVES, pretrain_encoder
+from lmlab.recipes.pretrain_seq2seq import OBJECTIVES as SEQ2SEQ_OBJECTIVES
 
 ENCODER_FLAGS = ("objective", "whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
-OBJECTIVES = sorted({o for objectives in FAMILY_OBJECTIVES.values() for o in objectives})
+OBJECTIVES = sorted({o for objectives in FAMILY_OBJECTIVES.values() for o in objectives}) + list(SEQ2SEQ_OBJECTIVES)
 
 
 def add_encoder_flags(p) -> None:
     """--objective, --whole-word-masking, --masking and the encoder-only model settings."""
     group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(ENCODER_PRESETS) + ")")
     group.add_argument("--objective", choices=OBJECTIVES,
-                       help="mlm, mlm+nsp (BERT), mlm+sop (ALBERT), span (SpanBERT), rtd (ELECTRA); "
-                            "default: the preset's own")
+                       help="mlm, mlm+nsp (BERT), mlm+sop (ALBERT), span (SpanBERT), rtd (ELECTRA); encoder-"
+                            "decoders: span_corruption (T5), denoising (BART), gap_sentences (Pegasus); default: the "
+                            "preset's own")
     group.add_argument("--whole-word-masking", action="store_true", default=None, help="mask whole words, never single pieces")
     group.add_argument("--masking", choices=["static", "dynamic"],
                        help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")

@@ -2,6 +2,7 @@
 
 from lmlab.data.analogies import analogy_corpus
 from lmlab.data.markov import markov_corpus
+from lmlab.data.number_words import number_corpus
 from lmlab.data.sources import read_texts
 from lmlab.data.stdlib import stdlib_texts
 
@@ -9,10 +10,12 @@ EMBEDDED = {
     "markov": "text sampled from a Markov chain over made-up words; its true entropy is known exactly",
     "stdlib": "the Python standard library's own source files (real text every Python install carries)",
     "analogies": "sentences from a grammar of countries, capitals, roles, plurals and tenses; word analogies hold",
+    "numbers": "sentences about counts of things, each number written out in words or in digits (never both)",
 }
 MARKOV_TRAIN_DOCS = 20000
 MARKOV_TRAIN_SEED = 0
 ANALOGY_TRAIN_SENTENCES = 60000
+NUMBER_DOCS = 4000
 
 
 def load_corpus(data: str) -> list[str]:
@@ -21,6 +24,8 @@ def load_corpus(data: str) -> list[str]:
         return markov_corpus(MARKOV_TRAIN_DOCS, seed=MARKOV_TRAIN_SEED)[0]
     if data == "analogies":
         return analogy_corpus(ANALOGY_TRAIN_SENTENCES, seed=0)
+    if data == "numbers":
+        return number_corpus(NUMBER_DOCS, seed=0)
     if data == "stdlib":
         return stdlib_texts()
     return read_texts(data)

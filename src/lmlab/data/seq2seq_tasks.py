@@ -2,10 +2,11 @@
 
 from lmlab.data.dates import date_task
 from lmlab.data.digits import reverse_task
+from lmlab.data.number_words import number_task
 from lmlab.data.pairs import PairSplits, TaskSizes
 from lmlab.errors import LmlabError
 
-TASKS = {"dates": date_task, "reverse": reverse_task}
+TASKS = {"dates": date_task, "reverse": reverse_task, "numbers": number_task}
 
 
 def make_task(name: str, seed: int = 0, sizes: TaskSizes = TaskSizes()) -> PairSplits:

@@ -11,7 +11,7 @@ plain text instead, and decode with `skip_special_tokens=False` to get such text
 """
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -30,22 +30,28 @@ N_BYTES = 256
 MIN_VOCAB_SIZE = N_BYTES + len(SPECIAL_TOKENS) + 1  # every byte, the specials, one merge
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
+def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = SPECIAL_TOKENS,
+              split_digits: bool = False) -> Tokenizer:
     """Train a byte-level BPE tokenizer with `vocab_size` tokens (bytes + specials + merges).
 
-    The vocabulary can end up smaller when the texts have fewer distinct pairs to merge.
+    `special_tokens` take ids 0, 1, … in order (encoder-decoders pass their own: T5's sentinels,
+    BART's <mask>). `split_digits` keeps every digit a token of its own (as Llama does), so that a
+    number is read and written digit by digit. The vocabulary can end up smaller when the texts
+    have fewer distinct pairs to merge.
     """
-    if vocab_size < MIN_VOCAB_SIZE:
+    if vocab_size < N_BYTES + len(special_tokens) + 1:
         raise LmlabError(
-            f"vocab size {vocab_size} is too small; byte-level BPE needs at least {MIN_VOCAB_SIZE} "
-            f"({N_BYTES} bytes + {len(SPECIAL_TOKENS)} special tokens + 1 merge)"
+            f"vocab size {vocab_size} is too small; byte-level BPE needs at least {N_BYTES + len(special_tokens) + 1} "
+            f"({N_BYTES} bytes + {len(special_tokens)} special tokens + 1 merge)"
         )
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                               if split_digits else byte_level)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, seen or not
         show_progress=False,
     )

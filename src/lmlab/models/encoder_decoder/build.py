@@ -66,6 +66,8 @@ def build_encoder_decoder(cfg: EncoderDecoderConfig) -> EncoderDecoder:
     model = EncoderDecoder(cfg, shared, encoder, decoder, nn.Linear(cfg.d_model, cfg.vocab_size, bias=False))
     if shared.weight.device.type != "meta":  # a meta model is built to receive loaded weights
         _init_weights(model)
+        if cfg.family == "t5":
+            _init_t5_weights(model)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight
     return model
@@ -84,3 +86,24 @@ def _init_weights(model: EncoderDecoder) -> None:
             module.weight.fill_(1.0)
             if getattr(module, "bias", None) is not None:
                 module.bias.zero_()
+
+
+@torch.no_grad()
+def _init_t5_weights(model: EncoderDecoder) -> None:
+    """T5's initialisation: embeddings N(0, 1); a linear layer reading n inputs N(0, 1/n), except the
+    queries, N(0, 1/(d_model * head_dim)), which stand in for the missing 1/sqrt(head_dim) of the
+    scores; position bias tables N(0, 1/d_model)."""
+    cfg = model.config
+    inner = cfg.n_heads * cfg.attention_head_dim
+    model.shared.weight.normal_(0.0, 1.0)
+    if not cfg.tie_embeddings:
+        model.lm_head.weight.normal_(0.0, 1.0)
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module is not model.lm_head:
+            module.weight.normal_(0.0, module.in_features ** -0.5)
+    for name, module in model.named_modules():
+        if name.endswith("attention"):  # queries: the first `inner` rows of qkv, or q
+            query = module.qkv.weight[:inner] if hasattr(module, "qkv") else module.q.weight
+            query.normal_(0.0, (cfg.d_model * cfg.attention_head_dim) ** -0.5)
+        elif name.endswith("position_bias"):
+            module.table.weight.normal_(0.0, cfg.d_model ** -0.5)

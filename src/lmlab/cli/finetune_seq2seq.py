@@ -1,0 +1,65 @@
+"""`lmlab finetune --task seq2seq`: fine-tune an encoder-decoder (T5, BART, the original Transformer)
+on (source, target) pairs. `cli.finetune_encoder` owns the command; it adds these flags and hands
+`--task seq2seq` to `run`. Flags of one kind of task given to the other are refused in one line."""
+
+import dataclasses
+import sys
+import warnings
+
+from lmlab.cli.train import _add_fields, _set_fields
+from lmlab.data.seq2seq_tasks import TASKS
+from lmlab.errors import LmlabError
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
+from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
+
+TASK = "seq2seq"
+PAIRS_HELP = (f"--task {TASK}: --train is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
+              f"in code: {', '.join(TASKS)} (written-out numbers -> digits); --model an encoder-decoder preset "
+              f"({', '.join(ENCODER_DECODER_PRESETS)}), trained from scratch, or a T5 / BART / Marian directory")
+ENCODER_ONLY = sorted({f.name for f in dataclasses.fields(EncoderFinetuneConfig)}
+                      - {f.name for f in dataclasses.fields(Seq2SeqFinetuneConfig)}
+                      | {"text_column", "pair_column", "label_column"})
+SEQ2SEQ_ONLY = sorted({f.name for f in dataclasses.fields(Seq2SeqFinetuneConfig)}
+                      - {f.name for f in dataclasses.fields(EncoderFinetuneConfig)})
+
+
+def add_seq2seq_flags(p) -> None:
+    """One flag per `Seq2SeqFinetuneConfig` field that the encoder tasks do not already have."""
+    group = p.add_argument_group(f"sequence-to-sequence settings (--task {TASK} only)")
+    shared = {f.name for f in dataclasses.fields(EncoderFinetuneConfig)}
+    _add_fields(group, Seq2SeqFinetuneConfig, skip=shared)
+
+
+def refuse_flags(args, names: list[str], task: str) -> None:
+    """One error line naming the flags among `names` that were given but `--task task` does not use."""
+    given = [name for name in names if getattr(args, name, None) is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        verb, pronoun = ("does", "it") if len(given) == 1 else ("do", "them")
+        raise LmlabError(f"{flags} {verb} not apply to --task {task}; drop {pronoun}")
+
+
+def run(args) -> None:
+    """Fine-tune `args.model` on the pairs of `args.train` and print how it went."""
+    refuse_flags(args, ENCODER_ONLY, TASK)
+    cfg = Seq2SeqFinetuneConfig(**_set_fields(args, Seq2SeqFinetuneConfig))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _one_line_warning
+        result = finetune_seq2seq(args.model, args.train, args.out, args.eval, cfg, args.tokenizer, args.resume,
+                                  args.stop_after, args.device)
+    if not result.finished:
+        print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
+              f"Continue with: lmlab finetune --task {TASK} … --out {args.out} --resume")
+        return
+    print(f"done: {result.step} steps")
+    for name, label in (("val_loss", "validation loss"), ("val_seq_acc", "validation sequence accuracy")):
+        print(f"  {label}: {result.before[name]:.3f} -> {result.after[name]:.3f}")
+    if result.test:
+        print(f"  test sequence accuracy: {result.test['test_seq_acc']:.3f} ({result.test['test_n']} pairs, greedy)")
+    print(f"model saved to {result.model_dir} (load it with lmlab.io.encoder_decoder.load_encoder_decoder)")
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"lmlab: warning: {message}", file=sys.stderr)

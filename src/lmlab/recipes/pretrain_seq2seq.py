@@ -1,0 +1,198 @@
+"""Pre-training an encoder-decoder (T5, BART, the original Transformer) on raw text with a
+denoising objective: the encoder reads corrupted text, the decoder writes what was lost.
+
+Read top to bottom: documents -> a byte-level BPE with the family's special tokens and the ones
+the objective writes (T5's sentinels, BART's <mask>) -> token ids cut into chunks of whole
+sentences of at most `block_size` tokens -> for each step a batch of chunks, each corrupted by the
+objective into (inputs, targets) -> teacher-forced cross-entropy -> AdamW steps with checkpoints
+that resume exactly (`training.loop`) -> the model directory (`save_encoder_decoder`).
+
+The objectives (`lmlab.objectives`), each the default of one family:
+    span_corruption  (T5)     15 % of the tokens in spans of mean length 3, each span replaced by a
+                              sentinel; the target lists the sentinels and their spans
+    denoising        (BART)   sentences permuted, then 30 % of the tokens in Poisson(3) spans each
+                              replaced by one <mask>; the target is the clean chunk
+    gap_sentences    (Pegasus) the sentences that overlap most with the rest replaced by <mask>; the
+                              target is those sentences
+
+Every random choice is a function of the seed and the step (or, for held-out chunks, the chunk):
+a run stopped at step k and resumed trains on the same batches as one that never stopped.
+"""
+
+import dataclasses
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from lmlab.config import TrainConfig
+from lmlab.data.corpora import load_corpus
+from lmlab.errors import LmlabError
+from lmlab.io.encoder_decoder import save_encoder_decoder
+from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
+from lmlab.objectives.denoising import bart_default_noise, bart_denoising
+from lmlab.objectives.gap_sentences import gap_sentences
+from lmlab.objectives.sentences import split_sentences
+from lmlab.objectives.span_corruption import span_corruption, t5_sentinel_tokens
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
+from lmlab.tokenizers.seq2seq import EOS, MASK, PAD, train_seq2seq_bpe
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.device import pick_device
+from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
+from lmlab.training.finetune import batch_indices, split_examples
+from lmlab.training.loop import evaluated, measured, run_steps, start_session
+
+FAMILY_OBJECTIVE = {"t5": "span_corruption", "bart": "denoising", "transformer": "denoising"}  # the defaults
+OBJECTIVE_TOKENS = {"span_corruption": tuple(t5_sentinel_tokens()), "denoising": (MASK,), "gap_sentences": (MASK,)}
+OBJECTIVES = tuple(OBJECTIVE_TOKENS)
+DEFAULT_BLOCK = 128  # tokens per chunk unless --block-size says otherwise
+SENTENCE_ENDS = (".", "!", "?", "\n")  # tokens that end a sentence
+GAP_RATIO = 0.3  # gap sentences: the share of a chunk's sentences masked (Pegasus: 30 %)
+
+
+@dataclass(frozen=True)
+class Seq2SeqPretrainResult:
+    """How a pre-training session ended, and its held-out loss before and after."""
+
+    step: int
+    finished: bool  # False when it stopped early (stop_after, Ctrl-C): resume to finish
+    model_dir: Path | None
+    before: dict  # val_loss at step 0
+    after: dict  # val_loss at the last step
+
+    @property
+    def val_loss(self) -> float | None:
+        return self.after.get("val_loss")
+
+
+def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, data: str, out: str | Path,
+                     objective: str | None = None, tokenizer: str | Path | None = None, resume: bool = False,
+                     stop_after: int | None = None, device: str = "auto",
+                     show_progress: bool = True) -> Seq2SeqPretrainResult:
+    """Pre-train an encoder-decoder of shape `model_cfg` on `data` (a path or an embedded corpus)
+    into the run directory `out` with `objective` (default: the family's own, FAMILY_OBJECTIVE).
+
+    `tokenizer` is a tokenizer.json or its directory holding the objective's special tokens;
+    without one, a BPE of the preset's vocabulary size is trained on the data. `stop_after` ends
+    this session after that many steps with a checkpoint (so does Ctrl-C); `resume=True` goes on.
+    """
+    objective = objective or FAMILY_OBJECTIVE[model_cfg.family]
+    if objective not in OBJECTIVES:
+        raise LmlabError(f"objective '{objective}' is unknown for an encoder-decoder; choose one of: "
+                         f"{', '.join(OBJECTIVES)}")
+    _check_train_config(train_cfg)
+    out = Path(out)
+    ckpt = resume_checkpoint(out, resume)
+
+    # 1. Text and tokenizer (the run's own tokenizer.json when resuming).
+    texts = load_corpus(data)
+    tok = _tokenizer(out / TOKENIZER_FILE if ckpt is not None else tokenizer, texts, model_cfg, objective)
+    cfg = fit_to_tokenizer(model_cfg, tok)
+    block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_source_length - 1, cfg.max_target_length - 1)
+    if not 8 <= block < min(cfg.max_source_length, cfg.max_target_length):
+        raise LmlabError(f"block_size={block} must be at least 8 and below the model's {cfg.max_source_length} "
+                         f"source and {cfg.max_target_length} target tokens; change --block-size")
+
+    # 2. Chunks of whole sentences; a held-out part; the objective as chunk -> (inputs, targets).
+    sentence_ends = {i for i in (tok.token_to_id(t) for t in SENTENCE_ENDS) if i is not None}
+    chunks = [c for text in texts for c in sentence_chunks(tok.encode(text, add_special_tokens=False).ids,
+                                                             sentence_ends, block)]
+    train, val = split_examples(chunks, train_cfg.val_fraction, train_cfg.seed)
+    val = val[:train_cfg.eval_batches * train_cfg.batch_size]
+    corrupt = objective_pairs(objective, tok, cfg, sentence_ends)
+
+    # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
+    dev = pick_device(device)
+    torch.manual_seed(train_cfg.seed)
+    model = build_encoder_decoder(cfg).to(dev)
+    settings = {"recipe": f"{cfg.family} {objective}", "base_model": None, "base_fingerprint": None,
+                "model": dataclasses.asdict(cfg), "objective": objective, "data": data,
+                "data_key": _data_key(chunks), "block_size": block} | dataclasses.asdict(train_cfg)
+    if ckpt is None:
+        save_tokenizer(tok, out)
+    session = start_session(out, model, train_cfg, settings, ckpt)
+
+    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+        rows = batch_indices(len(train), train_cfg.batch_size, step, train_cfg.seed)
+        pairs = [corrupt(train[i], random.Random(f"{train_cfg.seed}:{step}:{k}")) for k, i in enumerate(rows)]
+        return teacher_forced_loss(model, pairs), {}
+
+    def validate() -> dict:  # the same corruption of each held-out chunk at every evaluation
+        pairs = [corrupt(chunk, random.Random(f"{train_cfg.seed}:val:{k}")) for k, chunk in enumerate(val)]
+        return {"val_loss": mean_loss(model, pairs, train_cfg.batch_size)}
+
+    if not session.resumed and val:
+        session.metrics.write(step=0, **evaluated(model, validate))
+    finished = run_steps(session, step_loss, validate if val else None, stop_after, show_progress,
+                         ylabel="loss (nats/token)")
+    model_dir = save_encoder_decoder(model, tok, out / "model") if finished else None
+    before, after = measured(session)
+    return Seq2SeqPretrainResult(session.step, finished, model_dir, before, after)
+
+
+def sentence_chunks(tokens: list[int], sentence_ends: set[int], block: int) -> list[list[int]]:
+    """`tokens` cut into chunks of whole sentences of at most `block` tokens (a longer sentence is cut
+    into pieces of `block`); chunks under 8 tokens carry too little to corrupt and are dropped."""
+    chunks, current = [], []
+    for sentence in split_sentences(tokens, sentence_ends):
+        for start in range(0, len(sentence), block):
+            piece = sentence[start:start + block]
+            if len(current) + len(piece) > block:
+                chunks.append(current)
+                current = []
+            current = current + piece
+    chunks.append(current)
+    return [c for c in chunks if len(c) >= 8]
+
+
+def objective_pairs(objective: str, tok: Tokenizer, cfg: EncoderDecoderConfig,
+                    sentence_ends: set[int]) -> Callable[[list[int], random.Random], IdPair]:
+    """corrupt(chunk, rng) -> (inputs, targets), each ending with </s>, for `objective`."""
+    sentinels = [tok.token_to_id(t) for t in OBJECTIVE_TOKENS["span_corruption"]]
+    mask = tok.token_to_id(MASK)
+    noise = bart_default_noise(mask, sentence_ends) if objective == "denoising" else None
+
+    def corrupt(chunk: list[int], rng: random.Random) -> IdPair:
+        if objective == "span_corruption":
+            inputs, targets = span_corruption(chunk, sentinels, rng)
+        elif objective == "denoising":
+            inputs, targets = bart_denoising(chunk, rng, noise)
+        else:
+            inputs, targets = gap_sentences(split_sentences(chunk, sentence_ends), mask, GAP_RATIO)
+        # text infilling may insert a few <mask>s: the input is cut to what the encoder reads
+        return inputs[:cfg.max_source_length - 1] + [cfg.eos_id], targets + [cfg.eos_id]
+    return corrupt
+
+
+def _tokenizer(path: str | Path | None, texts: list[str], cfg: EncoderDecoderConfig, objective: str) -> Tokenizer:
+    """The tokenizer at `path`, or a BPE of the preset's size trained on `texts`; it must hold
+    <pad>, </s> and the tokens the objective writes."""
+    needed = (PAD, EOS, *OBJECTIVE_TOKENS[objective])
+    tok = load_tokenizer(path) if path is not None else train_seq2seq_bpe(texts, cfg.vocab_size, cfg.family, needed)
+    missing = [t for t in needed if tok.token_to_id(t) is None]
+    if missing:
+        shown = missing if len(missing) < 4 else [*missing[:3], "…"]
+        raise LmlabError(f"tokenizer '{path}' lacks {len(missing)} token(s) {objective} needs ({', '.join(shown)}); "
+                         "leave out --tokenizer to train one with them")
+    return tok
+
+
+def _check_train_config(cfg: TrainConfig) -> None:
+    unsupported = {"grad_accum": 1, "bf16": False, "compile": False}
+    for name, value in unsupported.items():
+        if getattr(cfg, name) != value:
+            raise LmlabError(f"{name}={getattr(cfg, name)} is not supported by encoder-decoder pre-training; drop it")
+
+
+def _data_key(chunks: list[list[int]]) -> str:
+    """A short hash of the chunks' token ids: a resumed run must train on the same data."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(np.asarray([len(chunk), *chunk], dtype=np.int64).tobytes())
+    return digest.hexdigest()[:16]
