@@ -219,7 +219,6 @@ def main() -> None:
                             "lmlab_tokens_per_s": medians["lmlab"], "hf_tokens_per_s": medians["hf"],
                             "speedup_vs_hf": medians["lmlab"] / medians["hf"],
                             "round_ratios": numbers["ratios"], "rounds_tokens_per_s": numbers["rates"]})
-        del models, trainers
 
     print(f"device {device} ({device_name(device)}), {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, fp32; train: batch {args.batch_size} x (source "
