@@ -49,7 +49,7 @@ from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from machine import device_name, downloaded  # benchmarks/machine.py
+from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "encoders.json"
 BERT_SMALL = EncoderConfig(vocab_size=30522, context_length=512, n_layers=4, n_heads=8, d_model=512, d_ff=2048,
@@ -83,11 +83,6 @@ def mixed_sentences(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     rng.shuffle(sentences)
     return sentences[:n]
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def timed(fn, device: torch.device) -> float:

@@ -43,7 +43,7 @@ from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
 from lmlab.io.load import load
 
-from machine import device_name, downloaded  # benchmarks/machine.py
+from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 MODEL = "smollm2-135m-instruct"
@@ -80,11 +80,6 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.new_tokens, args.prefill_tokens, args.rounds = 8, 64, 1
     return args
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def timed(fn, device: torch.device) -> tuple[float, object]:

@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: the machine they ran on, and the zoo model files they read."""
+"""What the benchmark scripts share: the machine they ran on, waiting for its GPU, and the zoo model files they read."""
 
 import platform
 from pathlib import Path
@@ -6,6 +6,12 @@ from pathlib import Path
 import torch
 
 from lmlab.io import zoo
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the GPU's queued work, so a timer measures it (a CPU runs synchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def device_name(device: torch.device) -> str:

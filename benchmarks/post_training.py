@@ -71,7 +71,7 @@ from lmlab.recipes import dpo as dpo_recipe
 from lmlab.recipes import sft as sft_recipe
 from lmlab.training.finetune import TASK, FinetuneConfig, batch_indices, split_examples
 
-from machine import device_name, downloaded  # benchmarks/machine.py
+from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "post_training.json"
 MODEL = "smollm2-135m-instruct"
@@ -130,11 +130,6 @@ def finetune_config(job: Job) -> FinetuneConfig:
                           block_size=job.max_length, lr=LR, val_fraction=0.0, eval_every=job.steps + 1,
                           checkpoint_every=job.steps + 1, task_size=job.batch_size * job.steps,
                           task_max_operand=99, task_eval_size=1)
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def resident_kb(field: str) -> int:

@@ -39,7 +39,7 @@ from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
 
-from machine import device_name  # benchmarks/machine.py
+from machine import device_name, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "seq2seq.json"
 LR, WEIGHT_DECAY = 3e-4, 0.01
@@ -155,11 +155,6 @@ def hf_generate(model, ids, mask, args) -> list[list[int]]:
                              max_new_tokens=args.new_tokens, min_new_tokens=0, length_penalty=1.0,
                              early_stopping=False, eos_token_id=None, no_repeat_ngram_size=0)
     return out[:, 1:].tolist()
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def timed(fn, repeats: int, device: torch.device) -> float:

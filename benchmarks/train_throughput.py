@@ -43,7 +43,7 @@ from lmlab.objectives.causal_lm import causal_lm
 from lmlab.training.compile import maybe_compile
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from machine import device_name  # benchmarks/machine.py
+from machine import device_name, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "train_throughput.json"
 LR, WEIGHT_DECAY, GRAD_CLIP = 3e-4, 0.1, 1.0
@@ -108,11 +108,6 @@ def training_flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
     n = sum(p.numel() for name, p in model.named_parameters() if name.startswith("blocks.") and p.dim() == 2)
     n += cfg.vocab_size * cfg.d_model
     return 6 * n + 12 * cfg.n_layers * cfg.d_model * seq_len
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, repeats: int = 10) -> float:
