@@ -76,8 +76,8 @@ def with_bias(bias: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return bias.masked_fill(~mask, float("-inf"))
 
 
-class EncoderStack(nn.Module):
-    """input_ids (B, S) -> the memory (B, S, C) the decoder reads; every token sees every real token."""
+class Stack(nn.Module):
+    """The parts both stacks hold: embeddings -> blocks -> final norm (Identity in post-norm models)."""
 
     def __init__(self, embeddings: SequenceEmbeddings, blocks: list[nn.Module], norm: nn.Module,
                  position_bias: nn.Module | None = None):
@@ -86,6 +86,10 @@ class EncoderStack(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.norm = norm
         self.position_bias = position_bias  # T5's RelativePositionBias, shared by every layer
+
+
+class EncoderStack(Stack):
+    """input_ids (B, S) -> the memory (B, S, C) the decoder reads; every token sees every real token."""
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """attention_mask (B, S): 1 on real tokens, 0 on padding."""
@@ -100,21 +104,13 @@ class EncoderStack(nn.Module):
         return self.norm(x)
 
 
-class DecoderStack(nn.Module):
+class DecoderStack(Stack):
     """Target ids (B, T) + the encoder's memory -> hidden states (B, T, C) for the LM head.
 
     With a `kv_cache` the ids are the next T tokens after the cached ones (decoding one at a
     time); `memory` is the encoder output (B, S, C) or, when decoding, each layer's precomputed
     cross-attention keys and values (`memory_kv`), so the memory is projected once per source.
     """
-
-    def __init__(self, embeddings: SequenceEmbeddings, blocks: list[nn.Module], norm: nn.Module,
-                 position_bias: nn.Module | None = None):
-        super().__init__()
-        self.embeddings = embeddings
-        self.blocks = nn.ModuleList(blocks)
-        self.norm = norm
-        self.position_bias = position_bias
 
     def memory_kv(self, memory: torch.Tensor) -> list[MemoryKV]:
         """Every layer's cross-attention keys and values of `memory` (B, S, C)."""
