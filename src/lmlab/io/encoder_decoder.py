@@ -9,7 +9,6 @@ also carries our full config under "lmlab", for choices HF's schema has no field
 config_from_hf, config_to_hf, from_hf and to_hf.
 """
 
-import json
 from pathlib import Path
 from types import ModuleType
 
@@ -17,7 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
-from lmlab.io.hf import read_safetensors, write_hf_dir
+from lmlab.io.hf import read_config_json, read_safetensors, write_hf_dir
 from lmlab.models.bart import convert as bart
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_from_dict, config_to_dict
@@ -97,17 +96,7 @@ def _read_config(path: Path) -> dict:
     if not path.is_dir():
         raise LmlabError(f"encoder-decoder model directory '{path}' not found; pass a directory written by "
                          "save_encoder_decoder or transformers' save_pretrained (config.json + model.safetensors)")
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise LmlabError(f"'{path}' has no config.json; pass a directory written by save_encoder_decoder or "
-                         "transformers' save_pretrained")
-    try:
-        hf = json.loads(config_file.read_text())
-    except json.JSONDecodeError as e:
-        raise LmlabError(f"{config_file} is not valid JSON ({e}); re-export the model") from None
-    if not isinstance(hf, dict):
-        raise LmlabError(f"{config_file} holds no JSON object; re-export the model")
-    return hf
+    return read_config_json(path, "pass a directory written by save_encoder_decoder or transformers' save_pretrained")
 
 
 def _encoder_decoder_type(path: Path, hf: dict) -> str:

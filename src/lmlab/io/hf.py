@@ -42,15 +42,23 @@ def write_hf_dir(directory: str | Path, hf_config: dict, hf_state: dict[str, tor
     return directory
 
 
-def read_hf_config(directory: str | Path) -> ModelConfig:
-    """Our config for the HF model directory `directory`."""
+def read_config_json(directory: str | Path, fix: str) -> dict:
+    """The JSON object in `directory`/config.json; `fix` ends the one-line error when it is missing."""
     path = Path(directory) / "config.json"
     if not path.is_file():
-        raise LmlabError(f"'{directory}' has no config.json; pass a model directory saved by lmlab or transformers")
+        raise LmlabError(f"'{directory}' has no config.json; {fix}")
     try:
         hf = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise LmlabError(f"{path} is not valid JSON ({e}); re-export the model") from None
+    if not isinstance(hf, dict):
+        raise LmlabError(f"{path} holds no JSON object; re-export the model")
+    return hf
+
+
+def read_hf_config(directory: str | Path) -> ModelConfig:
+    """Our config for the HF model directory `directory`."""
+    hf = read_config_json(directory, "pass a model directory saved by lmlab or transformers")
     if "lmlab" in hf:
         return config_from_dict(hf["lmlab"])
     return family(hf.get("model_type", "?")).config_from_hf(hf)
