@@ -4,14 +4,18 @@ For GPT-2 (`gpt2-small`) and Llama (`llama-small`) this builds the lmlab decoder
 with the identical config (`config_to_hf`), copies the weights across so both start equal (and
 checks the first loss agrees), then times full training steps:
 
-  lmlab: exactly the pre-training recipe's step — causal_lm -> model -> cross_entropy -> backward
-         -> clip_grad_norm_ -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule.
-  HF:    what a transformers user writes — model.train(), model(input_ids, labels=input_ids).loss
-         -> backward -> clip_grad_norm_(1.0) -> torch.optim.AdamW (default, foreach) -> zero_grad.
+  lmlab: exactly the pre-training recipe's step — causal_lm -> CausalLMLoss (the model's hidden
+         states, then the LM head and cross-entropy fused in chunks) -> backward -> clip_grad_norm_
+         -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule.
+  HF:    what a transformers user gets — model.train(), model(input_ids, labels=input_ids).loss
+         -> backward -> clip_grad_norm_(1.0) -> fused torch AdamW (the optimizer HF's Trainer
+         picks by default, `adamw_torch_fused`) -> zero_grad.
 
-Both sides see the same token batches and read 256 tokens per sequence. Repetitions interleave
-lmlab and HF (alternating which goes first) and each side reports its median round, so a noisy
-shared machine slows both alike. Usage:
+Both sides see the same token batches and read 256 tokens per sequence. Each (side, round) runs in
+a fresh process, as a user's training run would: one library's allocations never warm up or
+fragment the other's memory. Rounds interleave lmlab and HF (alternating which goes first); each
+side reports its median round, and the speed-up is the median of the per-round ratios, so load
+that shifts between rounds cancels. Usage:
 
   python benchmarks/train_throughput.py                 # CPU, full size
   python benchmarks/train_throughput.py --quick         # tiny smoke test
@@ -24,11 +28,12 @@ GFLOP/s use the FLOP count of `training_flops_per_token`; "% peak" compares them
 """
 
 import argparse
-import copy
 import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -37,6 +42,7 @@ import transformers
 
 from lmlab.config import ModelConfig, preset
 from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
 from lmlab.models.registry import family
 from lmlab.objectives.causal_lm import causal_lm
@@ -66,6 +72,7 @@ def parse_args() -> argparse.Namespace:
                    help="which of the two shapes to time (default: both)")
     p.add_argument("--quick", action="store_true", help="tiny models, few steps: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--worker", choices=["lmlab", "hf", "lmlab+compile"], help=argparse.SUPPRESS)  # one timed round
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
@@ -127,12 +134,12 @@ def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, repeats: int = 
 
 
 class LmlabTrainer:
-    """The pre-training recipe's step (recipes/pretrain.py), on batches of T+1 tokens; `forward` is
-    the model itself or its torch.compile'd wrapper."""
+    """The pre-training recipe's step (recipes/pretrain.py), on batches of T+1 tokens, optionally
+    under torch.compile."""
 
-    def __init__(self, model: torch.nn.Module, autocast, forward=None):
+    def __init__(self, model: torch.nn.Module, autocast, compile: bool = False):
         self.model, self.autocast = model, autocast
-        self.forward = model if forward is None else forward
+        self.loss = maybe_compile(CausalLMLoss(model), compile)
         self.optimizer = build_optimizer(model, LR, WEIGHT_DECAY)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_multiplier(s, 100, 10_000, "cosine", 0.1))
@@ -140,7 +147,7 @@ class LmlabTrainer:
     def step(self, block: torch.Tensor) -> float:
         inputs, targets = causal_lm(block)  # (B, T) each
         with self.autocast():
-            loss = cross_entropy(self.forward(inputs), targets)
+            loss = self.loss(inputs, targets)
             loss.backward()
         loss_value = loss.item()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP).item()
@@ -155,7 +162,7 @@ class HFTrainer:
 
     def __init__(self, model: torch.nn.Module, autocast):
         self.model, self.autocast = model, autocast
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
 
     def step(self, block: torch.Tensor) -> float:
         input_ids = block[:, :-1]  # (B, T): the same T tokens lmlab reads; HF predicts T-1 of them
@@ -189,39 +196,67 @@ def check_same_start(ours, hf, block: torch.Tensor, cfg: ModelConfig) -> float:
     return ours_loss
 
 
-def main() -> None:
-    args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def run_worker(args: argparse.Namespace) -> None:
+    """One side, one round, in this process: warm up, time `args.steps` steps, print JSON."""
     device = torch.device(args.device)
-    dtype = torch.bfloat16 if args.bf16 else torch.float32
 
     def autocast():
         return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
 
+    cfg = model_configs(args.quick)[args.models[0]]
+    ours, hf = build_pair(cfg, device)
+    trainer = HFTrainer(hf, autocast) if args.worker == "hf" else LmlabTrainer(
+        ours, autocast, compile=args.worker == "lmlab+compile")
+    del ours, hf  # the trainer holds the one model it trains
+    batches = benchmark_batches(cfg, args, device)
+    warmup_s = timed_steps(trainer, batches, args.warmup, device)
+    seconds = timed_steps(trainer, batches, args.steps, device)
+    print(json.dumps({"seconds": seconds, "warmup_s": warmup_s}))
+
+
+def benchmark_batches(cfg: ModelConfig, args: argparse.Namespace, device: torch.device) -> list[torch.Tensor]:
+    """Four fixed batches of T+1 tokens that every side and round cycles through."""
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(0, cfg.vocab_size, (args.batch_size, args.seq_len + 1), generator=g).to(device)
+            for _ in range(4)]
+
+
+def timed_round(args: argparse.Namespace, impl: str, name: str) -> dict:
+    """Run one side's round for shape `name` in a fresh process (this script with --worker)."""
+    argv = [sys.executable, __file__, "--worker", impl, "--models", name, "--device", args.device,
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
+            "--seq-len", str(args.seq_len)]
+    argv += (["--threads", str(args.threads)] if args.threads else []) + (["--bf16"] if args.bf16 else [])
+    argv += ["--quick"] if args.quick else []
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.worker:
+        return run_worker(args)
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
     peak = matmul_peak_gflops(device, dtype)
     tokens_per_step = args.batch_size * args.seq_len
+    impls = ["lmlab", "hf"] + (["lmlab+compile"] if args.compile else [])
     results = []
     for name, cfg in model_configs(args.quick).items():
         if name not in args.models:
             continue
         ours, hf = build_pair(cfg, device)
-        g = torch.Generator().manual_seed(1)
-        batches = [torch.randint(0, cfg.vocab_size, (args.batch_size, args.seq_len + 1), generator=g).to(device)
-                   for _ in range(4)]
-        start_loss = check_same_start(ours, hf, batches[0], cfg)
-        trainers = {"lmlab": LmlabTrainer(ours, autocast), "hf": HFTrainer(hf, autocast)}
-        if args.compile:  # a copy of the same start, so every side trains the same weights
-            twin = copy.deepcopy(ours)
-            trainers["lmlab+compile"] = LmlabTrainer(twin, autocast, forward=maybe_compile(twin, True))
-        warmup_s = {impl: timed_steps(trainer, batches, args.warmup, device) for impl, trainer in trainers.items()}
-        rates = {impl: [] for impl in trainers}
+        start_loss = check_same_start(ours, hf, benchmark_batches(cfg, args, device)[0], cfg)
+        del ours, hf
+        rates, warmup_s = {impl: [] for impl in impls}, {impl: [] for impl in impls}
         for r in range(args.rounds):
-            order = list(trainers) if r % 2 == 0 else list(reversed(trainers))
-            for impl in order:
-                seconds = timed_steps(trainers[impl], batches, args.steps, device)
-                rates[impl].append(args.steps * tokens_per_step / seconds)
+            for impl in impls if r % 2 == 0 else reversed(impls):
+                timing = timed_round(args, impl, name)
+                rates[impl].append(args.steps * tokens_per_step / timing["seconds"])
+                warmup_s[impl].append(timing["warmup_s"])
         flops_per_token = training_flops_per_token(cfg, args.seq_len)
         for impl, per_round in rates.items():
             tokens_per_s = statistics.median(per_round)
@@ -229,10 +264,9 @@ def main() -> None:
             results.append({
                 "model": name, "impl": impl, "tokens_per_s": tokens_per_s, "rounds_tokens_per_s": per_round,
                 "gflops": gflops, "pct_of_peak": 100 * gflops / peak, "start_loss": start_loss,
-                "warmup_s": warmup_s[impl],  # includes torch.compile's compilation for lmlab+compile
-                "speedup_vs_hf": tokens_per_s / statistics.median(rates["hf"]),
+                "warmup_s": statistics.median(warmup_s[impl]),  # includes torch.compile's compilation
+                "speedup_vs_hf": statistics.median(a / b for a, b in zip(per_round, rates["hf"])),
             })
-        del ours, hf, trainers
 
     print(f"device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, {'bf16' if args.bf16 else 'fp32'}, "

@@ -25,7 +25,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import mean_block_loss
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.hf import save_hf_dir
-from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
@@ -111,7 +111,8 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
         scheduler.load_state_dict(ckpt["scheduler"])
         set_rng_state(ckpt["rng"])
         start = ckpt["step"]
-    wrapped = maybe_compile(DistributedDataParallel(model) if d.world_size > 1 else model, train_cfg.compile)
+    step_loss = CausalLMLoss(model)  # the head and the loss in one chunked op: no (N, vocab) logits
+    wrapped = maybe_compile(DistributedDataParallel(step_loss) if d.world_size > 1 else step_loss, train_cfg.compile)
     if d.is_main:
         atomic_write_text(out / "run.json", json.dumps({"model": config_to_dict(model_cfg), "train": dataclasses.asdict(
             train_cfg), "data": data, "data_key": data_key}, indent=2))
@@ -154,7 +155,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
                 inputs, targets = causal_lm(block.to(dev, non_blocking=True))
                 sync = micro == train_cfg.grad_accum - 1 or d.world_size == 1
                 with _autocast(dev, train_cfg.bf16), (contextlib.nullcontext() if sync else wrapped.no_sync()):
-                    loss = cross_entropy(wrapped(inputs), targets) / train_cfg.grad_accum
+                    loss = wrapped(inputs, targets) / train_cfg.grad_accum
                     loss.backward()
                 loss_sum += loss.item()
             loss_sum = _mean_over_ranks(loss_sum, d)
