@@ -67,11 +67,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
             for s in range(0, h.size(0), rows):
                 e = min(s + rows, h.size(0))
                 logits = (h[s:e] @ w.t()).float()  # (n, V)
-                log_z = logits.logsumexp(dim=-1)  # (n,)
-                loss += ((log_z - logits.gather(1, safe[s:e]).squeeze(1)) * scale[s:e]).sum()
-                probs = logits.sub_(log_z[:, None]).exp_()  # softmax, in place of the logits
-                probs.scatter_add_(1, safe[s:e], probs.new_full((e - s, 1), -1.0))  # - one_hot
-                grad_logits = probs.mul_(scale[s:e, None]).to(dtype)  # (n, V) = d loss / d logits
+                target_logit = logits.gather(1, safe[s:e])  # (n, 1)
+                row_max = logits.amax(dim=-1, keepdim=True)  # (n, 1)
+                unnormalised = logits.sub_(row_max).exp_()  # in place of the logits: one exp per logit
+                z = unnormalised.sum(dim=-1, keepdim=True)  # (n, 1)
+                loss += ((row_max + z.log() - target_logit).squeeze(1) * scale[s:e]).sum()  # log Z - logit[target]
+                weight_n = scale[s:e, None]  # (n, 1)
+                grad_logits = unnormalised.mul_(weight_n / z)  # softmax, scaled
+                grad_logits.scatter_add_(1, safe[s:e], -weight_n)  # - one_hot, scaled
+                grad_logits = grad_logits.to(dtype)  # (n, V) = d loss / d logits
                 torch.mm(grad_logits, w, out=grad_h[s:e])
                 if dtype == torch.float32:
                     grad_w.addmm_(grad_logits.t(), h[s:e])
