@@ -53,6 +53,8 @@ def rows(steps: int) -> list[tuple[str, list[str]]]:
                              "--lr", "3e-3", *neural]),
         ("LSTM (2x256)", ["--arch", "lstm", "--n-layers", "2", "--d-model", "256", "--hidden", "256",
                           "--tie-embeddings", "--lr", "3e-3", *neural]),
+        ("GRU (2x256)", ["--arch", "gru", "--n-layers", "2", "--d-model", "256", "--hidden", "256",
+                         "--tie-embeddings", "--lr", "3e-3", *neural]),
         ("transformer (gpt2-tiny, 2 layers)", ["--arch", "transformer", "--model", "gpt2-tiny", "--n-layers", "2",
                                                "--context-length", str(BLOCK), "--lr", "3e-3", *neural]),
     ]
