@@ -11,12 +11,13 @@ One process; validation scores the held-out blocks from a fresh state, as `mean_
 for transformers.
 
 Random resets. Evaluation reads every block from the initial state, but a state carried across a
-whole epoch is never initial after the first chunk. An LSTM trained so learns cell states that
-drift over thousands of tokens, and predicts badly from a fresh one (markov corpus, ±0.1
-embeddings, constant lr: validation perplexity 80 against 14 for the same run with resets). So at each chunk start, a row's carried
-state goes back to the initial one with probability STATE_RESET_PROBABILITY: the model learns to
-start from nothing, as it is evaluated, while most chunks still carry the state (truncated BPTT).
-The draw is a function of the seed and step, so a resumed run draws the same resets.
+whole epoch is never initial after the first chunk. An LSTM trained so can learn cell states that
+drift over thousands of tokens, and then predicts badly from a fresh one (markov corpus, ±0.1
+embeddings, constant lr: validation perplexity 80, against 14 for the same run with resets). So
+at each chunk start, a row's carried state goes back to the initial one with probability
+STATE_RESET_PROBABILITY: the model learns to start from nothing, as it is evaluated, while most
+chunks still carry the state (truncated BPTT). The draw is a function of the seed and step, so a
+resumed run draws the same resets.
 """
 
 import dataclasses
