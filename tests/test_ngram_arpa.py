@@ -107,6 +107,7 @@ ngram 2=2
 @pytest.mark.parametrize("old, new, line, message", [
     ("\\data\\", "data", 2, "expected '\\\\data\\\\'"),
     ("ngram 2=2", "ngram 2=two", 4, "expected 'ngram 2=COUNT'"),
+    ("ngram 1=4", "ngram 1=0", 3, "announces an empty vocabulary"),
     ("-0.4\ta\t-0.2", "-0.4x\ta\t-0.2", 10, "'-0.4x' is not a log10 probability"),
     ("-0.5\t</s>", "0.5\t</s>", 9, "'0.5' is not a log10 probability"),
     ("-0.2\t<s> a", "-0.2\t<s> a b c", 13, "a 2-gram line needs"),

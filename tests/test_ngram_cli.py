@@ -121,12 +121,19 @@ def test_corrupt_arpa_import_names_the_line_and_writes_nothing(tmp_path, capsys)
     (["--smoothing", "mkn", "--discount", "0.5"], ["a fixed discount is for --smoothing kn"]),
     (["--smoothing", "kn", "--discount", "2"], ["discount 2.0 must lie in (0, 1]"]),
     (["--order", "5", "--block-size", "6"], ["--block-size 6 is too short for order 5"]),
+    (["--order", "1", "--block-size", "1"], ["--block-size 1 is too short for order 1", "at least 2 tokens"]),
 ])
 def test_bad_ngram_train_flags_are_one_line_and_write_nothing(tmp_path, corpus_file, tokenizer, flags, fragments,
                                                               capsys):
     assert lmlab("train", "--arch", "ngram", "--data", corpus_file, "--tokenizer", tokenizer,
                  "--out", tmp_path / "run", *flags) == 2
     one_line_error(capsys, *fragments)
+    assert not (tmp_path / "run").exists()
+
+
+def test_vocab_size_zero_is_refused_not_read_as_the_default(tmp_path, corpus_file, capsys):
+    assert lmlab("train", "--arch", "ngram", "--data", corpus_file, "--vocab-size", "0", "--out", tmp_path / "run") == 2
+    one_line_error(capsys, "vocab size 0 is too small")
     assert not (tmp_path / "run").exists()
 
 

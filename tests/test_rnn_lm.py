@@ -46,6 +46,40 @@ def test_cell_stack_equals_fused_torch_module_over_a_sequence(cell):
     assert max((a - b).abs().max().item() for a, b in zip(state_fused, state_cells)) <= 1e-5
 
 
+@pytest.mark.parity
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+def test_cell_stack_equals_fused_module_in_training_across_calls_with_detached_state(cell):
+    """Truncated BPTT as the recipe runs it: three chunks in training mode, the state carried from
+    call to call and detached; outputs, states and summed gradients agree."""
+    torch.manual_seed(0)
+    fused = FusedStack(cell, 6, 8, n_layers=2).train()
+    unrolled = CellStack.from_fused(fused).train()
+    states = [tuple(torch.zeros(2, 3, 8) for _ in range(2 if cell == "lstm" else 1))] * 2
+    for chunk in torch.randn(3, 3, 5, 6):  # 3 chunks of (B, T, I)
+        outs = []
+        for k, stack in enumerate((fused, unrolled)):
+            out, state = stack(chunk, states[k])
+            out.square().sum().backward()
+            states[k] = tuple(part.detach() for part in state)
+            outs.append(out)
+        torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+        for a, b in zip(*states):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for k, cell_module in enumerate(unrolled.cells):
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            torch.testing.assert_close(getattr(cell_module, name).grad, getattr(fused.rnn, f"{name}_l{k}").grad,
+                                       atol=1e-4, rtol=1e-4)
+
+
+def test_lstm_forget_gate_bias_starts_at_one_and_other_gates_at_torch_init():
+    hidden = 8
+    model = RNNLM(RNNConfig("lstm", vocab_size=20, d_model=4, hidden=hidden, n_layers=2))
+    for k in range(2):
+        total = getattr(model.layers.rnn, f"bias_ih_l{k}") + getattr(model.layers.rnn, f"bias_hh_l{k}")  # i, f, g, o
+        assert torch.equal(total[hidden:2 * hidden], torch.ones(hidden))
+        assert total[:hidden].abs().max() <= 2 / hidden ** 0.5 and total[2 * hidden:].abs().max() <= 2 / hidden ** 0.5
+
+
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 def test_reading_in_pieces_gives_the_logits_of_reading_at_once(cell):
     torch.manual_seed(0)
@@ -66,10 +100,11 @@ def test_tied_embeddings_share_one_matrix_and_need_equal_sizes():
         RNNConfig("lstm", vocab_size=20, d_model=8, hidden=16, tie_embeddings=True)
 
 
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
 @pytest.mark.parametrize("tie", [False, True])
-def test_model_directory_loads_back_with_the_same_logits(tmp_path, tie):
+def test_model_directory_loads_back_with_the_same_logits(tmp_path, tie, cell):
     torch.manual_seed(0)
-    model = RNNLM(RNNConfig("gru", vocab_size=270, d_model=8, hidden=8, n_layers=2, tie_embeddings=tie)).eval()
+    model = RNNLM(RNNConfig(cell, vocab_size=270, d_model=8, hidden=8, n_layers=2, tie_embeddings=tie)).eval()
     tokenizer = train_bpe(["hello world, hello there"] * 10, 270)
     save_neural_lm_dir(model, tmp_path / "m", tokenizer)
     loaded, text_tokenizer = load(tmp_path / "m")

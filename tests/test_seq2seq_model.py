@@ -105,3 +105,13 @@ def test_teacher_forcing_feeds_bos_plus_reference_and_predicts_reference_plus_eo
     assert src.tolist() == [[5, 6, 2], [7, 2, 0]]
     assert tgt_in.tolist() == [[1, 8, 9], [1, 4, 0]]
     assert tgt_out.tolist() == [[8, 9, 2], [4, 2, IGNORE_INDEX]]
+
+
+@pytest.mark.parametrize("sources, targets, message", [
+    ([[5, 2], [7, 2]], [[8, 2], []], "pair 1 has an empty target"),
+    ([[5, 2], []], [[8, 2], [4, 2]], "pair 1 has an empty source"),
+    ([], [], "at least one pair"),
+    ([[5, 2]], [[8, 2], [4, 2]], "1 sources, 2 targets")])
+def test_teacher_forcing_refuses_empty_rows_instead_of_misaligning_them(sources, targets, message):
+    with pytest.raises(LmlabError, match=message):
+        teacher_forcing(sources, targets, bos_id=1, pad_id=0)

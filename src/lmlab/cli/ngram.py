@@ -12,7 +12,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.arpa import read_arpa, write_arpa
 from lmlab.io.load import load
 from lmlab.io.ngram import save_ngram_dir
-from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM
+from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM, min_context_length
 from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
 from lmlab.recipes.ngram import DEFAULT_VOCAB_SIZE, train_ngram
 from lmlab.tokenizers.bpe import load_tokenizer
@@ -51,14 +51,14 @@ def run_train(args) -> None:
     smoothing = args.smoothing or "kn"
     if args.add_k is not None and smoothing != "addk":
         raise LmlabError(f"--add-k is for --smoothing addk, not {smoothing}; drop it or pass --smoothing addk")
-    block_size = args.block_size or DEFAULT_CONTEXT_LENGTH
+    block_size = _or(args.block_size, DEFAULT_CONTEXT_LENGTH)
     if order < 1:
         raise LmlabError(f"--order {order} must be at least 1 (1 = unigrams, 3 = trigrams, ...)")
-    if block_size < 2 * (order - 1):
+    if block_size < min_context_length(order):
         raise LmlabError(f"--block-size {block_size} is too short for order {order}: perplexity windows need at "
-                         f"least 2(n-1) = {2 * (order - 1)} tokens")
+                         f"least {min_context_length(order)} tokens (2(n-1), and 2)")
     start = time.perf_counter()
-    result = train_ngram(args.data, args.out, order, smoothing, args.tokenizer, args.vocab_size or DEFAULT_VOCAB_SIZE,
+    result = train_ngram(args.data, args.out, order, smoothing, args.tokenizer, _or(args.vocab_size, DEFAULT_VOCAB_SIZE),
                          args.discount, 1.0 if args.add_k is None else args.add_k,
                          block_size, _or(args.val_fraction, 0.05), _or(args.seed, 0))
     sizes = ", ".join(f"{n} {k}-grams" for k, n in enumerate(result.sizes, 1))

@@ -140,6 +140,9 @@ def _parse(lines, path: Path):
         if not (k.strip().isdigit() and size.strip().isdigit() and int(k) == len(sizes) + 1):
             raise LmlabError(f"{path}:{number}: expected 'ngram {len(sizes) + 1}=COUNT', found '{line}'")
         sizes.append(int(size))
+        if sizes == [0]:
+            raise LmlabError(f"{path}:{number}: 'ngram 1=0' announces an empty vocabulary; an ARPA model needs "
+                             "at least one 1-gram")
         number, line = reader.next_nonblank(f"the '\\{len(sizes)}-grams:' section")
     if not sizes:
         raise LmlabError(f"{path}:{number}: expected 'ngram 1=COUNT' after '\\data\\', found '{line[:40]}'")

@@ -29,6 +29,11 @@ LOG_ZERO = torch.finfo(torch.float32).min / 2
 DEFAULT_CONTEXT_LENGTH = 256  # perplexity windows; any length >= 2(n-1) scores every token with full context
 
 
+def min_context_length(order: int) -> int:
+    """The shortest perplexity window that still gives every token its full n-1 history: 2(n-1), at least 2."""
+    return 2 * max(1, order - 1)
+
+
 @dataclass(frozen=True)
 class NGramConfig:
     order: int
@@ -44,9 +49,9 @@ class NGramConfig:
             raise LmlabError(f"n-gram order {self.order} must be at least 1")
         if self.smoothing not in SMOOTHINGS:
             raise LmlabError(f"smoothing '{self.smoothing}' is unknown; choose one of {', '.join(SMOOTHINGS)}")
-        if self.context_length < 2 * max(1, self.order - 1):
-            raise LmlabError(f"context_length {self.context_length} must be at least 2(n-1) = "
-                             f"{2 * (self.order - 1)} so that perplexity windows give every token its full history")
+        if self.context_length < min_context_length(self.order):
+            raise LmlabError(f"context_length {self.context_length} must be at least {min_context_length(self.order)} "
+                             "(2(n-1), and 2) so that perplexity windows give every token its full history")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -37,6 +37,10 @@ class WindowLM(nn.Module):
         """No tokens read yet: n - 1 placeholders per sequence."""
         return (torch.full((batch_size, self.config.window - 1), NO_TOKEN, device=self.no_token.device),)
 
+    def reset_rows(self, state: State, rows: torch.Tensor) -> State:
+        """`state` with the sequences where `rows` (B,) bool is True set back to "no token read yet"."""
+        return (torch.where(rows[:, None], NO_TOKEN, state[0]),)  # (B, n - 1)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Next-token logits (B, T, V) for ids (B, T), as if the text started at ids[:, 0]."""
         return self.unroll(ids, self.initial_state(ids.shape[0]))[0]
