@@ -11,9 +11,10 @@ from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
 from lmlab.config import TrainConfig
+from lmlab.errors import LmlabError
 from lmlab.io.encoder_decoder import load_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset
-from lmlab.objectives.span_corruption import t5_sentinel_tokens
+from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.recipes.pretrain_seq2seq import objective_pairs, pretrain_seq2seq, sentence_chunks
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.seq2seq import MASK, train_seq2seq_bpe
@@ -81,6 +82,23 @@ def test_objectives_corrupt_the_input_and_end_both_sides_with_eos(corpus_file):
     assert targets == chunk + [cfg.eos_id] and mask in inputs and inputs[-1] == cfg.eos_id
     inputs, targets = objective_pairs("gap_sentences", tok, cfg, ends)(chunk, random.Random(0))
     assert mask in inputs and 0 < len(targets) < len(chunk)
+
+
+def test_span_noise_sets_how_much_span_corruption_drops(corpus_file):
+    texts = corpus_file.read_text().splitlines()[:50]
+    tok = train_seq2seq_bpe(texts, 420, "t5", t5_sentinel_tokens())
+    cfg = fit_to_tokenizer(encoder_decoder_preset("t5-tiny"), tok)
+    chunk = tok.encode(" ".join(texts[:5])).ids[:60]
+    sentinels = set(tok.token_to_id(t) for t in t5_sentinel_tokens())
+    for noise, dropped, spans in ((SpanNoise(), 9, 3), (SpanNoise(0.5, 8.0), 30, 4)):  # round(60 * d), round(n / l)
+        _, targets = objective_pairs("span_corruption", tok, cfg, set(), noise)(chunk, random.Random(0))
+        assert sum(t in sentinels for t in targets) == spans and len(targets) - 1 - spans == dropped
+
+
+@pytest.mark.parametrize("density, span", [(0.0, 3.0), (1.0, 3.0), (0.5, 0.5)])
+def test_span_noise_outside_its_range_is_one_clear_error(density, span):
+    with pytest.raises(LmlabError, match="noise_density|mean_span_length"):
+        SpanNoise(density, span)
 
 
 @pytest.mark.parametrize("flags, fragments", [

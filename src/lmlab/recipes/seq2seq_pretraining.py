@@ -27,6 +27,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
+from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
@@ -48,6 +49,8 @@ class PretrainingExperimentSettings:
     pretrain_batch_size: int = 32
     block_size: int = 64  # tokens per pre-training chunk
     pretrain_lr: float = 2e-3
+    noise_density: float = 0.15  # T5's span corruption: the share of tokens dropped
+    mean_span_length: float = 3.0  # T5's span corruption: the mean length of a dropped span
     finetune_steps: int = 600
     finetune_batch_size: int = 32
     finetune_lr: float = 1e-3
@@ -66,6 +69,11 @@ class PretrainingExperimentSettings:
         for name in ("pretrain_steps", "finetune_steps", "train_pairs", "val_pairs", "test_pairs", "eval_every"):
             if getattr(self, name) < 1:
                 raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+        self.span_noise  # checks noise_density and mean_span_length
+
+    @property
+    def span_noise(self) -> SpanNoise:
+        return SpanNoise(self.noise_density, self.mean_span_length)
 
 
 def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings = PretrainingExperimentSettings(),
@@ -87,7 +95,7 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
     corpus = write_number_corpus(out / "corpus.jsonl", s) if s.corpus == "numbers" else s.corpus
     for preset in s.presets:
         pre = pretrain_seq2seq(encoder_decoder_preset(preset, vocab_size=s.vocab_size), pretrain, corpus,
-                               runs / f"{preset}-pretrain", show_progress=show_progress)
+                               runs / f"{preset}-pretrain", span_noise=s.span_noise, show_progress=show_progress)
         tuned = {
             "pre-trained": finetune_seq2seq(str(pre.model_dir), s.task, runs / f"{preset}-pretrained", cfg=finetune,
                                             show_progress=show_progress),
