@@ -95,6 +95,20 @@ def test_span_noise_sets_how_much_span_corruption_drops(corpus_file):
         assert sum(t in sentinels for t in targets) == spans and len(targets) - 1 - spans == dropped
 
 
+def test_train_flags_set_the_span_noise_and_run_json_records_it(tmp_path, corpus_file):
+    run = tmp_path / "run"
+    assert lmlab("train", "--model", "t5-tiny", "--data", corpus_file, "--out", run, *TINY_ARGS,
+                 "--noise-density", "0.5", "--mean-span-length", "8") == 0
+    assert json.loads((run / "run.json").read_text())["span_noise"] == {"noise_density": 0.5, "mean_span_length": 8.0}
+
+
+def test_span_flags_for_a_model_that_is_not_an_encoder_decoder_are_one_line(tmp_path, capsys, corpus_file):
+    assert lmlab("train", "--model", "gpt2-tiny", "--data", corpus_file, "--out", tmp_path / "run",
+                 "--noise-density", "0.5") == 2
+    one_line_error(capsys, "--noise-density apply to encoder-decoder presets", "not to gpt2-tiny")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("density, span", [(0.0, 3.0), (1.0, 3.0), (0.5, 0.5)])
 def test_span_noise_outside_its_range_is_one_clear_error(density, span):
     with pytest.raises(LmlabError, match="noise_density|mean_span_length"):
@@ -107,6 +121,8 @@ def test_span_noise_outside_its_range_is_one_clear_error(density, span):
     (["--n-kv-heads", "1"], ["--n-kv-heads do not apply to encoder-decoder preset t5-tiny"]),
     (["--bf16"], ["bf16=True is not supported by encoder-decoder pre-training"]),
     (["--block-size", "4"], ["block_size=4 must be at least 8"]),
+    (["--noise-density", "1.5"], ["noise_density 1.5 must be between 0 and 1"]),
+    (["--objective", "denoising", "--mean-span-length", "8"], ["--mean-span-length apply to span_corruption, not to denoising"]),
 ])
 def test_bad_settings_are_one_line_and_write_nothing(tmp_path, capsys, corpus_file, flags, fragments):
     assert lmlab("train", "--model", "t5-tiny", "--data", corpus_file, "--out", tmp_path / "run", *TINY_ARGS,
