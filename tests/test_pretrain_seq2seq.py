@@ -11,9 +11,10 @@ from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
 from lmlab.config import TrainConfig
+from lmlab.errors import LmlabError
 from lmlab.io.encoder_decoder import load_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset
-from lmlab.objectives.span_corruption import t5_sentinel_tokens
+from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.recipes.pretrain_seq2seq import objective_pairs, pretrain_seq2seq, sentence_chunks
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.seq2seq import MASK, train_seq2seq_bpe
@@ -83,12 +84,45 @@ def test_objectives_corrupt_the_input_and_end_both_sides_with_eos(corpus_file):
     assert mask in inputs and 0 < len(targets) < len(chunk)
 
 
+def test_span_noise_sets_how_much_span_corruption_drops(corpus_file):
+    texts = corpus_file.read_text().splitlines()[:50]
+    tok = train_seq2seq_bpe(texts, 420, "t5", t5_sentinel_tokens())
+    cfg = fit_to_tokenizer(encoder_decoder_preset("t5-tiny"), tok)
+    chunk = tok.encode(" ".join(texts[:5])).ids[:60]
+    sentinels = set(tok.token_to_id(t) for t in t5_sentinel_tokens())
+    for noise, dropped, spans in ((SpanNoise(), 9, 3), (SpanNoise(0.5, 8.0), 30, 4)):  # round(60 * d), round(n / l)
+        _, targets = objective_pairs("span_corruption", tok, cfg, set(), noise)(chunk, random.Random(0))
+        assert sum(t in sentinels for t in targets) == spans and len(targets) - 1 - spans == dropped
+
+
+def test_train_flags_set_the_span_noise_and_run_json_records_it(tmp_path, corpus_file):
+    run = tmp_path / "run"
+    assert lmlab("train", "--model", "t5-tiny", "--data", corpus_file, "--out", run, *TINY_ARGS,
+                 "--noise-density", "0.5", "--mean-span-length", "8") == 0
+    assert json.loads((run / "run.json").read_text())["span_noise"] == {"noise_density": 0.5, "mean_span_length": 8.0}
+
+
+def test_span_flags_for_a_model_that_is_not_an_encoder_decoder_are_one_line(tmp_path, capsys, corpus_file):
+    assert lmlab("train", "--model", "gpt2-tiny", "--data", corpus_file, "--out", tmp_path / "run",
+                 "--noise-density", "0.5") == 2
+    one_line_error(capsys, "--noise-density apply to encoder-decoder presets", "not to gpt2-tiny")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("density, span", [(0.0, 3.0), (1.0, 3.0), (0.5, 0.5)])
+def test_span_noise_outside_its_range_is_one_clear_error(density, span):
+    with pytest.raises(LmlabError, match="noise_density|mean_span_length"):
+        SpanNoise(density, span)
+
+
 @pytest.mark.parametrize("flags, fragments", [
     (["--objective", "mlm"], ["objective 'mlm' is unknown for an encoder-decoder", "span_corruption"]),
     (["--whole-word-masking"], ["--whole-word-masking do not apply to encoder-decoder preset t5-tiny"]),
     (["--n-kv-heads", "1"], ["--n-kv-heads do not apply to encoder-decoder preset t5-tiny"]),
     (["--bf16"], ["bf16=True is not supported by encoder-decoder pre-training"]),
     (["--block-size", "4"], ["block_size=4 must be at least 8"]),
+    (["--noise-density", "1.5"], ["noise_density 1.5 must be between 0 and 1"]),
+    (["--objective", "denoising", "--mean-span-length", "8"], ["--mean-span-length apply to span_corruption, not to denoising"]),
 ])
 def test_bad_settings_are_one_line_and_write_nothing(tmp_path, capsys, corpus_file, flags, fragments):
     assert lmlab("train", "--model", "t5-tiny", "--data", corpus_file, "--out", tmp_path / "run", *TINY_ARGS,

@@ -56,7 +56,9 @@ def _add_seq2seq_pretraining(sub) -> None:
         sp.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
                         help=f"{help_text} (default {getattr(d, name)})")
     for name, help_text in (("pretrain_lr", "pre-training learning rate"), ("finetune_lr", "fine-tuning learning rate"),
-                            ("paired", "share of the generated corpus's sentences that write a number both ways")):
+                            ("paired", "share of the generated corpus's sentences that write a number both ways"),
+                            ("noise_density", "T5 span corruption: share of the tokens dropped"),
+                            ("mean_span_length", "T5 span corruption: mean length of a dropped span")):
         sp.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), metavar="X",
                         help=f"{help_text} (default {getattr(d, name)})")
     sp.set_defaults(run=run_seq2seq_pretraining)

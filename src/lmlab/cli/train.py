@@ -9,7 +9,7 @@ import typing
 from lmlab.cli import ngram, train_neural
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train_result import print_result
-from lmlab.cli.train_seq2seq import run_encoder_decoder
+from lmlab.cli.train_seq2seq import SPAN_FLAGS, add_seq2seq_flags, run_encoder_decoder
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
@@ -60,6 +60,7 @@ def add_parser(subparsers) -> None:
     _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
     _add_fields(p.add_argument_group("training settings"), TrainConfig)
     add_encoder_flags(p)
+    add_seq2seq_flags(p)
     ngram.add_train_flags(p)
     train_neural.add_arguments(p)
     p.set_defaults(run=run)
@@ -75,10 +76,14 @@ def run(args) -> None:
 def run_transformer(args) -> None:
     if args.model is None:
         raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
-    if args.model in ENCODER_PRESETS:
-        return run_encoder(args)
     if args.model in ENCODER_DECODER_PRESETS:
         return run_encoder_decoder(args)
+    given = [name for name in SPAN_FLAGS if getattr(args, name) is not None]
+    if given:
+        raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in given)} apply to encoder-decoder presets "
+                         f"({', '.join(ENCODER_DECODER_PRESETS)}), not to {args.model}; drop them")
+    if args.model in ENCODER_PRESETS:
+        return run_encoder(args)
     if any(getattr(args, name) is not None for name in ENCODER_FLAGS):
         raise LmlabError(f"--objective, --whole-word-masking, --masking, --embedding-size and --generator-divisor "
                          f"apply to encoder presets ({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; "
@@ -96,4 +101,4 @@ ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train, "window": tra
 
 # The flags each group of architectures adds; any other --arch refuses them.
 ARCH_FLAGS = {("ngram",): ngram.TRAIN_FLAGS, ("window", "rnn", "lstm", "gru"): train_neural.NEURAL_FLAGS,
-              ("transformer",): ENCODER_FLAGS}
+              ("transformer",): ENCODER_FLAGS + SPAN_FLAGS}

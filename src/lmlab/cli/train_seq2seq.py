@@ -1,20 +1,34 @@
 """The encoder-decoder half of `lmlab train`: `--model t5-tiny|bart-tiny|transformer-tiny|…` pre-trains
 an encoder-decoder preset with its own objective (T5: span corruption; BART and the Transformer:
-denoising) or `--objective span_corruption|denoising|gap_sentences`. `cli.train` hands encoder-decoder
-presets to `run_encoder_decoder`."""
+denoising) or `--objective span_corruption|denoising|gap_sentences`; `--noise-density` and
+`--mean-span-length` set how much span corruption drops. `cli.train` adds these flags
+(`add_seq2seq_flags`) and hands encoder-decoder presets to `run_encoder_decoder`."""
 
 from lmlab.cli.train_encoder import ENCODER_FLAGS, _given
 from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset
-from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
+from lmlab.objectives.span_corruption import SpanNoise
+from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
+
+SPAN_FLAGS = ("noise_density", "mean_span_length")  # span corruption's settings (SpanNoise)
 
 # The model flags an encoder-decoder takes: its shape. --n-layers sets both stacks, --context-length both lengths.
 SHAPE_FLAGS = {"vocab_size": ("vocab_size",), "n_heads": ("n_heads",), "d_model": ("d_model",), "d_ff": ("d_ff",),
                "norm_eps": ("norm_eps",), "dropout": ("dropout",),
                "n_layers": ("n_encoder_layers", "n_decoder_layers"),
                "context_length": ("max_source_length", "max_target_length")}
+
+
+def add_seq2seq_flags(p) -> None:
+    """--noise-density and --mean-span-length: how much T5's span corruption drops."""
+    group = p.add_argument_group("encoder-decoder pre-training with span corruption")
+    default = SpanNoise()
+    group.add_argument("--noise-density", type=float, metavar="X",
+                       help=f"the share of tokens dropped (default {default.noise_density}, as T5)")
+    group.add_argument("--mean-span-length", type=float, metavar="X",
+                       help=f"the mean length of a dropped span (default {default.mean_span_length:g}, as T5)")
 
 
 def run_encoder_decoder(args) -> None:
@@ -26,7 +40,13 @@ def run_encoder_decoder(args) -> None:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder-decoder "
                          f"preset {args.model} (its architecture is its family's); drop them")
     overrides = {field: value for name, value in model_flags.items() for field in SHAPE_FLAGS[name]}
-    result = pretrain_seq2seq(encoder_decoder_preset(args.model, **overrides), TrainConfig(**_given(args, TrainConfig)),
-                              args.data, args.out, objective=args.objective, tokenizer=args.tokenizer,
-                              resume=args.resume, stop_after=args.stop_after, device=args.device)
+    model_cfg = encoder_decoder_preset(args.model, **overrides)
+    span = {name: getattr(args, name) for name in SPAN_FLAGS if getattr(args, name) is not None}
+    objective = args.objective or FAMILY_OBJECTIVE[model_cfg.family]
+    if span and objective != "span_corruption":
+        raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in span)} apply to span_corruption, not to "
+                         f"{objective}; drop them or pass --objective span_corruption")
+    result = pretrain_seq2seq(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
+                              objective=args.objective, tokenizer=args.tokenizer, resume=args.resume,
+                              stop_after=args.stop_after, device=args.device, span_noise=SpanNoise(**span))
     print_result(result, args.out)

@@ -94,8 +94,9 @@ def _refuse_encoder_decoders(path: Path, model_type: str | None) -> None:
     """Encoder-decoders (BART, Marian, T5) need a source to encode; they load with their own reader."""
     if model_type in CONVERTERS:
         raise LmlabError(f"'{path}' holds a {model_type} encoder-decoder, which lmlab.load (decoder-only models) "
-                         "does not read: use lmlab.io.encoder_decoder.load_encoder_decoder or the `lmlab seq2seq` "
-                         "commands")
+                         "does not read: load it with lmlab.io.encoder_decoder.load_encoder_decoder and generate with "
+                         "lmlab.generation.encoder_decoder.generate_seq2seq, or fine-tune it with "
+                         "`lmlab finetune --task seq2seq`")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:

@@ -17,10 +17,22 @@ what makes this objective cheaper than a full denoising one.
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from lmlab.errors import LmlabError
 
 T5_SENTINELS = 100
+
+
+@dataclass(frozen=True)
+class SpanNoise:
+    """How much span corruption drops: the share of tokens, and the mean length of a span (T5: 0.15, 3)."""
+
+    noise_density: float = 0.15
+    mean_span_length: float = 3.0
+
+    def __post_init__(self):
+        _check(self.noise_density, self.mean_span_length)
 
 
 def t5_sentinel_tokens(n: int = T5_SENTINELS) -> list[str]:

@@ -8,8 +8,9 @@ objective into (inputs, targets) -> teacher-forced cross-entropy -> AdamW steps 
 that resume exactly (`training.loop`) -> the model directory (`save_encoder_decoder`).
 
 The objectives (`lmlab.objectives`), each the default of one family:
-    span_corruption  (T5)     15 % of the tokens in spans of mean length 3, each span replaced by a
-                              sentinel; the target lists the sentinels and their spans
+    span_corruption  (T5)     15 % of the tokens in spans of mean length 3 (or `SpanNoise`'s share
+                              and length), each span replaced by a sentinel; the target lists the
+                              sentinels and their spans
     denoising        (BART)   sentences permuted, then 30 % of the tokens in Poisson(3) spans each
                               replaced by one <mask>; the target is the clean chunk
     gap_sentences    (Pegasus) the sentences that overlap most with the rest replaced by <mask>; the
@@ -39,7 +40,7 @@ from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.objectives.denoising import bart_default_noise, bart_denoising
 from lmlab.objectives.gap_sentences import gap_sentences
 from lmlab.objectives.sentences import split_sentences
-from lmlab.objectives.span_corruption import span_corruption, t5_sentinel_tokens
+from lmlab.objectives.span_corruption import SpanNoise, span_corruption, t5_sentinel_tokens
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.seq2seq import EOS, MASK, PAD, train_seq2seq_bpe
 from lmlab.training.checkpoint import resume_checkpoint
@@ -73,7 +74,7 @@ class Seq2SeqPretrainResult:
 
 def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, data: str, out: str | Path,
                      objective: str | None = None, tokenizer: str | Path | None = None, resume: bool = False,
-                     stop_after: int | None = None, device: str = "auto",
+                     stop_after: int | None = None, device: str = "auto", span_noise: SpanNoise = SpanNoise(),
                      show_progress: bool = True) -> Seq2SeqPretrainResult:
     """Pre-train an encoder-decoder of shape `model_cfg` on `data` (a path or an embedded corpus)
     into the run directory `out` with `objective` (default: the family's own, FAMILY_OBJECTIVE).
@@ -81,6 +82,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     `tokenizer` is a tokenizer.json or its directory holding the objective's special tokens;
     without one, a BPE of the preset's vocabulary size is trained on the data. `stop_after` ends
     this session after that many steps with a checkpoint (so does Ctrl-C); `resume=True` goes on.
+    `span_noise` sets span corruption's share of dropped tokens and mean span length.
     """
     objective = objective or FAMILY_OBJECTIVE[model_cfg.family]
     if objective not in OBJECTIVES:
@@ -105,7 +107,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
                                                              sentence_ends, block)]
     train, val = split_examples(chunks, train_cfg.val_fraction, train_cfg.seed)
     val = val[:train_cfg.eval_batches * train_cfg.batch_size]
-    corrupt = objective_pairs(objective, tok, cfg, sentence_ends)
+    corrupt = objective_pairs(objective, tok, cfg, sentence_ends, span_noise)
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = pick_device(device)
@@ -113,6 +115,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     model = build_encoder_decoder(cfg).to(dev)
     settings = {"recipe": f"{cfg.family} {objective}", "base_model": None, "base_fingerprint": None,
                 "model": dataclasses.asdict(cfg), "objective": objective, "data": data,
+                "span_noise": dataclasses.asdict(span_noise) if objective == "span_corruption" else None,
                 "data_key": _data_key(chunks), "block_size": block} | dataclasses.asdict(train_cfg)
     if ckpt is None:
         save_tokenizer(tok, out)
@@ -151,8 +154,8 @@ def sentence_chunks(tokens: list[int], sentence_ends: set[int], block: int) -> l
     return [c for c in chunks if len(c) >= 8]
 
 
-def objective_pairs(objective: str, tok: Tokenizer, cfg: EncoderDecoderConfig,
-                    sentence_ends: set[int]) -> Callable[[list[int], random.Random], IdPair]:
+def objective_pairs(objective: str, tok: Tokenizer, cfg: EncoderDecoderConfig, sentence_ends: set[int],
+                    span_noise: SpanNoise = SpanNoise()) -> Callable[[list[int], random.Random], IdPair]:
     """corrupt(chunk, rng) -> (inputs, targets), each ending with </s>, for `objective`."""
     sentinels = [tok.token_to_id(t) for t in OBJECTIVE_TOKENS["span_corruption"]]
     mask = tok.token_to_id(MASK)
@@ -160,7 +163,8 @@ def objective_pairs(objective: str, tok: Tokenizer, cfg: EncoderDecoderConfig,
 
     def corrupt(chunk: list[int], rng: random.Random) -> IdPair:
         if objective == "span_corruption":
-            inputs, targets = span_corruption(chunk, sentinels, rng)
+            inputs, targets = span_corruption(chunk, sentinels, rng, span_noise.noise_density,
+                                              span_noise.mean_span_length)
         elif objective == "denoising":
             inputs, targets = bart_denoising(chunk, rng, noise)
         else:

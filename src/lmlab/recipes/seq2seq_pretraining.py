@@ -12,6 +12,13 @@ greedy outputs on the task's held-out test split is the measure; validation accu
 fine-tuning steps shows how fast each learns (its mean over the evaluations, the area under the
 curve, is reported too: it rewards learning early, not only ending well). Written to DIR as seq2seq_pretraining.json, a
 markdown table (.md, also printed) and a PNG of the validation curves; the runs stay in DIR/runs.
+
+T5's span corruption drops half of each chunk in spans of mean length 8 here, not T5's 15 % in
+spans of 3. With 15 % the decoder of a model this small learns mostly to find each sentinel in the
+input and fill in a few tokens from the words around it, and fine-tuning starts worse off than
+from fresh weights (test accuracy 0.03 against 0.29: its embeddings alone transfer well, its
+attention layers do not). Writing back long spans, often a whole number, is the skill the task
+needs: the decoder reads the source in order and writes its content.
 """
 
 import dataclasses
@@ -27,6 +34,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
+from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
@@ -48,6 +56,8 @@ class PretrainingExperimentSettings:
     pretrain_batch_size: int = 32
     block_size: int = 64  # tokens per pre-training chunk
     pretrain_lr: float = 2e-3
+    noise_density: float = 0.5  # T5's span corruption: the share of tokens dropped (see above)
+    mean_span_length: float = 8.0  # T5's span corruption: the mean length of a dropped span
     finetune_steps: int = 600
     finetune_batch_size: int = 32
     finetune_lr: float = 1e-3
@@ -66,6 +76,11 @@ class PretrainingExperimentSettings:
         for name in ("pretrain_steps", "finetune_steps", "train_pairs", "val_pairs", "test_pairs", "eval_every"):
             if getattr(self, name) < 1:
                 raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+        self.span_noise  # checks noise_density and mean_span_length
+
+    @property
+    def span_noise(self) -> SpanNoise:
+        return SpanNoise(self.noise_density, self.mean_span_length)
 
 
 def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings = PretrainingExperimentSettings(),
@@ -87,7 +102,7 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
     corpus = write_number_corpus(out / "corpus.jsonl", s) if s.corpus == "numbers" else s.corpus
     for preset in s.presets:
         pre = pretrain_seq2seq(encoder_decoder_preset(preset, vocab_size=s.vocab_size), pretrain, corpus,
-                               runs / f"{preset}-pretrain", show_progress=show_progress)
+                               runs / f"{preset}-pretrain", span_noise=s.span_noise, show_progress=show_progress)
         tuned = {
             "pre-trained": finetune_seq2seq(str(pre.model_dir), s.task, runs / f"{preset}-pretrained", cfg=finetune,
                                             show_progress=show_progress),
@@ -143,7 +158,10 @@ def results_table(report: dict) -> str:
              "test acc., pre-trained | mean val. acc., from scratch | mean val. acc., pre-trained |",
              "|---|---|---:|---:|---:|---:|"]
     for preset, r in report["results"].items():
-        lines.append(f"| {preset} | {r['objective']}, held-out loss {r['pretrain_val_loss']:.3f} | "
+        objective = r["objective"]
+        if objective == "span_corruption":
+            objective += f" ({s['noise_density']:.0%} in spans of {s['mean_span_length']:g})"
+        lines.append(f"| {preset} | {objective}, held-out loss {r['pretrain_val_loss']:.3f} | "
                      f"{r['from scratch']['test_seq_acc']:.3f} | {r['pre-trained']['test_seq_acc']:.3f} | "
                      f"{r['from scratch']['mean_val_seq_acc']:.3f} | {r['pre-trained']['mean_val_seq_acc']:.3f} |")
     return "\n".join(lines) + "\n"
