@@ -4,8 +4,9 @@ Both sides start from a random init of the same shapes (the HF config is written
 config: T5Config / BartConfig), run fp32 on the same device and threads, and see the same batches:
 
   train     source + target tokens per second of full teacher-forced training steps: encoder and
-            decoder forward, cross-entropy, backward, AdamW step, zero_grad. lmlab:
-            cross_entropy(model(src, mask, decoder_inputs), labels); HF: model(..., labels=labels).loss.
+            decoder forward, cross-entropy, backward, AdamW step, zero_grad. lmlab: the training
+            recipes' Seq2SeqLoss (the LM head and cross-entropy fused in chunks); HF:
+            model(..., labels=labels).loss.
             Both sides step the same fused torch AdamW: what HF's Trainer uses by default
             (TrainingArguments().optim is adamw_torch_fused) and what lmlab's training loop uses.
   generate  new tokens per second of beam search (num_beams 4, length_penalty 1): lmlab's
@@ -39,7 +40,7 @@ import transformers
 
 from lmlab.generation import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
-from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
 
@@ -140,8 +141,8 @@ class Trainer:
 
 
 def lmlab_loss(model, batch: dict) -> torch.Tensor:
-    return cross_entropy(model(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"]),
-                         batch["labels"])
+    return Seq2SeqLoss(model)(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
+                              batch["labels"])
 
 
 def hf_loss(model, batch: dict) -> torch.Tensor:

@@ -6,9 +6,12 @@ import torch
 from lmlab.config import preset
 from lmlab.losses import linear_cross_entropy as lce
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.losses.linear_cross_entropy import CausalLMLoss, linear_cross_entropy
+from lmlab.losses.linear_cross_entropy import CausalLMLoss, Seq2SeqLoss, linear_cross_entropy
 from lmlab.models.decoder import build_decoder
+from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.objectives.seq2seq_batch import seq2seq_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -82,3 +85,45 @@ def test_causal_lm_loss_module_matches_the_model_logits_path(family):
     CausalLMLoss(model)(inputs, targets).backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, expected[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_logits_bias_is_added_and_gets_its_gradient():
+    hidden, weight, targets = _case()
+    bias = torch.randn(weight.size(0))
+
+    def with_bias(fn):
+        b = bias.clone().requires_grad_()
+        loss, grad_hidden, grad_weight = _loss_and_grads(lambda h, w, t: fn(h, w, t, b), hidden, weight, targets)
+        return loss, grad_hidden, grad_weight, b.grad
+
+    fused = with_bias(linear_cross_entropy)
+    unfused = with_bias(lambda h, w, t, b: cross_entropy(h @ w.T + b, t))
+    for a, b in zip(fused, unfused):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_without_gradients_it_gives_the_same_loss():
+    hidden, weight, targets = _case()
+    with torch.no_grad():
+        torch.testing.assert_close(linear_cross_entropy(hidden, weight, targets), _unfused(hidden, weight, targets))
+
+
+@pytest.mark.parametrize("name", ["t5-tiny", "bart-tiny"])
+def test_seq2seq_loss_module_matches_the_model_logits_path(name):
+    """T5's scaled tied head and BART's logits bias: every gradient equals the logits path's."""
+    torch.manual_seed(0)
+    model = build_encoder_decoder(encoder_decoder_preset(name))
+    if model.logits_bias is not None:
+        model.logits_bias.normal_()
+    cfg = model.config
+    pairs = [([5, 6, 7, 8, 1], [9, 10, 1]), ([11, 12, 1], [13, 14, 15, 16, 1])]
+    batch = seq2seq_batch(pairs, cfg.pad_id, cfg.decoder_start_id)
+    args = batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"]
+
+    cross_entropy(model(*args, batch["decoder_attention_mask"]), batch["labels"]).backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    Seq2SeqLoss(model)(*args, batch["labels"], batch["decoder_attention_mask"]).backward()
+    for name, p in model.named_parameters():
+        if name in expected:
+            torch.testing.assert_close(p.grad, expected[name], rtol=1e-4, atol=1e-6, msg=name)

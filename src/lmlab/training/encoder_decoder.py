@@ -19,6 +19,7 @@ from lmlab.config import ENCODER_PRESETS, PRESETS
 from lmlab.errors import LmlabError
 from lmlab.io.encoder_decoder import load_encoder_decoder
 from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import (ENCODER_DECODER_PRESETS, EncoderDecoderConfig,
                                                  encoder_decoder_preset)
@@ -113,9 +114,8 @@ def teacher_forced_loss(model: EncoderDecoder, pairs: list[IdPair]) -> torch.Ten
     """Mean cross-entropy of the targets given the sources, the decoder reading the reference prefix."""
     cfg, device = model.config, model.lm_head.weight.device
     batch = {k: v.to(device) for k, v in seq2seq_batch(pairs, cfg.pad_id, cfg.decoder_start_id).items()}
-    logits = model(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
-                   batch["decoder_attention_mask"])  # (B, T, V)
-    return cross_entropy(logits, batch["labels"])
+    return Seq2SeqLoss(model)(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
+                              batch["labels"], batch["decoder_attention_mask"])
 
 
 def mean_loss(model: EncoderDecoder, pairs: list[IdPair], batch_size: int) -> float:

@@ -50,13 +50,22 @@ class EncoderDecoder(nn.Module):
         decoder_attention_mask: (B, cached + T) over the targets; kv_cache: the decoder's
         self-attention cache (see `new_cache`), advanced by T.
         """
+        logits = self.lm_head(self.decoder_hidden(decoder_input_ids, memory, attention_mask,
+                                                  decoder_attention_mask, kv_cache))  # (B, T, V)
+        return logits if self.logits_bias is None else logits + self.logits_bias
+
+    def decoder_hidden(self, decoder_input_ids: torch.Tensor, memory: torch.Tensor | list[MemoryKV],
+                       attention_mask: torch.Tensor | None = None,
+                       decoder_attention_mask: torch.Tensor | None = None,
+                       kv_cache: KVCache | None = None) -> torch.Tensor:
+        """What the LM head reads (B, T, C): the decoder's output, times d_model^-0.5 for T5's tied head.
+        The arguments are `decode`'s."""
         start = kv_cache.length if kv_cache is not None else 0
         if start + decoder_input_ids.size(1) > self.config.max_target_length:
             raise LmlabError(f"the target reaches {start + decoder_input_ids.size(1)} tokens but this model "
                              f"decodes at most {self.config.max_target_length}; lower max_new_tokens")
         h = self.decoder(decoder_input_ids, memory, attention_mask, decoder_attention_mask, kv_cache)
-        logits = self.lm_head(h * self.output_scale)  # (B, T, V)
-        return logits if self.logits_bias is None else logits + self.logits_bias
+        return h * self.output_scale
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 decoder_input_ids: torch.Tensor, decoder_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
