@@ -106,6 +106,25 @@ def test_padding_does_not_change_the_real_tokens():
     assert torch.allclose(mean_pooled_embedding(alone), mean_pooled_embedding(batched, mask), atol=1e-6)
 
 
+def test_a_padded_batch_gives_each_row_the_outputs_and_gradients_it_gets_alone():
+    """The batch runs unpadded (real tokens packed); each row alone has no padding (the cheap path)."""
+    cfg = encoder_preset("bert-tiny", **TINY)
+    model = build_encoder(cfg).eval()
+    ids, mask, types = padded_batch(cfg.vocab_size)
+    target = torch.randn(*ids.shape, cfg.d_model, generator=torch.Generator().manual_seed(5))
+    hidden = model(ids, mask, types)
+    (hidden * target)[mask.bool()].sum().backward()
+    batched = {name: p.grad for name, p in model.named_parameters() if name.startswith(("embeddings", "blocks"))}
+    model.zero_grad()
+    for row in range(ids.size(0)):
+        n = int(mask[row].sum())
+        alone = model(ids[row:row + 1, :n], None, types[row:row + 1, :n])  # (1, n, C)
+        torch.testing.assert_close(alone[0], hidden[row, :n].detach(), atol=1e-5, rtol=1e-5)
+        (alone[0] * target[row, :n]).sum().backward()  # gradients add up over the rows
+    for name, grad in batched.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_mean_pooled_embedding_averages_real_tokens_and_has_unit_length():
     hidden = torch.tensor([[[3.0, 0.0], [1.0, 2.0], [100.0, 100.0]]])  # (1, 3, 2), last token padding
     embedding = mean_pooled_embedding(hidden, torch.tensor([[1, 1, 0]]))
