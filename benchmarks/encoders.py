@@ -17,8 +17,8 @@
             torch.optim.AdamW(fused=True) -> zero_grad -> schedule. The fused AdamW is what a
             transformers user gets by default: `TrainingArguments().optim` is "adamw_torch_fused".
    The batches are what a tokenizer gives with padding to the longest sentence: mostly padding
-   (their share of real tokens is printed and kept in the JSON). lmlab's encoder skips the padding
-   in everything but attention (modules/unpadding.py); HF's BertModel computes it.
+   (their share of real tokens is printed and kept in the JSON). lmlab's encoder skips the padding,
+   attention included (modules/unpadding.py); HF's BertModel computes it.
 
 Rounds interleave lmlab and HF (alternating which goes first). Each side reports its median, and
 the ratio of each round's pair (lmlab rate / HF rate, taken back to back) is reported as a median

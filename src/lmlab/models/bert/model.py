@@ -1,10 +1,10 @@
 """The BERT encoder: embeddings -> post-norm blocks with bidirectional attention (-> [CLS] pooler).
 
-Unlike a decoder, every token sees every other real token, left and right; the only mask is
-padding. The blocks are lmlab's `PostNormBlock`s, so the encoder shares its attention and
-feed-forward code with the decoders. They run on the real tokens only, packed as (N, d_model)
-(modules/unpadding.py): a batch of mixed-length sentences is mostly padding, and no projection,
-feed-forward or norm is spent on it. The hidden states at padded positions are zeros.
+Unlike a decoder, every token sees every other real token of its sequence, left and right. The
+blocks are lmlab's `PostNormBlock`s, so the encoder shares its feed-forward and attention code
+with the decoders. They run on the real tokens only, packed as (N, d_model) (modules/unpadding.py):
+a batch of mixed-length sentences is mostly padding, and no projection, feed-forward, norm or
+attention score is spent on it. The hidden states at padded positions are zeros.
 """
 
 import torch
