@@ -27,7 +27,7 @@ class AlbertEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, T, d_model), zero at padding. attention_mask (B, T): 1 = real token, 0 = padding."""
+        """The last hidden states (B, T, d_model), zeros at padding. attention_mask (B, T): 1 = real, 0 = padding."""
         layout = Unpadding.of(attention_mask, *input_ids.shape)
         x = layout.pack(self.embeddings(input_ids, token_type_ids))  # (B, T, C) -> (N, C): real tokens only
         for _ in range(self.n_layers):

@@ -27,18 +27,12 @@ class BertEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, T, d_model), zero at padding. attention_mask (B, T): 1 = real token, 0 = padding."""
-        x, layout = self.packed(input_ids, attention_mask, token_type_ids)
-        return layout.unpack(x)
-
-    def packed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-               token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Unpadding]:
-        """The last hidden states of the real tokens only, (N, d_model), and where they sit in the batch."""
+        """The last hidden states (B, T, d_model), zeros at padding. attention_mask (B, T): 1 = real, 0 = padding."""
         layout = Unpadding.of(attention_mask, *input_ids.shape)
-        x = layout.pack(self.embeddings(input_ids, token_type_ids))  # (B, T, C) -> (N, C)
+        x = layout.pack(self.embeddings(input_ids, token_type_ids))  # (B, T, C) -> (N, C): real tokens only
         for block in self.blocks:
             x = block(x, layout)
-        return x, layout
+        return layout.unpack(x)
 
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
