@@ -14,10 +14,15 @@
      lmlab: the `lmlab finetune` step — SequenceClassifier -> cross-entropy -> backward ->
             clip_grad_norm_ -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> schedule.
      HF:    BertForSequenceClassification(..., labels=...).loss -> backward -> clip_grad_norm_ ->
-            torch.optim.AdamW (default) -> zero_grad -> schedule.
+            torch.optim.AdamW(fused=True) -> zero_grad -> schedule. The fused AdamW is what a
+            transformers user gets by default: `TrainingArguments().optim` is "adamw_torch_fused".
+   The batches are what a tokenizer gives with padding to the longest sentence: mostly padding
+   (their share of real tokens is printed and kept in the JSON). lmlab's encoder skips the padding,
+   attention included (modules/unpadding.py); HF's BertModel computes it.
 
-Rounds interleave lmlab and HF (alternating which goes first) and each side reports its median,
-so a noisy shared machine slows both alike. Usage:
+Rounds interleave lmlab and HF (alternating which goes first). Each side reports its median, and
+the ratio of each round's pair (lmlab rate / HF rate, taken back to back) is reported as a median
+with its range, so a load that shifts between rounds moves both sides of a pair alike. Usage:
 
   python benchmarks/encoders.py               # CPU
   python benchmarks/encoders.py --quick       # a smoke test, not a benchmark
@@ -93,6 +98,21 @@ def timed(fn, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+def paired_speedups(seconds: dict[str, list[float]], name: str) -> list[float]:
+    """Per round, `name`'s rate over HF's (HF seconds / `name` seconds): the two ran back to back."""
+    return [hf / ours for ours, hf in zip(seconds[name], seconds["hf"])]
+
+
+def row(benchmark: str, model: str, name: str, seconds: dict[str, list[float]], work: int, unit: str) -> dict:
+    """One result: `work` units done per round, the median rate, and the speedup over HF two ways
+    (ratio of the medians; median and range of the per-round paired ratios)."""
+    rate = work / statistics.median(seconds[name])
+    paired = paired_speedups(seconds, name)
+    return {"benchmark": benchmark, "model": model, "impl": name, "unit": unit, "rate": rate,
+            "rounds_s": seconds[name], "speedup_vs_hf": rate / (work / statistics.median(seconds["hf"])),
+            "paired_speedup_median": statistics.median(paired), "paired_speedup_range": [min(paired), max(paired)]}
+
+
 def interleaved(sides: dict, rounds: int, device: torch.device) -> dict[str, list[float]]:
     """Seconds per round of each side's callable, alternating the order every round."""
     seconds = {name: [] for name in sides}
@@ -142,13 +162,10 @@ def embedding_benchmark(args, device: torch.device) -> list[dict]:
     max_diff = max((outputs[name] - outputs["hf"]).abs().max().item() for name in ("lmlab", "lmlab-inorder"))
     assert max_diff <= 1e-4, f"lmlab and HF embeddings differ by {max_diff}"
     seconds = interleaved(sides, args.rounds, device)
-    hf_rate = len(texts) / statistics.median(seconds["hf"])
     lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)]
-    return [{"benchmark": "embed", "model": "all-minilm-l6-v2", "impl": name, "unit": "sentences/s",
-             "rate": len(texts) / statistics.median(s), "rounds_s": s, "speedup_vs_hf": len(texts) /
-             statistics.median(s) / hf_rate, "max_abs_diff_vs_hf": max_diff, "sentences": len(texts),
-             "tokens_min_mean_max": [min(lengths), sum(lengths) / len(lengths), max(lengths)]}
-            for name, s in seconds.items()]
+    return [row("embed", "all-minilm-l6-v2", name, seconds, len(texts), "sentences/s") | {
+            "max_abs_diff_vs_hf": max_diff, "sentences": len(texts),
+            "tokens_min_mean_max": [min(lengths), sum(lengths) / len(lengths), max(lengths)]} for name in seconds]
 
 
 # --- 2. fine-tuning steps ------------------------------------------------------------------
@@ -178,7 +195,7 @@ class HFStep:
 
     def __init__(self, model, total: int):
         self.model = model.train()
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
         self.scheduler = transformers.get_linear_schedule_with_warmup(self.optimizer, total // 10, total)
 
     def __call__(self, batch: dict) -> float:
@@ -230,11 +247,9 @@ def finetune_benchmark(args, device: torch.device) -> list[dict]:
     for name in steps:
         run(name)()  # warm-up
     seconds = interleaved({name: run(name) for name in steps}, args.rounds, device)
-    hf_rate = args.steps / statistics.median(seconds["hf"])
-    return [{"benchmark": "finetune", "model": "bert-small (4x512)", "impl": name, "unit": "steps/s",
-             "rate": args.steps / statistics.median(s), "rounds_s": s,
-             "speedup_vs_hf": args.steps / statistics.median(s) / hf_rate, "max_abs_diff_vs_hf": max_diff,
-             "tokens_per_batch": [int(b["input_ids"].numel()) for b in batches]} for name, s in seconds.items()]
+    return [row("finetune", "bert-small (4x512)", name, seconds, args.steps, "steps/s") | {
+            "max_abs_diff_vs_hf": max_diff, "tokens_per_batch": [int(b["input_ids"].numel()) for b in batches],
+            "real_tokens_per_batch": [int(b["attention_mask"].sum()) for b in batches]} for name in seconds]
 
 
 def main() -> None:
@@ -247,10 +262,15 @@ def main() -> None:
     print(f"device {device_name(device)}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, fp32, batch {args.batch_size}, {args.rounds} rounds (median); "
           f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
-    print(f"{'benchmark':<10}{'model':<20}{'impl':<15}{'rate':>12}  {'unit':<12}{'lmlab/HF':>9}")
-    for row in results:
-        print(f"{row['benchmark']:<10}{row['model']:<20}{row['impl']:<15}{row['rate']:>12.2f}  {row['unit']:<12}"
-              f"{row['speedup_vs_hf']:>8.2f}x")
+    print(f"{'benchmark':<10}{'model':<20}{'impl':<15}{'rate':>12}  {'unit':<12}{'lmlab/HF':>9}"
+          f"  {'paired: median (range)':<24}")
+    for r in results:
+        low, high = r["paired_speedup_range"]
+        print(f"{r['benchmark']:<10}{r['model']:<20}{r['impl']:<15}{r['rate']:>12.2f}  {r['unit']:<12}"
+              f"{r['speedup_vs_hf']:>8.2f}x  {r['paired_speedup_median']:.2f}x ({low:.2f}-{high:.2f})")
+    real = [n / total for r in results if r["benchmark"] == "finetune" and r["impl"] == "hf"
+            for n, total in zip(r["real_tokens_per_batch"], r["tokens_per_batch"])]
+    print(f"fine-tuning batches: {min(real):.0%}-{max(real):.0%} real tokens, the rest padding")
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "transformers": transformers.__version__, "python": platform.python_version(),

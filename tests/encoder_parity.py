@@ -1,5 +1,5 @@
 """Helpers for the encoder parity tests: a random HF model whose every weight matters, and a
-padded batch of sentence pairs."""
+padded batch of sentence pairs, and the differences the tests compare."""
 
 import torch
 
@@ -29,3 +29,9 @@ def padded_batch(vocab_size: int, pad_id: int = 0, types: bool = True):
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
+
+
+def real_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    """The largest difference of per-token outputs a, b (B, T, ...) at the real tokens (mask (B, T), 1 = real).
+    lmlab's encoders skip the padding (its hidden states are zeros); HF computes it, to no use."""
+    return max_diff(a[mask.bool()], b[mask.bool()])

@@ -4,6 +4,7 @@ output, both directions; a saved HF BERT directory loads with its tokenizer; poo
 import pytest
 import torch
 
+from encoder_parity import real_diff
 from lmlab.config import encoder_preset
 from lmlab.errors import LmlabError
 from lmlab.io.load import load, load_encoder
@@ -58,8 +59,9 @@ def test_hf_weights_in_lmlab_give_same_hidden_states_and_pooled_output():
         expected = reference(ids, attention_mask=mask, token_type_ids=types)
         hidden = ours(ids, mask, types)
         pooled = ours.pooled(ids, mask, types)
-    assert (hidden - expected.last_hidden_state).abs().max().item() <= 1e-5
+    assert real_diff(hidden, expected.last_hidden_state, mask) <= 1e-5
     assert (pooled - expected.pooler_output).abs().max().item() <= 1e-5
+    assert not hidden[mask == 0].any()  # the padding is skipped, not computed
 
 
 @pytest.mark.parity
@@ -81,7 +83,7 @@ def test_lmlab_weights_load_strictly_in_hf_and_give_same_outputs():
     ids, mask, types = padded_batch(cfg.vocab_size)
     with torch.no_grad():
         expected = reference(ids, attention_mask=mask, token_type_ids=types)
-        assert (ours(ids, mask, types) - expected.last_hidden_state).abs().max().item() <= 1e-5
+        assert real_diff(ours(ids, mask, types), expected.last_hidden_state, mask) <= 1e-5
         assert (ours.pooled(ids, mask, types) - expected.pooler_output).abs().max().item() <= 1e-5
 
 
@@ -102,6 +104,25 @@ def test_padding_does_not_change_the_real_tokens():
         alone, batched = model(ids), model(padded, mask)
     assert (alone - batched[:, :6]).abs().max().item() <= 1e-5
     assert torch.allclose(mean_pooled_embedding(alone), mean_pooled_embedding(batched, mask), atol=1e-6)
+
+
+def test_a_padded_batch_gives_each_row_the_outputs_and_gradients_it_gets_alone():
+    """The batch runs unpadded (real tokens packed); each row alone has no padding (the cheap path)."""
+    cfg = encoder_preset("bert-tiny", **TINY)
+    model = build_encoder(cfg).eval()
+    ids, mask, types = padded_batch(cfg.vocab_size)
+    target = torch.randn(*ids.shape, cfg.d_model, generator=torch.Generator().manual_seed(5))
+    hidden = model(ids, mask, types)
+    (hidden * target)[mask.bool()].sum().backward()
+    batched = {name: p.grad for name, p in model.named_parameters() if name.startswith(("embeddings", "blocks"))}
+    model.zero_grad()
+    for row in range(ids.size(0)):
+        n = int(mask[row].sum())
+        alone = model(ids[row:row + 1, :n], None, types[row:row + 1, :n])  # (1, n, C)
+        torch.testing.assert_close(alone[0], hidden[row, :n].detach(), atol=1e-5, rtol=1e-5)
+        (alone[0] * target[row, :n]).sum().backward()  # gradients add up over the rows
+    for name, grad in batched.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
 def test_mean_pooled_embedding_averages_real_tokens_and_has_unit_length():
@@ -145,6 +166,6 @@ def test_saved_hf_bert_directory_loads_with_its_vocab_and_matches_hf(tmp_path):
     assert ids.shape == (2, 9) and mask[1].tolist() == [1] * 6 + [0] * 3
     with torch.no_grad():
         expected = reference(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
-        assert (model(ids, mask, types) - expected).abs().max().item() <= 1e-5
+        assert real_diff(model(ids, mask, types), expected, mask) <= 1e-5
     with pytest.raises(LmlabError, match="load_encoder"):
         load(tmp_path / "bert")

@@ -5,7 +5,7 @@ HF give the same discriminator logits (`ElectraForPreTraining`) and generator lo
 import pytest
 import torch
 
-from encoder_parity import max_diff, padded_batch, randomized
+from encoder_parity import max_diff, padded_batch, randomized, real_diff
 from lmlab.config import encoder_preset
 from lmlab.io.hf_encoder import save_electra_dirs
 from lmlab.io.load import load_encoder
@@ -49,10 +49,10 @@ def test_discriminator_and_generator_logits_match_hf():
     ours.load_state_dict(electra_from_hf(discriminator.state_dict(), generator.state_dict(), cfg))
     ids, mask, types = padded_batch(cfg.vocab_size)
     with torch.no_grad():
-        assert max_diff(ours.rtd_logits(ids, mask, types),
-                        discriminator(ids, attention_mask=mask, token_type_ids=types).logits) <= 1e-5
-        assert max_diff(ours.generator_logits(ours.generator(ids, mask, types)),
-                        generator(ids, attention_mask=mask, token_type_ids=types).logits) <= 1e-5
+        assert real_diff(ours.rtd_logits(ids, mask, types),
+                         discriminator(ids, attention_mask=mask, token_type_ids=types).logits, mask) <= 1e-5
+        assert real_diff(ours.generator_logits(ours.generator(ids, mask, types)),
+                         generator(ids, attention_mask=mask, token_type_ids=types).logits, mask) <= 1e-5
 
 
 @pytest.mark.parity
@@ -73,9 +73,9 @@ def test_lmlab_electra_loads_strictly_in_hf_and_saved_dirs_load(tmp_path):
     encoder, _ = load_encoder(tmp_path / "model")
     with torch.no_grad():
         expected = ours.rtd_logits(ids, mask, types)
-        assert max_diff(discriminator(ids, attention_mask=mask, token_type_ids=types).logits, expected) <= 1e-5
-        assert max_diff(loaded_generator(ids, attention_mask=mask, token_type_ids=types).logits,
-                        ours.generator_logits(ours.generator(ids, mask, types))) <= 1e-5
+        assert real_diff(discriminator(ids, attention_mask=mask, token_type_ids=types).logits, expected, mask) <= 1e-5
+        assert real_diff(loaded_generator(ids, attention_mask=mask, token_type_ids=types).logits,
+                         ours.generator_logits(ours.generator(ids, mask, types)), mask) <= 1e-5
         assert max_diff(encoder(ids, mask, types), ours.discriminator(ids, mask, types)) <= 1e-6
 
 

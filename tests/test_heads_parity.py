@@ -7,7 +7,7 @@ import torch
 from lmlab.config import encoder_preset
 from lmlab.heads.multiple_choice import MultipleChoice
 from lmlab.heads.regression import SequenceRegressor
-from lmlab.heads.sequence_classification import SequenceClassifier
+from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
 from lmlab.heads.span_extraction import SpanExtractor
 from lmlab.heads.token_classification import TokenClassifier
 from lmlab.models.bert import convert
@@ -66,6 +66,22 @@ def test_sequence_classifier_logits_equal_hf_bert_for_sequence_classification():
         assert (ours(ids, mask, types) - expected).abs().max().item() <= 1e-5
 
 
+def test_sequence_classifier_gradients_equal_hf_for_every_weight_on_a_padded_batch():
+    hf = reference(transformers.BertForSequenceClassification, num_labels=3)
+    ours = copied(SequenceClassifier(encoder(), 3), hf, CLASSIFIER)  # eval mode: no dropout, same maths
+    ids, mask, types = inputs(4, 12)
+    labels = torch.tensor([0, 2, 1, 2])
+    hf(ids, attention_mask=mask, token_type_ids=types, labels=labels).loss.backward()
+    classification_loss(ours(ids, mask, types), labels).backward()
+    expected = {name: p.grad for name, p in hf.named_parameters()}
+    encoder_grads = convert.to_hf({name: p.grad for name, p in ours.encoder.named_parameters()}, CFG)
+    got = {f"bert.{name}": g for name, g in encoder_grads.items()} | {
+        f"classifier.{name}": p.grad for name, p in ours.classifier.named_parameters()}
+    assert got.keys() == expected.keys()
+    for name, grad in got.items():
+        torch.testing.assert_close(grad, expected[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
 def test_regressor_scores_equal_hf_with_one_label():
     hf = reference(transformers.BertForSequenceClassification, num_labels=1)
     ours = copied(SequenceRegressor(encoder()), hf, CLASSIFIER)
@@ -94,8 +110,10 @@ def test_span_extractor_logits_equal_hf_bert_for_question_answering():
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask, token_type_ids=types)
         start, end = ours(ids, mask, types)
-    assert (start - expected.start_logits).abs().max().item() <= 1e-5
-    assert (end - expected.end_logits).abs().max().item() <= 1e-5
+    real = mask.bool()
+    assert (start[real] - expected.start_logits[real]).abs().max().item() <= 1e-5
+    assert (end[real] - expected.end_logits[real]).abs().max().item() <= 1e-5
+    assert start[~real].eq(float("-inf")).all() and end[~real].eq(float("-inf")).all()  # padding is never an answer
 
 
 def test_multiple_choice_logits_equal_hf_bert_for_multiple_choice():

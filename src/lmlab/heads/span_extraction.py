@@ -4,7 +4,8 @@ The input is "[CLS] question [SEP] context [SEP]". One Linear(d_model, 2) gives 
 start score and an end score; training is cross-entropy on the true start and on the true end
 (their mean). At inference the answer is the span (s, e) with the highest start_s + end_e among
 the valid ones: s <= e, at most `max_answer_length` tokens, both inside the context (SQuAD, as
-in Devlin et al. 2018).
+in Devlin et al. 2018). Padding is never an answer: its scores are -inf, so a row's loss does
+not depend on how much padding its batch has (HF's BertForQuestionAnswering leaves them finite).
 """
 
 import torch
@@ -25,7 +26,10 @@ class SpanExtractor(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, C)
-        start, end = self.span(hidden).unbind(dim=-1)  # (B, T) each
+        logits = self.span(hidden)  # (B, T, 2)
+        if attention_mask is not None:
+            logits = logits.masked_fill(~attention_mask.bool()[..., None], float("-inf"))
+        start, end = logits.unbind(dim=-1)  # (B, T) each
         return start, end
 
 

@@ -10,8 +10,8 @@ from torch import nn
 
 from lmlab.errors import LmlabError
 from lmlab.models.bert.embeddings import FactorizedEmbeddings
-from lmlab.modules.attention import padding_mask
 from lmlab.modules.pooling import ClsPooler
+from lmlab.modules.unpadding import Unpadding
 
 
 class AlbertEncoder(nn.Module):
@@ -27,12 +27,12 @@ class AlbertEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, T, d_model). attention_mask (B, T): 1 = real token, 0 = padding."""
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
-        mask = padding_mask(attention_mask, input_ids.size(1), input_ids.device)
+        """The last hidden states (B, T, d_model), zeros at padding. attention_mask (B, T): 1 = real, 0 = padding."""
+        layout = Unpadding.of(attention_mask, *input_ids.shape)
+        x = layout.pack(self.embeddings(input_ids, token_type_ids))  # (B, T, C) -> (N, C): real tokens only
         for _ in range(self.n_layers):
-            x = self.block(x, mask)  # the same weights at every depth
-        return x
+            x = self.block(x, layout)  # the same weights at every depth
+        return layout.unpack(x)
 
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:

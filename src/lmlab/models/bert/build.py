@@ -11,11 +11,11 @@ from torch import nn
 from lmlab.config import EncoderConfig
 from lmlab.models.bert.embeddings import BertEmbeddings
 from lmlab.models.bert.model import BertEncoder
-from lmlab.modules.attention import SelfAttention
 from lmlab.modules.feed_forward import GeluMLP
 from lmlab.modules.norms import LayerNorm
 from lmlab.modules.pooling import ClsPooler
 from lmlab.modules.transformer import PostNormBlock
+from lmlab.modules.unpadding import UnpaddedSelfAttention
 
 GELU_APPROXIMATION = {"gelu": "none", "gelu_new": "tanh"}  # HF's activation name -> torch's `approximate`
 
@@ -29,8 +29,9 @@ def build_encoder(cfg: EncoderConfig) -> BertEncoder:
 
 
 def encoder_block(cfg: EncoderConfig) -> PostNormBlock:
-    """One post-norm block: bidirectional attention and a GELU MLP (exact GELU for BERT, tanh for "gelu_new")."""
-    return PostNormBlock(SelfAttention(cfg.d_model, cfg.n_heads, bias=True, dropout=cfg.dropout),
+    """One post-norm block: bidirectional attention and a GELU MLP (exact GELU for BERT, tanh for "gelu_new"),
+    run on packed real tokens (N, d_model) with an `Unpadding` in place of the mask."""
+    return PostNormBlock(UnpaddedSelfAttention(cfg.d_model, cfg.n_heads, bias=True, dropout=cfg.dropout),
                          GeluMLP(cfg.d_model, cfg.d_ff, bias=True, approximate=GELU_APPROXIMATION[cfg.activation]),
                          LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps), LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps),
                          cfg.dropout)

@@ -1,8 +1,10 @@
 """The BERT encoder: embeddings -> post-norm blocks with bidirectional attention (-> [CLS] pooler).
 
-Unlike a decoder, every token sees every other real token, left and right; the only mask is
-padding. The blocks are lmlab's `PostNormBlock`s, so the encoder shares its attention and
-feed-forward code with the decoders.
+Unlike a decoder, every token sees every other real token of its sequence, left and right. The
+blocks are lmlab's `PostNormBlock`s, so the encoder shares its feed-forward and attention code
+with the decoders. They run on the real tokens only, packed as (N, d_model) (modules/unpadding.py):
+a batch of mixed-length sentences is mostly padding, and no projection, feed-forward, norm or
+attention score is spent on it. The hidden states at padded positions are zeros.
 """
 
 import torch
@@ -10,8 +12,8 @@ from torch import nn
 
 from lmlab.errors import LmlabError
 from lmlab.models.bert.embeddings import BertEmbeddings
-from lmlab.modules.attention import padding_mask
 from lmlab.modules.pooling import ClsPooler
+from lmlab.modules.unpadding import Unpadding
 
 
 class BertEncoder(nn.Module):
@@ -25,12 +27,12 @@ class BertEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, T, d_model). attention_mask (B, T): 1 = real token, 0 = padding."""
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
-        mask = padding_mask(attention_mask, input_ids.size(1), input_ids.device)
+        """The last hidden states (B, T, d_model), zeros at padding. attention_mask (B, T): 1 = real, 0 = padding."""
+        layout = Unpadding.of(attention_mask, *input_ids.shape)
+        x = layout.pack(self.embeddings(input_ids, token_type_ids))  # (B, T, C) -> (N, C): real tokens only
         for block in self.blocks:
-            x = block(x, mask)
-        return x
+            x = block(x, layout)
+        return layout.unpack(x)
 
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,0 +1,86 @@
+"""Unpadding: packing the real tokens of a padded batch and attending over them gives what the
+padded computation gives at the real tokens, forward and backward; a batch without padding takes
+the cheap path (a view, one batched attention)."""
+
+import pytest
+import torch
+
+from lmlab.modules.attention import SelfAttention, padding_mask
+from lmlab.modules.unpadding import Unpadding, UnpaddedSelfAttention
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def ragged_mask() -> torch.Tensor:
+    """(3, 7): one full row, one right-padded, one with a hole (left and inner padding too)."""
+    return torch.tensor([[1, 1, 1, 1, 1, 1, 1],
+                         [1, 1, 1, 1, 0, 0, 0],
+                         [0, 1, 1, 0, 1, 1, 0]])
+
+
+def test_pack_keeps_the_real_tokens_in_order_and_unpack_puts_zeros_at_padding():
+    mask = ragged_mask()
+    x = torch.randn(3, 7, 5)
+    layout = Unpadding.of(mask, 3, 7)
+    packed = layout.pack(x)
+    assert packed.shape == (int(mask.sum()), 5)
+    assert torch.equal(packed, x[mask.bool()])
+    back = layout.unpack(packed)
+    assert torch.equal(back[mask.bool()], x[mask.bool()]) and not back[mask == 0].any()
+
+
+@pytest.mark.parametrize("mask", [None, torch.ones(2, 4, dtype=torch.long)])
+def test_a_batch_without_padding_is_packed_by_a_view_and_attended_as_one_group(mask):
+    layout = Unpadding.of(mask, 2, 4)
+    x = torch.randn(2, 4, 3)
+    packed = layout.pack(x)
+    assert packed.data_ptr() == x.data_ptr() and torch.equal(layout.unpack(packed), x)
+    [group] = layout.sequences(packed)
+    assert group.shape == (2, 4, 3) and group.data_ptr() == x.data_ptr()
+
+
+def test_sequences_are_the_rows_real_tokens_with_rows_of_one_length_together():
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 1], [0, 1, 0]])
+    x = torch.randn(4, 3, 2)
+    layout = Unpadding.of(mask, 4, 3)
+    groups = layout.sequences(layout.pack(x))
+    assert [g.shape[:2] for g in groups] == [(2, 2), (1, 3), (1, 1)]
+    assert torch.equal(groups[0], x[:2, :2]) and torch.equal(groups[1], x[2:3]) and torch.equal(groups[2], x[3:, 1:2])
+
+
+def test_unpadded_attention_gives_padded_attention_outputs_and_gradients_at_real_tokens():
+    torch.manual_seed(0)
+    mask = ragged_mask()
+    real = mask.bool()
+    padded = SelfAttention(16, 4, bias=True)
+    unpadded = UnpaddedSelfAttention(16, 4, bias=True)
+    unpadded.load_state_dict(padded.state_dict())
+    x = torch.randn(3, 7, 16, requires_grad=True)
+    x_packed = x.detach()[real].requires_grad_()
+    target = torch.randn(3, 7, 16)  # the loss reads only the real tokens: padding's outputs are meaningless
+
+    expected = padded(x, padding_mask(mask, 7, x.device))  # (B, T, C)
+    got = unpadded(x_packed, Unpadding.of(mask, 3, 7))  # (N, C)
+    torch.testing.assert_close(got, expected[real], atol=1e-6, rtol=1e-5)
+
+    (expected[real] * target[real]).sum().backward()
+    (got * target[real]).sum().backward()
+    torch.testing.assert_close(x_packed.grad, x.grad[real], atol=1e-6, rtol=1e-5)
+    for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_attention_maps_are_kept_per_sequence_and_equal_the_padded_maps():
+    torch.manual_seed(1)
+    mask = ragged_mask()
+    padded = SelfAttention(16, 4, bias=True)
+    unpadded = UnpaddedSelfAttention(16, 4, bias=True)
+    unpadded.load_state_dict(padded.state_dict())
+    padded.need_weights = unpadded.need_weights = True
+    x = torch.randn(3, 7, 16)
+    with torch.no_grad():
+        padded(x, padding_mask(mask, 7, x.device))
+        unpadded(x[mask.bool()], Unpadding.of(mask, 3, 7))
+    for row, weights in enumerate(unpadded.weights):  # the three rows have three lengths: one map each
+        real = mask[row].bool()
+        torch.testing.assert_close(weights[0], padded.weights[row][:, real][:, :, real])
