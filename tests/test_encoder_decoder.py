@@ -53,6 +53,7 @@ def test_source_padding_is_ignored(name):
     garbage = src.clone()
     garbage[1, 5:] = 7
     torch.testing.assert_close(model(garbage, mask, tgt)[1:], alone, atol=1e-5, rtol=1e-5)
+    assert not model.encode(garbage, mask)[1, 5:].any()  # the encoder skipped the padding: zeros there
 
 
 def test_a_source_longer_than_the_encoder_reads_is_one_clear_error():

@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from lmlab.modules.attention import SelfAttention, padding_mask
+from lmlab.modules.encoder_decoder import with_bias
+from lmlab.modules.relative_position import RelativePositionBias
 from lmlab.modules.unpadding import Unpadding, UnpaddedSelfAttention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -84,3 +86,34 @@ def test_attention_maps_are_kept_per_sequence_and_equal_the_padded_maps():
     for row, weights in enumerate(unpadded.weights):  # the three rows have three lengths: one map each
         real = mask[row].bool()
         torch.testing.assert_close(weights[0], padded.weights[row][:, real][:, :, real])
+
+
+@pytest.mark.parametrize("mask", [torch.tensor([[1, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]),
+                                  torch.tensor([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]])],
+                         ids=["left-and-right-padding", "right-padding"])
+def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attention(mask):
+    """T5's encoder attention: head_dim apart from d_model / heads, no 1/sqrt(d) scale, a bias of
+    relative positions added to the scores; each sequence gets its top-left corner of the bias."""
+    torch.manual_seed(2)
+    real = mask.bool()
+    padded_bias = RelativePositionBias(4, bidirectional=True, n_buckets=8, max_distance=16)
+    unpadded_bias = RelativePositionBias(4, bidirectional=True, n_buckets=8, max_distance=16)
+    unpadded_bias.load_state_dict(padded_bias.state_dict())
+    positions = torch.arange(6)
+    padded = SelfAttention(16, 4, bias=False, head_dim=8, scale=1.0)
+    unpadded = UnpaddedSelfAttention(16, 4, bias=False, head_dim=8, scale=1.0)
+    unpadded.load_state_dict(padded.state_dict())
+    x = torch.randn(3, 6, 16, requires_grad=True)
+    x_packed = x.detach()[real].requires_grad_()
+    target = torch.randn(3, 6, 16)
+
+    expected = padded(x, with_bias(padded_bias(positions, positions), padding_mask(mask, 6, x.device)))
+    got = unpadded(x_packed, Unpadding.of(mask, 3, 6).with_score_bias(unpadded_bias(positions, positions)))
+    torch.testing.assert_close(got, expected[real], atol=1e-6, rtol=1e-5)
+
+    (expected[real] * target[real]).sum().backward()
+    (got * target[real]).sum().backward()
+    torch.testing.assert_close(x_packed.grad, x.grad[real], atol=1e-6, rtol=1e-5)
+    for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    torch.testing.assert_close(unpadded_bias.table.weight.grad, padded_bias.table.weight.grad, atol=1e-6, rtol=1e-5)

@@ -11,8 +11,9 @@ the norm and the feed-forward), so the families share every line of the forward 
 import torch
 from torch import nn
 
-from lmlab.modules.attention import causal_mask, decoder_mask, padding_mask
+from lmlab.modules.attention import causal_mask, decoder_mask
 from lmlab.modules.kv_cache import KVCache, LayerKV
+from lmlab.modules.unpadding import Unpadding
 from lmlab.modules.transformer import default_positions
 
 MemoryKV = tuple[torch.Tensor, torch.Tensor]  # one decoder layer's cross-attention keys, values (B, H, S, D)
@@ -89,19 +90,25 @@ class Stack(nn.Module):
 
 
 class EncoderStack(Stack):
-    """input_ids (B, S) -> the memory (B, S, C) the decoder reads; every token sees every real token."""
+    """input_ids (B, S) -> the memory (B, S, C) the decoder reads; every token sees every real token.
+
+    The blocks run on the real tokens only, packed as (N, C) (modules/unpadding.py, with
+    `UnpaddedSelfAttention`): a batch of sources of mixed length is partly padding, and no
+    projection, feed-forward, norm or attention score is spent on it. The memory is zeros at
+    padding, which the decoder's cross-attention masks anyway.
+    """
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """attention_mask (B, S): 1 on real tokens, 0 on padding."""
         S = input_ids.size(1)
         positions = torch.arange(S, device=input_ids.device)
-        x = self.embeddings(input_ids, positions)  # (B, S, C)
-        mask = padding_mask(attention_mask, S, input_ids.device)  # (B or 1, 1, 1, S)
+        layout = Unpadding.of(attention_mask, *input_ids.shape)
         if self.position_bias is not None:
-            mask = with_bias(self.position_bias(positions, positions), mask)  # (B or 1, H, S, S)
+            layout = layout.with_score_bias(self.position_bias(positions, positions))  # (1, H, S, S)
+        x = layout.pack(self.embeddings(input_ids, positions))  # (B, S, C) -> (N, C): real tokens only
         for block in self.blocks:
-            x = block(x, mask)
-        return self.norm(x)
+            x = block(x, layout)
+        return layout.unpack(self.norm(x))  # (B, S, C)
 
 
 class DecoderStack(Stack):

@@ -8,10 +8,11 @@ own unmasked attention over its own tokens, so no score is spent on padding eith
 
 A row's real tokens are consecutive in the packed tensor (they keep their order), so a sequence
 is a slice of it. Rows of the same length are attended together; a batch without padding is one
-such group, packed by a reshape (a view, no copy).
+such group, packed by a reshape (a view, no copy). A score bias that depends on relative positions
+only (T5's) is the same for every sequence, cut to its length; it rides along in the layout.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import torch
@@ -24,13 +25,17 @@ class Unpadding:
     """Where the N real tokens of a (B, T) batch sit: `pack` (B, T, ...) -> (N, ...), `unpack` back.
 
     indices: (N,) flat positions b * T + t of the real tokens, or None when every token is real;
-    lengths: each row's number of real tokens (B,).
+    lengths: each row's number of real tokens (B,); score_bias: (1, H, T, T) added to every
+    sequence's attention scores, its top-left (L, L) for a sequence of length L, or None. That cut
+    is exact for a bias of relative positions when each row's real tokens are one run (left or
+    right padding).
     """
 
     batch: int
     length: int
     indices: torch.Tensor | None
     lengths: tuple[int, ...]
+    score_bias: torch.Tensor | None = None
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor | None, batch: int, length: int) -> "Unpadding":
@@ -39,6 +44,10 @@ class Unpadding:
             return cls(batch, length, None, (length,) * batch)
         real = attention_mask.bool()  # (B, T)
         return cls(batch, length, real.flatten().nonzero().squeeze(1), tuple(real.sum(1).tolist()))
+
+    def with_score_bias(self, bias: torch.Tensor) -> "Unpadding":
+        """This layout with `score_bias` (1, H, T, T) for every sequence's attention."""
+        return replace(self, score_bias=bias)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, ...) -> its real tokens (N, ...)."""
@@ -65,13 +74,14 @@ class UnpaddedSelfAttention(SelfAttention):
     """Bidirectional multi-head self-attention over packed tokens: x (N, C) and an `Unpadding` -> (N, C).
 
     The weights and their names are `SelfAttention`'s; only the layout of the tokens differs.
-    Each sequence attends over its own tokens, unmasked. Keys and values have as many heads as
-    queries (no grouped-query attention in these encoders). With `need_weights`, `weights` holds
-    each group's attention map (rows, H, L, L), in order.
+    Each sequence attends over its own tokens, unmasked but for the layout's score bias. Keys and
+    values have as many heads as queries (no grouped-query attention in these encoders). With
+    `need_weights`, `weights` holds each group's attention map (rows, H, L, L), in order.
     """
 
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0):
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout)
+    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0,
+                 head_dim: int | None = None, scale: float | None = None):
+        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, head_dim=head_dim, scale=scale)
 
     def forward(self, x: torch.Tensor, layout: Unpadding, rope: None = None, kv_cache: None = None) -> torch.Tensor:
         """`rope` and `kv_cache` are what a block passes to any attention; an encoder has neither."""
@@ -80,7 +90,9 @@ class UnpaddedSelfAttention(SelfAttention):
         outputs, maps = [], []
         for group in layout.sequences(qkv):  # (rows, L, 3H, D)
             q, k, v = group.transpose(1, 2).chunk(3, dim=1)  # (rows, H, L, D) each
-            y, weights = attend(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+            L = group.size(1)
+            bias = None if layout.score_bias is None else layout.score_bias[:, :, :L, :L]  # (1, H, L, L)
+            y, weights = attend(q, k, v, bias, dropout_p=self.dropout if self.training else 0.0,
                                 need_weights=self.need_weights, scale=self.scale)
             outputs.append(y.transpose(1, 2).flatten(0, 1))  # (rows * L, H, D)
             maps.append(weights)

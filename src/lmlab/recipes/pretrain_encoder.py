@@ -43,6 +43,7 @@ from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import pick_device
+from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training.loop import evaluated, measured, run_steps, start_session
 
@@ -111,6 +112,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = pick_device(device)
+    keep_freed_memory(dev)
     torch.manual_seed(train_cfg.seed)
     model = (build_electra_for_pretraining(cfg) if objective == "rtd" else
              build_for_pretraining(cfg, sentence_pair=objective in PAIR_OBJECTIVES)).to(dev)

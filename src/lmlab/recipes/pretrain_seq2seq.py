@@ -45,6 +45,7 @@ from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.seq2seq import EOS, MASK, PAD, train_seq2seq_bpe
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import pick_device
+from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training.loop import evaluated, measured, run_steps, start_session
@@ -111,6 +112,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = pick_device(device)
+    keep_freed_memory(dev)
     torch.manual_seed(train_cfg.seed)
     model = build_encoder_decoder(cfg).to(dev)
     settings = {"recipe": f"{cfg.family} {objective}", "base_model": None, "base_fingerprint": None,

@@ -20,6 +20,7 @@ from lmlab.modules.norms import LayerNorm, RMSNorm
 from lmlab.modules.positions import LearnedPositions, SinusoidalPositions
 from lmlab.modules.relative_position import RelativePositionBias
 from lmlab.modules.transformer import PostNormBlock, PreNormBlock
+from lmlab.modules.unpadding import UnpaddedSelfAttention
 
 
 def build_encoder_decoder(cfg: EncoderDecoderConfig) -> EncoderDecoder:
@@ -31,6 +32,9 @@ def build_encoder_decoder(cfg: EncoderDecoderConfig) -> EncoderDecoder:
 
     def self_attention() -> SelfAttention:
         return SelfAttention(cfg.d_model, cfg.n_heads, None, cfg.bias, cfg.dropout, cfg.head_dim, scale)
+
+    def unpadded_self_attention() -> UnpaddedSelfAttention:  # the encoder's, over its real tokens only
+        return UnpaddedSelfAttention(cfg.d_model, cfg.n_heads, cfg.bias, cfg.dropout, cfg.head_dim, scale)
 
     def feed_forward() -> nn.Module:
         return (GatedMLP if cfg.gated_ffn else MLP)(cfg.d_model, cfg.d_ff, cfg.bias, cfg.activation)
@@ -53,7 +57,7 @@ def build_encoder_decoder(cfg: EncoderDecoderConfig) -> EncoderDecoder:
     encoder_block, decoder_block = (PreNormBlock, PreNormDecoderBlock) if pre else (PostNormBlock, PostNormDecoderBlock)
     encoder = EncoderStack(
         embeddings(cfg.max_source_length),
-        [encoder_block(self_attention(), feed_forward(), norm(), norm(), cfg.dropout)
+        [encoder_block(unpadded_self_attention(), feed_forward(), norm(), norm(), cfg.dropout)
          for _ in range(cfg.n_encoder_layers)],
         final_norm(), position_bias(bidirectional=True))
     decoder = DecoderStack(
