@@ -9,6 +9,11 @@ config: T5Config / BartConfig), run fp32 on the same device and threads, and see
             model(..., labels=labels).loss.
             Both sides step the same fused torch AdamW: what HF's Trainer uses by default
             (TrainingArguments().optim is adamw_torch_fused) and what lmlab's training loop uses.
+            Each (side, round) trains in a fresh process, as a user's run would: the lmlab side
+            with the malloc settings its training recipes set (memory a step frees is kept for
+            the next, training/host_memory.py), HF with glibc's defaults; `--hf-kept-memory` adds
+            a row where HF trains under lmlab's settings too. Each row reports its page faults
+            per step.
   generate  new tokens per second of beam search (num_beams 4, length_penalty 1): lmlab's
             generate_seq2seq, HF's generate(num_beams=4, do_sample=False). Neither side has a stop
             token (lmlab eos_id=-1, HF eos_token_id=None), so no beam can finish early and both write
@@ -19,8 +24,8 @@ Sources have different lengths (right-padded, with an attention mask) in both be
 steps/calls are not timed. Rounds interleave lmlab and HF (alternating which goes first); each side
 reports its median round; each round also gives a paired ratio lmlab_i / HF_i of two runs taken
 moments apart, and the median of those ratios is the headline speed-up (it cancels load that shifts
-between rounds). The JSON keeps every round's rates and ratios, so the spread shows how noisy the
-machine was. Usage:
+between rounds). Generation runs both sides in this process. The JSON keeps every round's rates
+and ratios, so the spread shows how noisy the machine was. Usage:
 
   python benchmarks/seq2seq.py                 # CPU, the default shapes
   python benchmarks/seq2seq.py --quick         # a smoke test, not a benchmark
@@ -31,7 +36,10 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -43,6 +51,7 @@ from lmlab.generation.encoder_decoder import generate_seq2seq
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
+from lmlab.training.host_memory import keep_freed_memory
 
 from machine import device_name, synchronize  # benchmarks/machine.py
 
@@ -64,8 +73,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--new-tokens", type=int, default=24)
     p.add_argument("--beams", type=int, default=4)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--hf-kept-memory", action="store_true",
+                   help="also train HF with lmlab's malloc settings (row 'hf+kept-memory')")
     p.add_argument("--quick", action="store_true", help="tiny models, few steps: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--worker", choices=TRAINERS, help=argparse.SUPPRESS)  # one timed training round
+    p.add_argument("--model", choices=["t5", "bart"], help=argparse.SUPPRESS)  # the worker's model
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
@@ -149,6 +162,48 @@ def hf_loss(model, batch: dict) -> torch.Tensor:
     return model(**batch).loss
 
 
+TRAINERS = {"lmlab": lmlab_loss, "hf": hf_loss, "hf+kept-memory": hf_loss}  # side -> its loss
+
+
+def train_worker(args: argparse.Namespace) -> None:
+    """One side's training round for one model, in this process: warm up, time, print JSON."""
+    device = torch.device(args.device)
+    if args.worker != "hf":
+        keep_freed_memory(device)  # what lmlab's training recipes do
+    cfg = model_configs(args.quick)[args.model]
+    torch.manual_seed(0)
+    model = (build_encoder_decoder(cfg) if args.worker == "lmlab" else hf_model(cfg)).to(device)
+    trainer, batches = Trainer(model, TRAINERS[args.worker]), training_batches(cfg, args, device)
+    timed(lambda i: trainer.step(batches[i % len(batches)]), args.warmup, device)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    seconds = timed(lambda i: trainer.step(batches[i % len(batches)]), args.steps, device)
+    faults_per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / args.steps
+    print(json.dumps({"seconds": seconds, "page_faults_per_step": faults_per_step}))
+
+
+def train_round(args: argparse.Namespace, side: str, name: str) -> dict:
+    """Run `side`'s training round for model `name` in a fresh process (this script with --worker)."""
+    argv = [sys.executable, __file__, "--worker", side, "--model", name, "--device", args.device,
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
+            "--source-len", str(args.source_len), "--target-len", str(args.target_len)]
+    argv += (["--threads", str(args.threads)] if args.threads else []) + (["--quick"] if args.quick else [])
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compare_training(args: argparse.Namespace, name: str, work: float) -> dict:
+    """compare()'s result for training, each (side, round) in its own process; plus page faults per step."""
+    sides = ["lmlab", "hf"] + (["hf+kept-memory"] if args.hf_kept_memory else [])
+    rates, faults = {side: [] for side in sides}, {side: [] for side in sides}
+    for r in range(args.rounds):
+        for side in sides if r % 2 == 0 else reversed(sides):
+            timing = train_round(args, side, name)
+            rates[side].append(args.steps * work / timing["seconds"])
+            faults[side].append(timing["page_faults_per_step"])
+    return {"rates": rates, "ratios": [a / b for a, b in zip(rates["lmlab"], rates["hf"])],
+            "page_faults_per_step": {side: statistics.median(f) for side, f in faults.items()}}
+
+
 def lmlab_generate(model, ids, mask, args) -> list[list[int]]:
     config = GenerationConfig(max_new_tokens=args.new_tokens, num_beams=args.beams, eos_id=-1)
     return generate_seq2seq(model, ids, mask, config)
@@ -187,6 +242,8 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.worker:
+        return train_worker(args)
     device = torch.device(args.device)
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
     results = []
@@ -197,11 +254,7 @@ def main() -> None:
         spare = 4 * cfg.d_model if cfg.positions == "learned" else 0  # HF BART's 2 unused rows per position table
         assert sizes["lmlab"] + spare == sizes["hf"], f"{name}: parameter counts differ: {sizes}"
 
-        batches = training_batches(cfg, args, device)
-        trainers = {"lmlab": Trainer(models["lmlab"], lmlab_loss), "hf": Trainer(models["hf"], hf_loss)}
-        train = compare({side: (lambda i, t=t: t.step(batches[i % len(batches)])) for side, t in trainers.items()},
-                        args.batch_size * (args.source_len + args.target_len), args.steps, args.warmup,
-                        args.rounds, device)
+        train = compare_training(args, name, args.batch_size * (args.source_len + args.target_len))
 
         ids, mask = source_batch(cfg, args.sources, args.source_len, torch.Generator().manual_seed(2))
         ids, mask = ids.to(device), mask.to(device)
@@ -219,7 +272,9 @@ def main() -> None:
                             "lmlab_tokens_per_s": medians["lmlab"], "hf_tokens_per_s": medians["hf"],
                             "median_ratio": statistics.median(numbers["ratios"]),
                             "ratio_of_medians": medians["lmlab"] / medians["hf"],
-                            "round_ratios": numbers["ratios"], "rounds_tokens_per_s": numbers["rates"]})
+                            "round_ratios": numbers["ratios"], "rounds_tokens_per_s": numbers["rates"],
+                            "hf_kept_memory_tokens_per_s": medians.get("hf+kept-memory"),
+                            "page_faults_per_step": numbers.get("page_faults_per_step")})
 
     print(f"device {device} ({device_name(device)}), {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, fp32; train: batch {args.batch_size} x (source "
@@ -231,6 +286,12 @@ def main() -> None:
         ratios = " ".join(f"{r:.2f}" for r in row["round_ratios"])
         print(f"{row['model']:<6}{row['task']:<10}{row['lmlab_tokens_per_s']:>12.0f}{row['hf_tokens_per_s']:>10.0f}"
               f"{row['median_ratio']:>20.2f}x  {ratios}")
+    for row in results:
+        if row["page_faults_per_step"]:
+            kept = row["hf_kept_memory_tokens_per_s"]
+            print(f"{row['model']} training, page faults per step: "
+                  + ", ".join(f"{side} {n:.0f}" for side, n in row["page_faults_per_step"].items())
+                  + (f"; HF with lmlab's malloc settings: {kept:.0f} tokens/s" if kept else ""))
 
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,

@@ -6,16 +6,19 @@ checks the first loss agrees), then times full training steps:
 
   lmlab: exactly the pre-training recipe's step — causal_lm -> CausalLMLoss (the model's hidden
          states, then the LM head and cross-entropy fused in chunks) -> backward -> clip_grad_norm_
-         -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule.
+         -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule; and, as the
+         recipe does on a CPU, malloc keeps the memory a step frees (training/host_memory.py).
   HF:    what a transformers user gets — model.train(), model(input_ids, labels=input_ids).loss
          -> backward -> clip_grad_norm_(1.0) -> fused torch AdamW (the optimizer HF's Trainer
-         picks by default, `adamw_torch_fused`) -> zero_grad.
+         picks by default, `adamw_torch_fused`) -> zero_grad; glibc's default malloc settings.
+         `--hf-kept-memory` adds a row where HF runs under lmlab's malloc settings too.
 
 Both sides see the same token batches and read 256 tokens per sequence. Each (side, round) runs in
 a fresh process, as a user's training run would: one library's allocations never warm up or
 fragment the other's memory. Rounds interleave lmlab and HF (alternating which goes first); each
 side reports its median round, and the speed-up is the median of the per-round ratios, so load
-that shifts between rounds cancels. Usage:
+that shifts between rounds cancels. Each row also reports its page faults per step: memory the
+process got back from the kernel afresh. Usage:
 
   python benchmarks/train_throughput.py                 # CPU, full size
   python benchmarks/train_throughput.py --quick         # tiny smoke test
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,6 +51,7 @@ from lmlab.models.decoder import build_decoder
 from lmlab.models.registry import family
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.training.compile import maybe_compile
+from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
 from machine import device_name, synchronize  # benchmarks/machine.py
@@ -68,11 +73,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast on both sides (CUDA, or a CPU with bf16 matmuls)")
     p.add_argument("--compile", action="store_true", help="also time lmlab under torch.compile (row 'lmlab+compile')")
+    p.add_argument("--hf-kept-memory", action="store_true",
+                   help="also time HF with lmlab's malloc settings (row 'hf+kept-memory')")
     p.add_argument("--models", nargs="+", choices=["gpt2", "llama"], default=["gpt2", "llama"],
                    help="which of the two shapes to time (default: both)")
     p.add_argument("--quick", action="store_true", help="tiny models, few steps: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--worker", choices=["lmlab", "hf", "lmlab+compile"], help=argparse.SUPPRESS)  # one timed round
+    p.add_argument("--worker", choices=["lmlab", "hf", "lmlab+compile", "hf+kept-memory"], help=argparse.SUPPRESS)  # one timed round
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
@@ -205,13 +212,17 @@ def run_worker(args: argparse.Namespace) -> None:
 
     cfg = model_configs(args.quick)[args.models[0]]
     ours, hf = build_pair(cfg, device)
-    trainer = HFTrainer(hf, autocast) if args.worker == "hf" else LmlabTrainer(
-        ours, autocast, compile=args.worker == "lmlab+compile")
+    on_hf = args.worker.startswith("hf")
+    if not on_hf or args.worker == "hf+kept-memory":
+        keep_freed_memory(device)  # what lmlab's training recipes do
+    trainer = HFTrainer(hf, autocast) if on_hf else LmlabTrainer(ours, autocast, compile=args.worker == "lmlab+compile")
     del ours, hf  # the trainer holds the one model it trains
     batches = benchmark_batches(cfg, args, device)
     warmup_s = timed_steps(trainer, batches, args.warmup, device)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     seconds = timed_steps(trainer, batches, args.steps, device)
-    print(json.dumps({"seconds": seconds, "warmup_s": warmup_s}))
+    faults_per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / args.steps
+    print(json.dumps({"seconds": seconds, "warmup_s": warmup_s, "page_faults_per_step": faults_per_step}))
 
 
 def benchmark_batches(cfg: ModelConfig, args: argparse.Namespace, device: torch.device) -> list[torch.Tensor]:
@@ -244,6 +255,7 @@ def main() -> None:
     peak = matmul_peak_gflops(device, dtype)
     tokens_per_step = args.batch_size * args.seq_len
     impls = ["lmlab", "hf"] + (["lmlab+compile"] if args.compile else [])
+    impls += ["hf+kept-memory"] if args.hf_kept_memory else []
     results = []
     for name, cfg in model_configs(args.quick).items():
         if name not in args.models:
@@ -251,12 +263,13 @@ def main() -> None:
         ours, hf = build_pair(cfg, device)
         start_loss = check_same_start(ours, hf, benchmark_batches(cfg, args, device)[0], cfg)
         del ours, hf
-        rates, warmup_s = {impl: [] for impl in impls}, {impl: [] for impl in impls}
+        rates, warmup_s, faults = ({impl: [] for impl in impls} for _ in range(3))
         for r in range(args.rounds):
             for impl in impls if r % 2 == 0 else reversed(impls):
                 timing = timed_round(args, impl, name)
                 rates[impl].append(args.steps * tokens_per_step / timing["seconds"])
                 warmup_s[impl].append(timing["warmup_s"])
+                faults[impl].append(timing["page_faults_per_step"])
         flops_per_token = training_flops_per_token(cfg, args.seq_len)
         for impl, per_round in rates.items():
             tokens_per_s = statistics.median(per_round)
@@ -265,6 +278,7 @@ def main() -> None:
                 "model": name, "impl": impl, "tokens_per_s": tokens_per_s, "rounds_tokens_per_s": per_round,
                 "gflops": gflops, "pct_of_peak": 100 * gflops / peak, "start_loss": start_loss,
                 "warmup_s": statistics.median(warmup_s[impl]),  # includes torch.compile's compilation
+                "page_faults_per_step": statistics.median(faults[impl]),
                 "speedup_vs_hf": statistics.median(a / b for a, b in zip(per_round, rates["hf"])),
             })
 
@@ -272,10 +286,10 @@ def main() -> None:
           f"transformers {transformers.__version__}, {'bf16' if args.bf16 else 'fp32'}, "
           f"batch {args.batch_size} x seq {args.seq_len}, {args.steps} steps x {args.rounds} rounds (median); "
           f"matmul peak {peak:.1f} GFLOP/s")
-    print(f"{'model':<7}{'impl':<15}{'tokens/s':>10}{'GFLOP/s':>10}{'% peak':>8}{'lmlab/HF':>10}")
+    print(f"{'model':<7}{'impl':<16}{'tokens/s':>10}{'GFLOP/s':>10}{'% peak':>8}{'lmlab/HF':>10}{'faults/step':>13}")
     for row in results:
-        print(f"{row['model']:<7}{row['impl']:<15}{row['tokens_per_s']:>10.0f}{row['gflops']:>10.1f}"
-              f"{row['pct_of_peak']:>7.1f}%{row['speedup_vs_hf']:>9.2f}x")
+        print(f"{row['model']:<7}{row['impl']:<16}{row['tokens_per_s']:>10.0f}{row['gflops']:>10.1f}"
+              f"{row['pct_of_peak']:>7.1f}%{row['speedup_vs_hf']:>9.2f}x{row['page_faults_per_step']:>13.0f}")
 
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -283,7 +297,8 @@ def main() -> None:
                "matmul_peak_gflops": peak, "load_average_1min": [load_before, os.getloadavg()[0]]}
     settings = {"dtype": "bf16-autocast" if args.bf16 else "fp32", "batch_size": args.batch_size,
                 "seq_len": args.seq_len, "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
-                "quick": args.quick, "models": args.models, "compile": args.compile, "lr": LR, "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP}
+                "quick": args.quick, "models": args.models, "compile": args.compile,
+                "hf_kept_memory": args.hf_kept_memory, "lr": LR, "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
     print(f"wrote {args.out}")
