@@ -91,9 +91,11 @@ def test_attention_maps_are_kept_per_sequence_and_equal_the_padded_maps():
 @pytest.mark.parametrize("mask", [torch.tensor([[1, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]),
                                   torch.tensor([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]])],
                          ids=["left-and-right-padding", "right-padding"])
-def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attention(mask):
+@pytest.mark.parametrize("per_length", [False, True], ids=["one-padded-call", "one-call-per-length"])
+def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attention(mask, per_length):
     """T5's encoder attention: head_dim apart from d_model / heads, no 1/sqrt(d) scale, a bias of
-    relative positions added to the scores; each sequence gets its top-left corner of the bias."""
+    relative positions added to the scores; each sequence gets its top-left corner of the bias.
+    Attention runs in one padded call, or per length when the maps are kept (need_weights)."""
     torch.manual_seed(2)
     real = mask.bool()
     padded_bias = RelativePositionBias(4, bidirectional=True, n_buckets=8, max_distance=16)
@@ -103,6 +105,7 @@ def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attenti
     padded = SelfAttention(16, 4, bias=False, head_dim=8, scale=1.0)
     unpadded = UnpaddedSelfAttention(16, 4, bias=False, head_dim=8, scale=1.0)
     unpadded.load_state_dict(padded.state_dict())
+    unpadded.need_weights = per_length
     x = torch.randn(3, 6, 16, requires_grad=True)
     x_packed = x.detach()[real].requires_grad_()
     target = torch.randn(3, 6, 16)
@@ -117,3 +120,17 @@ def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attenti
     for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
         torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
     torch.testing.assert_close(unpadded_bias.table.weight.grad, padded_bias.table.weight.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_a_source_of_padding_only_leaves_the_others_alone_and_every_gradient_finite():
+    torch.manual_seed(3)
+    mask = torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    bias_module = RelativePositionBias(2, bidirectional=True, n_buckets=8, max_distance=16)
+    attention = UnpaddedSelfAttention(8, 2, bias=False, scale=1.0)
+    x = torch.randn(int(mask.sum()), 8, requires_grad=True)
+    positions = torch.arange(4)
+    y = attention(x, Unpadding.of(mask, 3, 4).with_score_bias(bias_module(positions, positions)))
+    alone = attention(x[:3], Unpadding.of(mask[:1, :3], 1, 3).with_score_bias(bias_module(positions[:3], positions[:3])))
+    torch.testing.assert_close(y[:3], alone)
+    y.sum().backward()
+    assert all(t.grad.isfinite().all() for t in (x, bias_module.table.weight, attention.qkv.weight))

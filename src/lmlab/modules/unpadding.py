@@ -76,7 +76,8 @@ class UnpaddedSelfAttention(SelfAttention):
     The weights and their names are `SelfAttention`'s; only the layout of the tokens differs.
     Each sequence attends over its own tokens, unmasked but for the layout's score bias. Keys and
     values have as many heads as queries (no grouped-query attention in these encoders). With
-    `need_weights`, `weights` holds each group's attention map (rows, H, L, L), in order.
+    `need_weights`, `weights` holds each group's attention map (rows, H, L, L), in order. With a
+    score bias, attention runs over the padded layout in one call (`attend_padded`).
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0,
@@ -87,6 +88,14 @@ class UnpaddedSelfAttention(SelfAttention):
         """`rope` and `kv_cache` are what a block passes to any attention; an encoder has neither."""
         assert rope is None and kv_cache is None, "an unpadded encoder has no rotary positions and no KV cache"
         qkv = self.qkv(x).view(x.size(0), 3 * self.n_heads, self.head_dim)  # (N, 3H, D)
+        if layout.score_bias is not None and layout.indices is not None and not self.need_weights:
+            y = self.attend_padded(qkv, layout)
+        else:
+            y = self.attend_per_length(qkv, layout)
+        return self.out(y.flatten(1))  # (N, H D) -> (N, C)
+
+    def attend_per_length(self, qkv: torch.Tensor, layout: Unpadding) -> torch.Tensor:
+        """qkv (N, 3H, D) -> (N, H, D): one attention call per group of sequences of one length."""
         outputs, maps = [], []
         for group in layout.sequences(qkv):  # (rows, L, 3H, D)
             q, k, v = group.transpose(1, 2).chunk(3, dim=1)  # (rows, H, L, D) each
@@ -97,5 +106,17 @@ class UnpaddedSelfAttention(SelfAttention):
             outputs.append(y.transpose(1, 2).flatten(0, 1))  # (rows * L, H, D)
             maps.append(weights)
         self.weights = maps if self.need_weights else None
-        y = outputs[0] if len(outputs) == 1 else torch.cat(outputs)  # (N, H, D)
-        return self.out(y.flatten(1))  # (N, H D) -> (N, C)
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs)  # (N, H, D)
+
+    def attend_padded(self, qkv: torch.Tensor, layout: Unpadding) -> torch.Tensor:
+        """qkv (N, 3H, D) -> (N, H, D) through one attention call over the padded (B, T) layout.
+
+        A learned score bias (T5's) needs its gradient, which only SDPA's unfused path gives; one
+        batched call of that path costs less than one per length, though it scores the padding.
+        """
+        q, k, v = layout.unpack(qkv).transpose(1, 2).chunk(3, dim=1)  # (B, H, T, D) each, zeros at padding
+        keys = qkv.new_zeros(layout.batch * layout.length, dtype=torch.bool).index_fill_(0, layout.indices, True)
+        keys = keys.view(layout.batch, 1, 1, layout.length)  # (B, 1, 1, T): the real keys
+        mask = layout.score_bias.masked_fill(~keys, float("-inf"))  # (B, H, T, T)
+        y, self.weights = attend(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
+        return layout.pack(y.transpose(1, 2))  # (B, T, H, D) -> (N, H, D)
