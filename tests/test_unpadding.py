@@ -20,6 +20,19 @@ def ragged_mask() -> torch.Tensor:
                          [0, 1, 1, 0, 1, 1, 0]])
 
 
+def assert_equal_at_real_tokens(expected, got, real, x, x_packed, padded, unpadded) -> None:
+    """The unpadded output `got` (N, C) equals the padded `expected` (B, T, C) at the real tokens, and
+    so do the gradients (of x and of every weight) of a loss that reads only those: padding's
+    outputs are meaningless."""
+    torch.testing.assert_close(got, expected[real], atol=1e-6, rtol=1e-5)
+    target = torch.randn_like(got)
+    (expected[real] * target).sum().backward()
+    (got * target).sum().backward()
+    torch.testing.assert_close(x_packed.grad, x.grad[real], atol=1e-6, rtol=1e-5)
+    for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
 def test_pack_keeps_the_real_tokens_in_order_and_unpack_puts_zeros_at_padding():
     mask = ragged_mask()
     x = torch.randn(3, 7, 5)
@@ -59,17 +72,10 @@ def test_unpadded_attention_gives_padded_attention_outputs_and_gradients_at_real
     unpadded.load_state_dict(padded.state_dict())
     x = torch.randn(3, 7, 16, requires_grad=True)
     x_packed = x.detach()[real].requires_grad_()
-    target = torch.randn(3, 7, 16)  # the loss reads only the real tokens: padding's outputs are meaningless
 
     expected = padded(x, padding_mask(mask, 7, x.device))  # (B, T, C)
     got = unpadded(x_packed, Unpadding.of(mask, 3, 7))  # (N, C)
-    torch.testing.assert_close(got, expected[real], atol=1e-6, rtol=1e-5)
-
-    (expected[real] * target[real]).sum().backward()
-    (got * target[real]).sum().backward()
-    torch.testing.assert_close(x_packed.grad, x.grad[real], atol=1e-6, rtol=1e-5)
-    for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
-        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert_equal_at_real_tokens(expected, got, real, x, x_packed, padded, unpadded)
 
 
 def test_attention_maps_are_kept_per_sequence_and_equal_the_padded_maps():
@@ -108,17 +114,10 @@ def test_a_relative_position_bias_cut_to_each_length_gives_the_padded_t5_attenti
     unpadded.need_weights = per_length
     x = torch.randn(3, 6, 16, requires_grad=True)
     x_packed = x.detach()[real].requires_grad_()
-    target = torch.randn(3, 6, 16)
 
     expected = padded(x, with_bias(padded_bias(positions, positions), padding_mask(mask, 6, x.device)))
     got = unpadded(x_packed, Unpadding.of(mask, 3, 6).with_score_bias(unpadded_bias(positions, positions)))
-    torch.testing.assert_close(got, expected[real], atol=1e-6, rtol=1e-5)
-
-    (expected[real] * target[real]).sum().backward()
-    (got * target[real]).sum().backward()
-    torch.testing.assert_close(x_packed.grad, x.grad[real], atol=1e-6, rtol=1e-5)
-    for (name, p), q in zip(padded.named_parameters(), unpadded.parameters()):
-        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert_equal_at_real_tokens(expected, got, real, x, x_packed, padded, unpadded)
     torch.testing.assert_close(unpadded_bias.table.weight.grad, padded_bias.table.weight.grad, atol=1e-6, rtol=1e-5)
 
 
