@@ -10,10 +10,11 @@ import torch
 from lmlab.training.host_memory import keep_freed_memory
 
 # A training step whose activations are 16 MiB each (forward, backward, gradients freed): the
-# page faults of one step, over 10 steps after 10 of warm-up. In a fresh process: malloc
-# settings are process-wide.
+# median page faults of a step, over 20 steps after 10 of warm-up. The median, since the kept heap
+# still grows now and then until the step's peak fits (one step faults a block's 4,096 pages; the
+# others none). In a fresh process: malloc settings are process-wide.
 PROBE = """
-import resource, torch
+import resource, statistics, torch
 from lmlab.training.host_memory import keep_freed_memory
 assert keep_freed_memory(torch.device("cpu"))
 torch.manual_seed(0)
@@ -25,19 +26,21 @@ def step():
     model.zero_grad(set_to_none=True)
 for _ in range(10):
     step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
+faults = []
+for _ in range(20):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     step()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 10)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(statistics.median(faults))
 """
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the malloc settings are glibc's")
 def test_a_step_reuses_freed_memory_without_page_faults():
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
-    # 0 measured; with glibc's defaults the same steps fault 350-10,000 pages each (1-40 MiB of
+    # 0 measured; with glibc's defaults the median step faults 4,000-12,000 pages (16-48 MiB of
     # freed blocks unmapped or trimmed, then touched afresh)
-    assert int(done.stdout.split()[-1]) < 100
+    assert float(done.stdout.split()[-1]) < 100
 
 
 def test_other_devices_are_left_alone():
