@@ -49,8 +49,7 @@ from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import ClsPooler
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import pick_device, training_device
 from lmlab.training.finetune import split_examples
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
@@ -171,8 +170,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     train_examples, eval_examples = load_splits(task, train, eval_data, columns or DEFAULT_COLUMNS[task], cfg)
     labels = label_names(train_examples, task)
     check_labels(eval_examples, labels, task, eval_data or train)
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
     if ckpt is not None:  # the run's own tokenizer: one trained from scratch must not be retrained
         tokenizer = str(out / "tokenizer.json")
     encoder, tok, source = starting_encoder(model, tokenizer, _texts(train_examples), cfg.seed)

@@ -30,8 +30,7 @@ from lmlab.io.encoder_decoder import save_encoder_decoder
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import (IdPair, encode_text, fingerprint, fit_length, mean_loss, source_bos,
                                             starting_model, teacher_forced_loss)
 from lmlab.training.finetune import batch_indices, data_key, split_examples
@@ -121,9 +120,7 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
     settings = {"recipe": "finetune_seq2seq", "base_model": source, "base_fingerprint": fingerprint(network),
                 "train": train, "eval": eval_data,
                 "data_key": data_key([splits.train, splits.validation, splits.test])} | dataclasses.asdict(cfg)
-    dev = pick_device(device)
-    keep_freed_memory(dev)
-    network.to(dev)
+    network.to(training_device(device))
     if ckpt is None:
         save_tokenizer(tok, out)
     session = start_session(out, network, cfg, settings, ckpt)

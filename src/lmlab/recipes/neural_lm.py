@@ -44,8 +44,7 @@ from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.recipes.pretrain import RESUMABLE_CHANGES, PretrainResult, config_from_train_dict
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
@@ -75,8 +74,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
                          "drop --grad-accum")
     train_cfg = train_cfg.replace(block_size=train_cfg.block_size or DEFAULT_BLOCK_SIZE)
     ckpt = resume_checkpoint(out, resume)
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
 
     # 1. Text and tokenizer, as for the transformers (nothing is written before the data is read).
     texts = load_corpus(data)

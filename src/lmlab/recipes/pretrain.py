@@ -32,8 +32,7 @@ from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer,
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
 from lmlab.training.compile import maybe_compile
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
@@ -62,8 +61,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     """
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
     d = distributed.setup(dev.type)
     if d.world_size > 1 and dev.type == "cuda":
         dev = torch.device("cuda", d.local_rank)

@@ -42,8 +42,7 @@ from lmlab.objectives.whole_word import continuation_table, whole_word_masked_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training.loop import evaluated, measured, run_steps, start_session
 
@@ -111,8 +110,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     special_ids = torch.tensor(list(special.values()))
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
     torch.manual_seed(train_cfg.seed)
     model = (build_electra_for_pretraining(cfg) if objective == "rtd" else
              build_for_pretraining(cfg, sentence_pair=objective in PAIR_OBJECTIVES)).to(dev)

@@ -44,8 +44,7 @@ from lmlab.objectives.span_corruption import SpanNoise, span_corruption, t5_sent
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.seq2seq import EOS, MASK, PAD, train_seq2seq_bpe
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training.loop import evaluated, measured, run_steps, start_session
@@ -111,8 +110,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     corrupt = objective_pairs(objective, tok, cfg, sentence_ends, span_noise)
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
     torch.manual_seed(train_cfg.seed)
     model = build_encoder_decoder(cfg).to(dev)
     settings = {"recipe": f"{cfg.family} {objective}", "base_model": None, "base_fingerprint": None,

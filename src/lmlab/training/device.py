@@ -3,6 +3,7 @@
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.training.host_memory import keep_freed_memory
 
 
 def pick_device(device: str) -> torch.device:
@@ -12,3 +13,11 @@ def pick_device(device: str) -> torch.device:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise LmlabError(f"device '{device}' asked for but CUDA is not available; use --device cpu")
     return torch.device(device)
+
+
+def training_device(device: str) -> torch.device:
+    """`pick_device` for a training run: on a CPU, the memory a step frees is also kept for the next
+    step (`keep_freed_memory`), so steps do not page-fault their activations back in."""
+    dev = pick_device(device)
+    keep_freed_memory(dev)
+    return dev

@@ -40,8 +40,7 @@ from lmlab.modules.transformer import TransformerDecoder
 from lmlab.objectives.causal_lm import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat
 from lmlab.tokenizers.text import TextTokenizer
-from lmlab.training.device import pick_device
-from lmlab.training.host_memory import keep_freed_memory
+from lmlab.training.device import training_device
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
 
@@ -125,8 +124,7 @@ def load_tunable(model: str | Path, cfg: FinetuneConfig, adapter: str | Path | N
     """The model `model` (anything `lmlab.load` reads) with PEFT applied as `cfg` says, or with the
     saved `adapter` loaded to train on (its method and settings then replace cfg's), on `device`.
     A LoRA target that matches nothing, or an adapter trained on another base model, is an error."""
-    dev = pick_device(device)
-    keep_freed_memory(dev)
+    dev = training_device(device)
     lm, tokenizer = load(model)
     if cfg.block_size > lm.config.context_length:
         raise LmlabError(f"block_size={cfg.block_size} exceeds the model's context of {lm.config.context_length} "
