@@ -13,6 +13,7 @@ only (T5's) is the same for every sequence, cut to its length; it rides along in
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from itertools import groupby
 
 import torch
@@ -48,6 +49,14 @@ class Unpadding:
     def with_score_bias(self, bias: torch.Tensor) -> "Unpadding":
         """This layout with `score_bias` (1, H, T, T) for every sequence's attention."""
         return replace(self, score_bias=bias)
+
+    @cached_property
+    def padded_score_mask(self) -> torch.Tensor:
+        """`score_bias` (1, H, T, T) with -inf at each row's padded keys: (B, H, T, T), the mask of an
+        attention call over the padded layout. Built once per layout, for every layer."""
+        keys = torch.zeros(self.batch * self.length, dtype=torch.bool, device=self.score_bias.device)
+        keys = keys.index_fill_(0, self.indices, True).view(self.batch, 1, 1, self.length)  # the real keys
+        return self.score_bias.masked_fill(~keys, float("-inf"))
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, ...) -> its real tokens (N, ...)."""
@@ -115,8 +124,6 @@ class UnpaddedSelfAttention(SelfAttention):
         batched call of that path costs less than one per length, though it scores the padding.
         """
         q, k, v = layout.unpack(qkv).transpose(1, 2).chunk(3, dim=1)  # (B, H, T, D) each, zeros at padding
-        keys = qkv.new_zeros(layout.batch * layout.length, dtype=torch.bool).index_fill_(0, layout.indices, True)
-        keys = keys.view(layout.batch, 1, 1, layout.length)  # (B, 1, 1, T): the real keys
-        mask = layout.score_bias.masked_fill(~keys, float("-inf"))  # (B, H, T, T)
-        y, self.weights = attend(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
+        y, self.weights = attend(q, k, v, layout.padded_score_mask, dropout_p=self.dropout if self.training else 0.0,
+                                 scale=self.scale)
         return layout.pack(y.transpose(1, 2))  # (B, T, H, D) -> (N, H, D)
