@@ -1,6 +1,11 @@
-"""What the benchmark scripts share: the machine they ran on, waiting for its GPU, and the zoo model files they read."""
+"""What the benchmark scripts share: the machine they ran on, waiting for its GPU, page faults, runs
+in a fresh process, and the zoo model files they read."""
 
+import json
 import platform
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -22,6 +27,17 @@ def device_name(device: torch.device) -> str:
     names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
              if line.startswith("model name")] if cpuinfo.exists() else []
     return names[0] if names else platform.processor() or platform.machine()
+
+
+def page_faults() -> int:
+    """Pages this process has faulted in so far: memory it got from the kernel afresh."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def in_fresh_process(script: str, argv: list[str]) -> dict:
+    """Run `script` with `argv` in a new Python process; the JSON object its last output line prints."""
+    done = subprocess.run([sys.executable, script, *argv], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def downloaded(name: str) -> Path:

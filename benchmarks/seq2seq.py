@@ -36,10 +36,7 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -53,7 +50,7 @@ from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
 from lmlab.training.host_memory import keep_freed_memory
 
-from machine import device_name, synchronize  # benchmarks/machine.py
+from machine import device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "seq2seq.json"
 LR, WEIGHT_DECAY = 3e-4, 0.01
@@ -175,20 +172,19 @@ def train_worker(args: argparse.Namespace) -> None:
     model = (build_encoder_decoder(cfg) if args.worker == "lmlab" else hf_model(cfg)).to(device)
     trainer, batches = Trainer(model, TRAINERS[args.worker]), training_batches(cfg, args, device)
     timed(lambda i: trainer.step(batches[i % len(batches)]), args.warmup, device)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults = page_faults()
     seconds = timed(lambda i: trainer.step(batches[i % len(batches)]), args.steps, device)
-    faults_per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / args.steps
+    faults_per_step = (page_faults() - faults) / args.steps
     print(json.dumps({"seconds": seconds, "page_faults_per_step": faults_per_step}))
 
 
 def train_round(args: argparse.Namespace, side: str, name: str) -> dict:
     """Run `side`'s training round for model `name` in a fresh process (this script with --worker)."""
-    argv = [sys.executable, __file__, "--worker", side, "--model", name, "--device", args.device,
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
-            "--source-len", str(args.source_len), "--target-len", str(args.target_len)]
+    argv = ["--worker", side, "--model", name, "--device", args.device, "--steps", str(args.steps),
+            "--warmup", str(args.warmup), "--batch-size", str(args.batch_size), "--source-len", str(args.source_len),
+            "--target-len", str(args.target_len)]
     argv += (["--threads", str(args.threads)] if args.threads else []) + (["--quick"] if args.quick else [])
-    done = subprocess.run(argv, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_fresh_process(__file__, argv)
 
 
 def compare_training(args: argparse.Namespace, name: str, work: float) -> dict:

@@ -34,10 +34,7 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -54,7 +51,7 @@ from lmlab.training.compile import maybe_compile
 from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from machine import device_name, synchronize  # benchmarks/machine.py
+from machine import device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "train_throughput.json"
 LR, WEIGHT_DECAY, GRAD_CLIP = 3e-4, 0.1, 1.0
@@ -219,9 +216,9 @@ def run_worker(args: argparse.Namespace) -> None:
     del ours, hf  # the trainer holds the one model it trains
     batches = benchmark_batches(cfg, args, device)
     warmup_s = timed_steps(trainer, batches, args.warmup, device)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults = page_faults()
     seconds = timed_steps(trainer, batches, args.steps, device)
-    faults_per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / args.steps
+    faults_per_step = (page_faults() - faults) / args.steps
     print(json.dumps({"seconds": seconds, "warmup_s": warmup_s, "page_faults_per_step": faults_per_step}))
 
 
@@ -234,13 +231,11 @@ def benchmark_batches(cfg: ModelConfig, args: argparse.Namespace, device: torch.
 
 def timed_round(args: argparse.Namespace, impl: str, name: str) -> dict:
     """Run one side's round for shape `name` in a fresh process (this script with --worker)."""
-    argv = [sys.executable, __file__, "--worker", impl, "--models", name, "--device", args.device,
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
-            "--seq-len", str(args.seq_len)]
+    argv = ["--worker", impl, "--models", name, "--device", args.device, "--steps", str(args.steps),
+            "--warmup", str(args.warmup), "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len)]
     argv += (["--threads", str(args.threads)] if args.threads else []) + (["--bf16"] if args.bf16 else [])
     argv += ["--quick"] if args.quick else []
-    done = subprocess.run(argv, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_fresh_process(__file__, argv)
 
 
 def main() -> None:
