@@ -9,7 +9,7 @@ import sys
 import warnings
 
 from lmlab.cli import finetune_seq2seq
-from lmlab.cli.train import _add_fields, _set_fields
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
 from lmlab.io import zoo
@@ -54,7 +54,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
-    _add_fields(p.add_argument_group("fine-tuning settings (unset ones keep their defaults)"), EncoderFinetuneConfig)
+    add_config_flags(p.add_argument_group("fine-tuning settings (unset ones keep their defaults)"), EncoderFinetuneConfig)
     finetune_seq2seq.add_seq2seq_flags(p)
     p.set_defaults(run=run)
 
@@ -66,7 +66,7 @@ def run(args) -> None:
     default = DEFAULT_COLUMNS[args.task]
     columns = Columns(args.text_column or default.text, args.pair_column or default.pair,
                       args.label_column or default.label)
-    cfg = EncoderFinetuneConfig(**_set_fields(args, EncoderFinetuneConfig))
+    cfg = EncoderFinetuneConfig(**config_overrides(args, EncoderFinetuneConfig))
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 import warnings
 
-from lmlab.cli.train import _add_fields, _set_fields
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
@@ -28,7 +28,7 @@ def add_seq2seq_flags(p) -> None:
     """One flag per `Seq2SeqFinetuneConfig` field that the encoder tasks do not already have."""
     group = p.add_argument_group(f"sequence-to-sequence settings (--task {TASK} only)")
     shared = {f.name for f in dataclasses.fields(EncoderFinetuneConfig)}
-    _add_fields(group, Seq2SeqFinetuneConfig, skip=shared)
+    add_config_flags(group, Seq2SeqFinetuneConfig, skip=shared)
 
 
 def refuse_flags(args, names: list[str], task: str) -> None:
@@ -43,7 +43,7 @@ def refuse_flags(args, names: list[str], task: str) -> None:
 def run(args) -> None:
     """Fine-tune `args.model` on the pairs of `args.train` and print how it went."""
     refuse_flags(args, ENCODER_ONLY, TASK)
-    cfg = Seq2SeqFinetuneConfig(**_set_fields(args, Seq2SeqFinetuneConfig))
+    cfg = Seq2SeqFinetuneConfig(**config_overrides(args, Seq2SeqFinetuneConfig))
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning

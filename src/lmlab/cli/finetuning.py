@@ -2,7 +2,7 @@
 
 import argparse
 
-from lmlab.cli.train import _add_fields, _set_fields
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.training.finetune import TASK, FinetuneConfig
 from lmlab.training.loop import FinetuneResult
 
@@ -22,7 +22,7 @@ def add_finetune_args(p: argparse.ArgumentParser, data_help: str) -> None:
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     group = p.add_argument_group("fine-tuning settings (unset ones keep their defaults)")
-    _add_fields(group, FinetuneConfig, skip={"lora_targets"})
+    add_config_flags(group, FinetuneConfig, skip={"lora_targets"})
     group.add_argument("--lora-targets", nargs="+", metavar="NAME",
                        help="linear layers LoRA adapts, by (trailing) dotted name with * wildcards "
                             "(default: qkv out)")
@@ -37,7 +37,7 @@ def add_reward_args(p: argparse.ArgumentParser) -> None:
 
 
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
-    return FinetuneConfig(**_set_fields(args, FinetuneConfig))
+    return FinetuneConfig(**config_overrides(args, FinetuneConfig))
 
 
 def recipe_args(args: argparse.Namespace) -> dict:

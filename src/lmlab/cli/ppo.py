@@ -2,8 +2,8 @@
 
 import argparse
 
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.cli.finetuning import add_finetune_args, add_reward_args, recipe_args, report
-from lmlab.cli.train import _add_fields, _set_fields
 from lmlab.recipes.ppo import PPOConfig, ppo
 
 
@@ -22,11 +22,11 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_finetune_args(p, "JSONL file of {\"messages\": [...]} prompts (a trailing assistant reply is dropped)")
     add_reward_args(p)
-    _add_fields(p.add_argument_group("PPO settings (unset ones keep their defaults)"), PPOConfig)
+    add_config_flags(p.add_argument_group("PPO settings (unset ones keep their defaults)"), PPOConfig)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
-    result = ppo(**recipe_args(args), ppo_cfg=PPOConfig(**_set_fields(args, PPOConfig)), reward_fn=args.reward_fn,
+    result = ppo(**recipe_args(args), ppo_cfg=PPOConfig(**config_overrides(args, PPOConfig)), reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("ppo", args, result, {"task_reward": "task reward", "task_accuracy": "task accuracy"})

@@ -4,7 +4,7 @@ task's test split."""
 
 import json
 
-from lmlab.cli.train import _add_fields, _set_fields
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
 from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
     train.add_argument("--out", required=True, help="run directory (checkpoints, metrics, model/)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
-    _add_fields(train.add_argument_group("settings (unset ones keep their defaults)"), Seq2SeqTrainConfig)
+    add_config_flags(train.add_argument_group("settings (unset ones keep their defaults)"), Seq2SeqTrainConfig)
     train.set_defaults(run=run_train)
 
     translate = commands.add_parser("translate", help="rewrite one text with a trained model")
@@ -54,7 +54,7 @@ def _check_beams(beams: int) -> None:
 
 
 def run_train(args) -> None:
-    cfg = Seq2SeqTrainConfig(**_set_fields(args, Seq2SeqTrainConfig))
+    cfg = Seq2SeqTrainConfig(**config_overrides(args, Seq2SeqTrainConfig))
     result = train_seq2seq(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
     if not result.finished:
         print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "

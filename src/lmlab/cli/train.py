@@ -2,11 +2,8 @@
 a decoder preset with overrides; the other architectures (n-gram, window LM, RNNs) add their own
 flag group and runner to ARCHS."""
 
-import argparse
-import dataclasses
-import typing
-
 from lmlab.cli import ngram, train_neural
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train_result import print_result
 from lmlab.cli.train_seq2seq import SPAN_FLAGS, add_seq2seq_flags, run_encoder_decoder
@@ -15,31 +12,6 @@ from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
 from lmlab.recipes.pretrain import pretrain
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _add_fields(group, cls, skip=()) -> None:
-    """One optional flag per dataclass field (`n_layers` -> `--n-layers`); unset flags keep the preset."""
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        if typing.get_origin(f.type) is typing.Literal:
-            group.add_argument(_flag(f.name), dest=f.name, choices=typing.get_args(f.type), default=None)
-            continue
-        kind = typing.get_args(f.type) or (f.type,)
-        kind = next((k for k in kind if k in (int, float, bool, str)), str)
-        if kind is bool:
-            group.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            group.add_argument(_flag(f.name), dest=f.name, type=kind, default=None, metavar=kind.__name__.upper())
-
-
-def _set_fields(args, cls) -> dict:
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-            if getattr(args, f.name, None) is not None}
 
 
 def add_parser(subparsers) -> None:
@@ -57,8 +29,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
-    _add_fields(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
-    _add_fields(p.add_argument_group("training settings"), TrainConfig)
+    add_config_flags(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
+    add_config_flags(p.add_argument_group("training settings"), TrainConfig)
     add_encoder_flags(p)
     add_seq2seq_flags(p)
     ngram.add_train_flags(p)
@@ -88,8 +60,8 @@ def run_transformer(args) -> None:
         raise LmlabError(f"--objective, --whole-word-masking, --masking, --embedding-size and --generator-divisor "
                          f"apply to encoder presets ({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; "
                          "drop them")
-    model_cfg = preset(args.model, **_set_fields(args, ModelConfig))
-    train_cfg = TrainConfig(**_set_fields(args, TrainConfig))
+    model_cfg = preset(args.model, **config_overrides(args, ModelConfig))
+    train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                       stop_after=args.stop_after, device=args.device)
     print_result(result, args.out)
