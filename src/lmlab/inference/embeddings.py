@@ -11,19 +11,21 @@ from tokenizers import Tokenizer
 
 from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import mean_pooled_embedding
-from lmlab.tokenizers.wordpiece import encode_batch
+from lmlab.tokenizers.wordpiece import encodings_to_tensors
 
 
 @torch.inference_mode()
 def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32
                         ) -> torch.Tensor:
     """(N, d_model) unit-length embeddings of `texts`, in their order."""
-    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(texts)]  # real tokens, padding aside
+    encodings = tokenizer.encode_batch(texts)  # tokenized once, right-padded to the longest text
+    lengths = [sum(e.attention_mask) for e in encodings]  # real tokens, padding aside
     order = sorted(range(len(texts)), key=lambda i: lengths[i])
     device = next(encoder.parameters()).device
     out = torch.empty(len(texts), encoder.config.d_model, device=device)
     for start in range(0, len(texts), batch_size):
         indices = order[start:start + batch_size]
-        ids, mask, types = (t.to(device) for t in encode_batch(tokenizer, [texts[i] for i in indices]))
+        longest = max(lengths[i] for i in indices)
+        ids, mask, types = (t.to(device) for t in encodings_to_tensors([encodings[i] for i in indices], longest))
         out[indices] = mean_pooled_embedding(encoder(ids, mask, types), mask)
     return out

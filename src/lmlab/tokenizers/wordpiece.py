@@ -85,9 +85,17 @@ def _with_template(tokenizer: Tokenizer) -> Tokenizer:
 
 def encode_batch(tokenizer: Tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """input_ids, attention_mask and token_type_ids, each (B, T), for an encoder (padding on the right)."""
-    encodings = tokenizer.encode_batch(texts)
-    return (torch.tensor([e.ids for e in encodings]), torch.tensor([e.attention_mask for e in encodings]),
-            torch.tensor([e.type_ids for e in encodings]))
+    return encodings_to_tensors(tokenizer.encode_batch(texts))
+
+
+def encodings_to_tensors(encodings: list, length: int | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask and token_type_ids (B, T) of right-padded `encodings`, cut to their
+    first `length` positions (all of them by default): a batch drawn from encodings padded to a
+    longer batch's length needs only its own longest."""
+    cut = slice(length)
+    return (torch.tensor([e.ids[cut] for e in encodings]), torch.tensor([e.attention_mask[cut] for e in encodings]),
+            torch.tensor([e.type_ids[cut] for e in encodings]))
 
 
 def _lowercase(directory: Path) -> bool:
