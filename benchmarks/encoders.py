@@ -54,7 +54,7 @@ from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
+from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "encoders.json"
 BERT_SMALL = EncoderConfig(vocab_size=30522, context_length=512, n_layers=4, n_heads=8, d_model=512, d_ff=2048,
@@ -116,9 +116,8 @@ def row(benchmark: str, model: str, name: str, seconds: dict[str, list[float]], 
 def interleaved(sides: dict, rounds: int, device: torch.device) -> dict[str, list[float]]:
     """Seconds per round of each side's callable, alternating the order every round."""
     seconds = {name: [] for name in sides}
-    for r in range(rounds):
-        for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-            seconds[name].append(timed(sides[name], device))
+    for _, name in alternating(sides, rounds):
+        seconds[name].append(timed(sides[name], device))
     return seconds
 
 

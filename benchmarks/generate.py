@@ -43,7 +43,7 @@ from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
 from lmlab.io.load import load
 
-from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
+from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 MODEL = "smollm2-135m-instruct"
@@ -202,9 +202,8 @@ def time_loads(ours: Lmlab, others: list, rounds: int, device: torch.device) -> 
 def interleaved(impls: list, measure, rounds: int) -> dict[str, list]:
     """measure(impl) for every implementation, `rounds` times, alternating the order each round."""
     results = {impl.name: [] for impl in impls}
-    for r in range(rounds):
-        for impl in impls if r % 2 == 0 else reversed(impls):
-            results[impl.name].append(measure(impl))
+    for _, impl in alternating(impls, rounds):
+        results[impl.name].append(measure(impl))
     return results
 
 

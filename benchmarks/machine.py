@@ -29,6 +29,16 @@ def device_name(device: torch.device) -> str:
     return names[0] if names else platform.processor() or platform.machine()
 
 
+def alternating(sides, rounds: int):
+    """(round, side) for every side in every round: in the given order on even rounds, reversed on
+    odd ones, so no side always runs first (on warmer caches, or before the load on a shared
+    machine shifts), and each round's sides run close together for paired ratios."""
+    sides = list(sides)
+    for r in range(rounds):
+        for side in sides if r % 2 == 0 else reversed(sides):
+            yield r, side
+
+
 def page_faults() -> int:
     """Pages this process has faulted in so far: memory it got from the kernel afresh."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -50,7 +50,7 @@ from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
 from lmlab.training.host_memory import keep_freed_memory
 
-from machine import device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
+from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "seq2seq.json"
 LR, WEIGHT_DECAY = 3e-4, 0.01
@@ -191,11 +191,10 @@ def compare_training(args: argparse.Namespace, name: str, work: float) -> dict:
     """compare()'s result for training, each (side, round) in its own process; plus page faults per step."""
     sides = ["lmlab", "hf"] + (["hf+kept-memory"] if args.hf_kept_memory else [])
     rates, faults = {side: [] for side in sides}, {side: [] for side in sides}
-    for r in range(args.rounds):
-        for side in sides if r % 2 == 0 else reversed(sides):
-            timing = train_round(args, side, name)
-            rates[side].append(args.steps * work / timing["seconds"])
-            faults[side].append(timing["page_faults_per_step"])
+    for _, side in alternating(sides, args.rounds):
+        timing = train_round(args, side, name)
+        rates[side].append(args.steps * work / timing["seconds"])
+        faults[side].append(timing["page_faults_per_step"])
     return {"rates": rates, "ratios": [a / b for a, b in zip(rates["lmlab"], rates["hf"])],
             "page_faults_per_step": {side: statistics.median(f) for side, f in faults.items()}}
 
@@ -228,9 +227,8 @@ def compare(sides: dict, work: float, repeats: int, warmup: int, rounds: int, de
     for fn in sides.values():
         timed(fn, warmup, device)
     rates = {name: [] for name in sides}
-    for r in range(rounds):
-        for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-            rates[name].append(repeats * work / timed(sides[name], repeats, device))
+    for _, name in alternating(sides, rounds):
+        rates[name].append(repeats * work / timed(sides[name], repeats, device))
     return {"rates": rates, "ratios": [a / b for a, b in zip(rates["lmlab"], rates["hf"])]}
 
 

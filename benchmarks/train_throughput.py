@@ -51,7 +51,7 @@ from lmlab.training.compile import maybe_compile
 from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from machine import device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
+from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "train_throughput.json"
 LR, WEIGHT_DECAY, GRAD_CLIP = 3e-4, 0.1, 1.0
@@ -259,12 +259,11 @@ def main() -> None:
         start_loss = check_same_start(ours, hf, benchmark_batches(cfg, args, device)[0], cfg)
         del ours, hf
         rates, warmup_s, faults = ({impl: [] for impl in impls} for _ in range(3))
-        for r in range(args.rounds):
-            for impl in impls if r % 2 == 0 else reversed(impls):
-                timing = timed_round(args, impl, name)
-                rates[impl].append(args.steps * tokens_per_step / timing["seconds"])
-                warmup_s[impl].append(timing["warmup_s"])
-                faults[impl].append(timing["page_faults_per_step"])
+        for _, impl in alternating(impls, args.rounds):
+            timing = timed_round(args, impl, name)
+            rates[impl].append(args.steps * tokens_per_step / timing["seconds"])
+            warmup_s[impl].append(timing["warmup_s"])
+            faults[impl].append(timing["page_faults_per_step"])
         flops_per_token = training_flops_per_token(cfg, args.seq_len)
         for impl, per_round in rates.items():
             tokens_per_s = statistics.median(per_round)

@@ -35,7 +35,7 @@ from lmlab.models.word2vec.config import Word2VecConfig
 from lmlab.models.word2vec.vectors import WordVectors
 from lmlab.recipes.word2vec import train_word2vec
 
-from machine import device_name  # benchmarks/machine.py
+from machine import alternating, device_name  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "word2vec.json"
 
@@ -99,18 +99,17 @@ def main() -> None:
     for method in ("sgns", "cbow"):
         times = {"lmlab": [], "gensim": []}
         accuracy = {"lmlab": [], "gensim": [], "gensim (own evaluator)": []}
-        for r in range(args.rounds):
+        for r, side in alternating(("lmlab", "gensim"), args.rounds):
             cfg = Word2VecConfig(method=method, dim=args.dim, window=args.window, negatives=args.negatives,
                                  min_count=args.min_count, subsample=args.sample, epochs=args.epochs, seed=r)
-            for side in (("lmlab", "gensim") if r % 2 == 0 else ("gensim", "lmlab")):
-                if side == "lmlab":
-                    vectors, seconds = run_lmlab(sentences, cfg)
-                else:
-                    model, seconds = run_gensim(sentences, cfg, args.threads)
-                    vectors = gensim_vectors(model)
-                    accuracy["gensim (own evaluator)"].append(gensim_own_accuracy(model, questions_file))
-                times[side].append(seconds)
-                accuracy[side].append(analogy_accuracy(vectors, questions).total.accuracy)
+            if side == "lmlab":
+                vectors, seconds = run_lmlab(sentences, cfg)
+            else:
+                model, seconds = run_gensim(sentences, cfg, args.threads)
+                vectors = gensim_vectors(model)
+                accuracy["gensim (own evaluator)"].append(gensim_own_accuracy(model, questions_file))
+            times[side].append(seconds)
+            accuracy[side].append(analogy_accuracy(vectors, questions).total.accuracy)
         for impl in ("lmlab", "gensim"):
             seconds = statistics.median(times[impl])
             results.append({"method": method, "impl": impl, "seconds": seconds,
