@@ -3,7 +3,8 @@
 import argparse
 
 from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, recipe_args, report
-from lmlab.recipes.reward import HEAD_FILE, reward
+from lmlab.recipes.reward import reward
+from lmlab.training.reward_model import HEAD_FILE
 
 
 def add_parser(subparsers) -> None:
@@ -26,4 +27,4 @@ def run(args) -> None:
     report("reward", args, result, {"val_accuracy": "held-out pairwise accuracy", "val_loss": "held-out loss"})
     if result.finished:
         print(f"reward model saved to {args.out} ({HEAD_FILE} + its backbone); "
-              "load it with lmlab.recipes.reward.load_reward_model")
+              "load it with lmlab.training.reward_model.load_reward_model")

@@ -20,10 +20,10 @@ from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.objectives.sft import ROLES
-from lmlab.recipes.reward import chat_rewards, load_reward_model
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
 from lmlab.training.progress import progress_bar
+from lmlab.training.reward_model import chat_rewards, load_reward_model
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
 
