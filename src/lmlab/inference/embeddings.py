@@ -17,7 +17,8 @@ from lmlab.tokenizers.wordpiece import encodings_to_tensors
 @torch.inference_mode()
 def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32
                         ) -> torch.Tensor:
-    """(N, d_model) unit-length embeddings of `texts`, in their order."""
+    """(N, d_model) unit-length embeddings of `texts`, in their order. `tokenizer` pads on the right,
+    as `load_wordpiece` sets it up (BERT's absolute positions count from the first token)."""
     encodings = tokenizer.encode_batch(texts)  # tokenized once, right-padded to the longest text
     lengths = [sum(e.attention_mask) for e in encodings]  # real tokens, padding aside
     order = sorted(range(len(texts)), key=lambda i: lengths[i])
