@@ -209,10 +209,10 @@ def run_worker(args: argparse.Namespace) -> None:
 
     cfg = model_configs(args.quick)[args.models[0]]
     ours, hf = build_pair(cfg, device)
-    on_hf = args.worker.startswith("hf")
-    if not on_hf or args.worker == "hf+kept-memory":
+    if args.worker != "hf":
         keep_freed_memory(device)  # what lmlab's training recipes do
-    trainer = HFTrainer(hf, autocast) if on_hf else LmlabTrainer(ours, autocast, compile=args.worker == "lmlab+compile")
+    trainer = (HFTrainer(hf, autocast) if args.worker.startswith("hf") else
+               LmlabTrainer(ours, autocast, compile=args.worker == "lmlab+compile"))
     del ours, hf  # the trainer holds the one model it trains
     batches = benchmark_batches(cfg, args, device)
     warmup_s = timed_steps(trainer, batches, args.warmup, device)

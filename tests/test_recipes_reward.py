@@ -14,9 +14,9 @@ from lmlab.heads.reward import RewardModel, last_token_index
 from lmlab.losses.bradley_terry import bradley_terry_loss
 from lmlab.models.decoder import build_decoder
 from lmlab.recipes.reward import load_rankings, ranking_loss, reward
-from lmlab.training.reward_model import HEAD_FILE, chat_rewards, load_reward_model
 from lmlab.training.finetune import split_examples, with_reply
 from lmlab.training.loop import evaluated
+from lmlab.training.reward_model import HEAD_FILE, chat_rewards, load_reward_model
 
 from conftest import lmlab, one_line_error
 from test_recipes_sft import TINY_FLAGS, TINY_RUN, tiny_chat_model

@@ -13,8 +13,8 @@ from torch import nn
 
 from lmlab.modules.attention import causal_mask, decoder_mask
 from lmlab.modules.kv_cache import KVCache, LayerKV
-from lmlab.modules.unpadding import Unpadding
 from lmlab.modules.transformer import default_positions
+from lmlab.modules.unpadding import Unpadding
 
 MemoryKV = tuple[torch.Tensor, torch.Tensor]  # one decoder layer's cross-attention keys, values (B, H, S, D)
 

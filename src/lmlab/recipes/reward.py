@@ -6,8 +6,8 @@ part -> the model with a PEFT method applied, and a scalar head read at the last
 (`heads.reward.RewardModel`) -> per prompt, every one of its K answers scored in one batch and
 all K-choose-2 (better, worse) pairs in the Bradley-Terry loss, averaged over the pairs
 (InstructGPT) -> AdamW steps, checkpoints that resume exactly -> the backbone (adapter, or whole
-model) and the head, which `training.reward_model.load_reward_model` reads back (for PPO). Held-out pairwise accuracy
-(the share of pairs ordered right) is measured before and after.
+model) and the head, which `training.reward_model.load_reward_model` reads back (for PPO).
+Held-out pairwise accuracy (the share of pairs ordered right) is measured before and after.
 """
 
 from pathlib import Path
@@ -22,7 +22,6 @@ from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_t
                                      run_settings, split_examples, unique, with_reply)
 from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
 from lmlab.training.reward_model import chat_rewards, save_head
-
 
 Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
 
