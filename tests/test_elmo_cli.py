@@ -25,7 +25,8 @@ def run_dir(tmp_path_factory):
 
 
 def test_train_saves_the_model_metrics_and_loss_curve(run_dir):
-    assert {p.name for p in (run_dir / "model").iterdir()} == {"model.safetensors", "config.json", "vocab.txt"}
+    assert {p.name for p in (run_dir / "model").iterdir()} == {"model.safetensors", "config.json", "vocab.txt",
+                                                              ".lmlab"}
     assert (run_dir / "metrics.jsonl").exists() and (run_dir / "loss.png").exists()
 
 

@@ -17,6 +17,7 @@ from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.recipes.neural_lm import STATE_RESET_PROBABILITY, reset_draw, train_neural_lm
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
+from lmlab.training.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -63,9 +64,9 @@ def test_resume_needs_the_carried_state(tmp_path, corpus_file, tiny_train):
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "full", show_progress=False)
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "split", stop_after=2, show_progress=False)
     path = tmp_path / "split" / "checkpoints" / "step_0000002.pt"
-    ckpt = torch.load(path, weights_only=False)
+    ckpt = load_checkpoint(path)
     ckpt["carried_state"] = [torch.zeros_like(part) for part in ckpt["carried_state"]]
-    torch.save(ckpt, path)
+    torch.save(dict(ckpt), path)
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "split", resume=True, show_progress=False)
     full = load_file(tmp_path / "full" / "model" / "model.safetensors")
     split = load_file(tmp_path / "split" / "model" / "model.safetensors")
@@ -87,7 +88,8 @@ def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_train, arch
 def test_run_directory_holds_model_metrics_curve_and_checkpoints(tmp_path, corpus_file, tiny_train):
     run = tmp_path / "run"
     train_neural_lm(CONFIGS["lstm"], tiny_train, str(corpus_file), run, show_progress=False)
-    assert {p.name for p in (run / "model").iterdir()} == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert {p.name for p in (run / "model").iterdir()} == {".lmlab", "config.json", "model.safetensors",
+                                                          "tokenizer.json"}
     config = json.loads((run / "model" / "config.json").read_text())
     assert config["model_type"] == "rnn" and config["cell"] == "lstm"
     assert (run / "loss.png").read_bytes().startswith(b"\x89PNG")

@@ -118,7 +118,7 @@ def test_save_then_load_onto_a_fresh_base_reproduces_the_outputs(method, tmp_pat
     model = peft_model("llama-tiny", method)
     save_peft(model, tmp_path / "adapter", method, SETTINGS[method], base_fingerprint(base_model("llama-tiny")))
     files = sorted(p.name for p in (tmp_path / "adapter").iterdir())
-    assert files == ["peft.json", "peft.safetensors"]
+    assert files == [".lmlab", "peft.json", "peft.safetensors"]
     loaded = load_peft(base_model("llama-tiny"), tmp_path / "adapter")
     assert torch.equal(loaded(x), model(x))
     assert set(peft_parameters(loaded)) == set(peft_parameters(model))

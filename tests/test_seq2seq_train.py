@@ -43,7 +43,7 @@ def test_resume_gives_bit_identical_weights(tmp_path, attention):
 
 def test_run_directory_holds_model_metrics_curves_and_last_checkpoints(tmp_path):
     result = train_seq2seq(TINY, tmp_path, show_progress=False)
-    assert {p.name for p in (tmp_path / "model").iterdir()} == {"config.json", "model.safetensors"}
+    assert {p.name for p in (tmp_path / "model").iterdir()} == {".lmlab", "config.json", "model.safetensors"}
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step_0000004.pt", "step_0000006.pt"]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "val_seq_acc" in r] == [3, 6]

@@ -40,7 +40,8 @@ def test_resume_gives_same_weights(tmp_path, corpus_file, tiny_train, family, ov
 def test_run_directory_holds_model_metrics_curve_and_last_k_checkpoints(tmp_path, corpus_file, tiny_gpt2, tiny_train):
     result = pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "run", show_progress=False)
     run = tmp_path / "run"
-    assert {p.name for p in (run / "model").iterdir()} == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert {p.name for p in (run / "model").iterdir()} == {".lmlab", "config.json", "model.safetensors",
+                                                          "tokenizer.json"}
     assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["step_0000004.pt", "step_0000006.pt"]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert {"loss", "lr", "tokens_per_s", "grad_norm"} <= rows[0].keys()

@@ -27,7 +27,7 @@ def model(tmp_path_factory, text_file):
 
 
 def test_train_writes_vectors_vocab_and_config(model):
-    assert {p.name for p in model.iterdir()} == {"vectors.safetensors", "vocab.txt", "config.json"}
+    assert {p.name for p in model.iterdir()} == {"vectors.safetensors", "vocab.txt", "config.json", ".lmlab"}
     config = json.loads((model / "config.json").read_text())
     assert config["model_type"] == "word2vec" and config["dim"] == 16 and config["method"] == "sgns"
 
@@ -89,7 +89,7 @@ def test_out_that_is_another_kind_of_directory_is_refused(text_file, tmp_path, c
     other.mkdir()
     (other / "keep.txt").write_text("mine")
     assert lmlab("word2vec", "train", "--data", text_file, "--out", other, *SMALL) == 2
-    one_line_error(capsys, "not a word2vec model directory")
+    one_line_error(capsys, "--out", "lmlab did not write")
     assert (other / "keep.txt").read_text() == "mine"
 
 

@@ -9,6 +9,7 @@ import torch
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import split_words
 from lmlab.errors import LmlabError
+from lmlab.io.outputs import check_run_dir
 from lmlab.models.elmo.chars import BOS, EOS, char_ids
 from lmlab.models.elmo.config import ElmoConfig
 from lmlab.models.elmo.files import load_elmo
@@ -61,6 +62,7 @@ def run_train(args) -> None:
     shape = {name: getattr(args, name) for name in SHAPE_FLAGS if getattr(args, name) is not None}
     cfg = ElmoTrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ElmoTrainConfig)})
     ElmoConfig(vocab_size=1, **shape)  # check the shape before reading the data
+    check_run_dir(args.out)
     result = train_elmo(load_corpus(args.data), shape, cfg, args.out, resume=args.resume,
                         stop_after=args.stop_after)
     ppl = (f"validation perplexity: forward {result.forward_ppl:.2f}, backward {result.backward_ppl:.2f}"

@@ -5,6 +5,7 @@ the same models fine-tuned from scratch."""
 
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
+from lmlab.io.outputs import check_run_dir
 from lmlab.recipes import seq2seq_pretraining
 from lmlab.recipes.seq2seq_pretraining import PretrainingExperimentSettings
 from lmlab.recipes.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
@@ -67,6 +68,7 @@ def _add_seq2seq_pretraining(sub) -> None:
 def run_vanishing_gradients(args) -> None:
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
+    check_run_dir(args.out)
     results = vanishing_gradients(args.out, args.data, settings)
     print(results_table(results), end="")
     print(f"written: {args.out}/vanishing_gradients.json, .md, .png")

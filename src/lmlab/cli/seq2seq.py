@@ -9,6 +9,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.seq2seq import translate_ids
+from lmlab.io.outputs import check_file_output
 from lmlab.io.seq2seq import load_seq2seq_dir
 from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
 
@@ -67,6 +68,8 @@ def run_train(args) -> None:
 
 def run_translate(args) -> None:
     _check_beams(args.beams)
+    if args.heatmap:
+        check_file_output(args.heatmap, "--heatmap")
     trained = load_seq2seq_dir(args.model)
     trained.src_vocab.check(args.text, "--text")
     if args.heatmap and trained.model.config.attention == "none":

@@ -13,8 +13,9 @@ from lmlab.data.words import corpus_sentences
 from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, read_questions
 from lmlab.io.atomic import atomic_path
+from lmlab.io.outputs import check_dir_output
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.vectors import is_model_dir, load_vectors, save_vectors
+from lmlab.models.word2vec.vectors import load_vectors, save_vectors
 from lmlab.recipes.word2vec import train_word2vec
 
 
@@ -71,8 +72,7 @@ def run_train(args) -> None:
                          min_count=args.min_count, subsample=args.subsample, epochs=args.epochs, lr=args.lr,
                          batch_size=args.batch_size, seed=args.seed)
     out = Path(args.out)
-    if out.exists() and not (out.is_dir() and (is_model_dir(out) or not any(out.iterdir()))):
-        raise LmlabError(f"--out '{out}' exists and is not a word2vec model directory; choose a new directory")
+    check_dir_output(out, "--out")
     if args.threads is not None:
         if args.threads < 1:
             raise LmlabError(f"--threads must be at least 1, got {args.threads}")

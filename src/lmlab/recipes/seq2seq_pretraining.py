@@ -33,6 +33,7 @@ from lmlab.data.seq2seq_tasks import make_task
 from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.outputs import check_run_dir
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
@@ -89,6 +90,7 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
     s, out = settings, Path(out)
     if (out / f"{RESULTS}.json").exists() or (out / "runs").exists():
         raise LmlabError(f"'{out}' already holds an experiment; choose a new --out directory")
+    check_run_dir(out)
     finetune = Seq2SeqFinetuneConfig(max_steps=s.finetune_steps, batch_size=s.finetune_batch_size, lr=s.finetune_lr,
                                      warmup_steps=min(50, s.finetune_steps // 10), eval_every=s.eval_every,
                                      checkpoint_every=s.finetune_steps, keep_checkpoints=1, seed=s.seed,
