@@ -164,9 +164,12 @@ def test_second_load_reads_the_cache_not_the_file(tmp_path, tiny_tokenizer, monk
     assert [getattr(second_tok, f) for f in fields] == [getattr(first_tok, f) for f in fields]
     assert not [p for p in lmlab_gguf.cache_dir("gguf").iterdir() if p.name.startswith(".")]  # no temporaries
 
-    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a changed file is re-read
     calls = []
     monkeypatch.setattr(lmlab_gguf, "read_gguf", lambda p: calls.append(p) or read_gguf(p))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # the same content: cached
+    load(path)
+    assert calls == []
+    write_gguf(path, tiny_model(tiny_tokenizer.get_vocab_size(), seed=1), tiny_tokenizer)  # new content: re-read
     load(path)
     assert calls == [path]
 

@@ -16,7 +16,10 @@ import torch
 from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
-from lmlab.io.hf import read_config_json, read_safetensors, write_hf_dir
+from lmlab.io.config_file import config_from
+from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.weight_checks import (check_finite, check_fits, check_layer_bound, check_leftovers, converted,
+                                    safetensors_header)
 from lmlab.models.bart import convert as bart
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_from_dict, config_to_dict
@@ -58,27 +61,22 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
         path = path / "model"
     hf = _read_config(path)
     convert = converter(_encoder_decoder_type(path, hf))
+    source = str(path / "config.json")
     if "lmlab" in hf:
-        cfg = config_from_dict(hf["lmlab"])
+        cfg = config_from(source, lambda: config_from_dict(hf["lmlab"]))
     else:
-        try:
-            cfg = convert.config_from_hf(hf)
-        except KeyError as e:
-            raise LmlabError(f"{path / 'config.json'} lacks the field {e}; re-save the model with "
-                             "transformers") from None
-    hf_state = read_safetensors(path)
+        cfg = config_from(source, lambda: convert.config_from_hf(hf), "re-save the model with transformers")
+    header = safetensors_header(safetensors_files(path))
+    check_layer_bound({"encoder layers": cfg.n_encoder_layers, "decoder layers": cfg.n_decoder_layers}, header,
+                      str(path))
     with torch.device("meta"):
         model = build_encoder_decoder(cfg)
-    try:
-        state = convert.from_hf(hf_state, cfg)
-    except KeyError as e:
-        raise LmlabError(f"'{path}' lacks tensor {e}; it does not hold a complete {hf['model_type']} model") from None
-    try:
-        model.load_state_dict(state, assign=True)
-    except RuntimeError as e:
-        reason = str(e).strip().splitlines()[-1].strip()
-        raise LmlabError(f"the weights in '{path}' do not fit its config.json ({reason}); "
-                         "re-export the model") from None
+    state, read = converted(lambda hf_state: convert.from_hf(hf_state, cfg), header, str(path))
+    check_fits(model.state_dict(), state, str(path))
+    check_leftovers(header, read, str(path))
+    state = convert.from_hf(read_safetensors(path), cfg)
+    check_finite(state, str(path))
+    model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight
     tokenizer = _read_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None

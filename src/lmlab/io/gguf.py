@@ -3,11 +3,14 @@
 A GGUF file holds the config and the tokenizer in its metadata and the weights in blocks of
 quantized numbers. Parsing the metadata and dequantizing every block takes seconds, so the first
 load writes the result (our fp32 state dict, config and tokenizer) into the lmlab cache, keyed by
-the file's size and modification time; later loads memory-map those safetensors into a model
-built on the meta device, which takes a fraction of a second and no extra copy of the weights.
+the file's content (`content_key`), never its name; later loads memory-map those safetensors into
+a model built on the meta device, which takes a fraction of a second and no extra copy of the weights.
+
+A GGUF file may come from anyone, so the conversion checks it all before use: the tensors' byte
+ranges (`check_layout`), the metadata's types and ranges, every tensor's shape against the config,
+the tokenizer against the vocabulary, and the dequantized weights for NaN and infinity.
 """
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,9 @@ from lmlab.config import ModelConfig, config_from_dict, config_to_dict
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.cache import cache_dir
+from lmlab.io.config_file import config_from
+from lmlab.io.gguf_layout import check_layout, content_key
+from lmlab.io.weight_checks import check_finite, check_fits
 from lmlab.models.decoder import build_decoder
 from lmlab.models.llama import gguf as llama_gguf
 from lmlab.modules.transformer import TransformerDecoder
@@ -32,7 +38,7 @@ from lmlab.tokenizers.text import TextTokenizer
 FAMILIES = {llama_gguf.ARCHITECTURE: llama_gguf}  # general.architecture -> conversion module
 SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
                    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")}
-CONVERTED_VERSION = 1  # bump when the converted layout changes, so old caches are not read
+CONVERTED_VERSION = 2  # bump when the converted layout changes, so old caches are not read
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
 
 
@@ -40,19 +46,23 @@ WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
 class GGUFContents:
     metadata: dict  # key -> value (str, int, float, bool or list), the "GGUF.*" header fields left out
     tensors: dict[str, ReaderTensor]  # name -> the file's (memory-mapped, still quantized) tensor
+    source: str = "the GGUF file"  # the file's path, for messages
 
 
 def read_gguf(path: str | Path) -> GGUFContents:
-    """The metadata and tensors of the GGUF file at `path`; a damaged or foreign file is an LmlabError."""
+    """The metadata and tensors of the GGUF file at `path`, their byte ranges checked; a damaged or
+    foreign file is an LmlabError."""
     try:
         reader = GGUFReader(path)
         metadata = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
     except FileNotFoundError:
         raise LmlabError(f"GGUF file '{path}' does not exist; check the path") from None
-    except (ValueError, OSError, IndexError, KeyError) as e:  # the reader's signs of a bad file
-        raise LmlabError(f"'{path}' is not a readable GGUF file ({e}); it is truncated or not GGUF, "
-                         "download it again") from None
-    return GGUFContents(metadata, {t.name: t for t in reader.tensors})
+    except (ValueError, OSError, IndexError, KeyError, TypeError, OverflowError, MemoryError,
+            UnicodeDecodeError) as e:  # the reader's signs of a bad file
+        raise LmlabError(f"'{path}' is not a readable GGUF file ({type(e).__name__}: {e}); it is truncated or "
+                         "not GGUF, download it again") from None
+    check_layout(reader, Path(path))
+    return GGUFContents(metadata, {t.name: t for t in reader.tensors}, str(path))
 
 
 def dequantize_tensor(tensor: ReaderTensor) -> torch.Tensor:
@@ -67,15 +77,29 @@ def dequantize_tensor(tensor: ReaderTensor) -> torch.Tensor:
 
 
 def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokenizer]:
-    """Build our model (fp32) and tokenizer from a read GGUF file."""
+    """Build our model (fp32) and tokenizer from a read GGUF file, checking every part against the
+    config before the weights are dequantized, and the weights for NaN and infinity after."""
+    source = contents.source
     arch = contents.metadata.get("general.architecture")
-    if arch not in FAMILIES:
+    if not isinstance(arch, str) or arch not in FAMILIES:
         raise LmlabError(f"GGUF architecture '{arch}' is not supported yet; lmlab loads: {', '.join(FAMILIES)}")
     family = FAMILIES[arch]
     shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
-    cfg = family.config_from_gguf(contents.metadata, shapes)
+    cfg = config_from(source, lambda: family.config_from_gguf(contents.metadata, shapes), "download the file again")
     tokenizer = tokenizer_from_gguf(contents.metadata)  # before the slow part, so its errors come at once
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but token_embd.weight only "
+                         f"{cfg.vocab_size} rows; the file is damaged, download it again")
+    with torch.device("meta"):
+        expected = build_decoder(cfg).state_dict()
+    try:
+        meta = family.from_gguf({name: torch.empty(shape, device="meta") for name, shape in shapes.items()}, cfg)
+    except RuntimeError as e:
+        raise LmlabError(f"the tensors in {source} do not fit its metadata ({str(e).splitlines()[0]}); download "
+                         "the file again") from None
+    check_fits(expected, meta, source)
     tensors = {name: dequantize_tensor(t) for name, t in contents.tensors.items()}
+    check_finite(tensors, source)
     return _assemble(cfg, family.from_gguf(tensors, cfg)), tokenizer
 
 
@@ -93,10 +117,9 @@ def load_gguf(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Tra
 
 
 def converted_dir(path: Path) -> Path:
-    """Where the conversion of the GGUF file at `path` lives: named after it, keyed by its size and mtime."""
-    stat = path.stat()
-    key = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}:{CONVERTED_VERSION}".encode()).hexdigest()[:16]
-    return cache_dir("gguf") / f"{path.stem}-{key}"
+    """Where the conversion of the GGUF file at `path` lives: named after its content (`content_key`) and
+    the converted layout's version; the file's name only labels the folder for a reader."""
+    return cache_dir("gguf") / f"{path.stem}-{content_key(path)}-v{CONVERTED_VERSION}"
 
 
 def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> None:

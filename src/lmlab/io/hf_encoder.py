@@ -9,14 +9,16 @@ so transformers loads them as BertForPreTraining, RobertaForMaskedLM, … or as 
 """
 
 import dataclasses
-import json
 from pathlib import Path
 
 import torch
 
 from lmlab.config import EncoderConfig
 from lmlab.errors import LmlabError
-from lmlab.io.hf import read_safetensors, write_hf_dir
+from lmlab.io.config_file import config_from
+from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.weight_checks import (check_finite, check_fits, check_layer_bound, check_leftovers, converted,
+                                    safetensors_header)
 from lmlab.models.encoders import ENCODER_FAMILIES, build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
@@ -25,24 +27,27 @@ from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
 def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """Build the encoder stored in an HF directory, with its pooler if the weights have one."""
     directory = Path(directory)
-    path = directory / "config.json"
-    try:
-        hf = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise LmlabError(f"cannot read {path} ({e}); pass an HF encoder model directory") from None
+    hf = read_config_json(directory, "pass an HF encoder model directory")
     model_type = hf.get("model_type")
-    if model_type not in ENCODER_FAMILIES:
+    if not isinstance(model_type, str) or model_type not in ENCODER_FAMILIES:
         raise LmlabError(f"'{directory}' holds a '{model_type}' model, not an encoder ({', '.join(ENCODER_FAMILIES)}); "
                          "load decoders with lmlab.load")
     convert = converter(model_type)
-    hf_state = {k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}
-    cfg = convert.config_from_hf(hf).replace(pooler=convert.has_pooler(hf_state))
+    source = str(directory)
+    files = safetensors_files(directory)
+    header = {k.removeprefix(convert.BASE_PREFIX): v for k, v in safetensors_header(files).items()}
+    cfg = config_from(str(directory / "config.json"),
+                      lambda: convert.config_from_hf(hf).replace(pooler=convert.has_pooler(header)))
+    if cfg.family != "albert":  # ALBERT's n_layers all share one stored layer
+        check_layer_bound({"num_hidden_layers": cfg.n_layers}, header, source)
     with torch.device("meta"):
         model = build(cfg)
-    try:
-        state = convert.from_hf(hf_state, cfg)
-    except KeyError as e:
-        raise LmlabError(f"'{directory}' lacks tensor {e}; it does not hold a {model_type} model") from None
+    state, read = converted(lambda hf_state: convert.from_hf(hf_state, cfg), header, source)
+    check_fits(model.state_dict(), state, source)
+    check_leftovers(header, read, source)
+    hf_state = {k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}
+    state = convert.from_hf(hf_state, cfg)
+    check_finite(state, source)
     model.load_state_dict(state, assign=True)
     return model.to(dtype).eval()
 

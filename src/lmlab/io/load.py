@@ -1,6 +1,5 @@
 """`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders."""
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from lmlab.io.encoder_decoder import CONVERTERS
 from lmlab.io.gguf import load_gguf
 from lmlab.io.hf import load_hf_dir
 from lmlab.io.hf_encoder import load_hf_encoder_dir
+from lmlab.io.json_file import read_json_object
 from lmlab.io.neural_lm import load_rnn_dir, load_window_dir
 from lmlab.io.ngram import load_ngram_dir
 from lmlab.models.bert.model import BertEncoder
@@ -56,15 +56,26 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
     if model_type in STATEFUL_LOADERS:
-        return STATEFUL_LOADERS[model_type](path), TextTokenizer.from_dir(path)
-    return load_hf_dir(path, dtype), TextTokenizer.from_dir(path)
+        return _fitting((STATEFUL_LOADERS[model_type](path), TextTokenizer.from_dir(path)), path)
+    return _fitting((load_hf_dir(path, dtype), TextTokenizer.from_dir(path)), path)
 
 
 def _model_type(path: Path) -> str | None:
     try:
-        return json.loads((path / "config.json").read_text()).get("model_type")
-    except (json.JSONDecodeError, AttributeError):
+        model_type = read_json_object(path / "config.json", "").get("model_type")
+    except LmlabError:
         return None  # read_hf_config reports a broken config.json
+    return model_type if isinstance(model_type, str) else None
+
+
+def _fitting(loaded: tuple[TransformerDecoder | StatefulLM, TextTokenizer], source: Path
+             ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
+    """`loaded` (model, tokenizer), refused when the tokenizer gives ids the model has no row for."""
+    model, tokenizer = loaded
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary "
+                         f"only {model.config.vocab_size}; put the model's own tokenizer next to its weights")
+    return loaded
 
 
 def _refuse_encoders(path: Path, model_type: str | None) -> None:
@@ -112,7 +123,11 @@ def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -
         raise LmlabError(f"encoder '{name_or_path}' not found; pass an HF encoder model directory (config.json + "
                          f"model.safetensors), an lmlab run directory or a zoo name: {', '.join(zoo.ZOO)}")
     model = load_hf_encoder_dir(path, dtype)
-    return model, load_wordpiece(path, model.config.max_tokens)
+    tokenizer = load_wordpiece(path, model.config.max_tokens)
+    if tokenizer.get_vocab_size() > model.config.vocab_size:
+        raise LmlabError(f"{path}: the tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocabulary "
+                         f"only {model.config.vocab_size}; put the model's own tokenizer next to its weights")
+    return model, tokenizer
 
 
 def _zoo_or_path(name_or_path: str | Path) -> Path:

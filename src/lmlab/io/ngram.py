@@ -10,6 +10,8 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
+from lmlab.io.config_file import config_from
+from lmlab.io.hf import read_config_json
 from lmlab.models.ngram.model import NGramConfig, NGramLM
 from lmlab.models.ngram.tables import BackoffTables
 from lmlab.tokenizers.bpe import save_tokenizer
@@ -47,7 +49,9 @@ def load_ngram_dir(directory: str | os.PathLike) -> NGramLM:
     path = directory / TABLES_FILE
     if not path.is_file():
         raise LmlabError(f"'{directory}' has no {TABLES_FILE}; it is not a complete n-gram model directory")
-    config = NGramConfig.from_dict(json.loads((directory / "config.json").read_text()))
+    saved = read_config_json(directory, "pass the --out directory of `lmlab ngram train`")
+    config = config_from(str(directory / "config.json"), lambda: NGramConfig.from_dict(saved),
+                         "train the model again")
     with np.load(path) as arrays:
         order, vocab = config.order, config.vocab_size
         try:

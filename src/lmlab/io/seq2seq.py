@@ -10,12 +10,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from safetensors.torch import save_file
 
 from lmlab.data.char_vocab import CharVocab
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
-from lmlab.io.hf import read_safetensors
+from lmlab.io.config_file import config_from
+from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files
+from lmlab.io.weight_checks import check_finite, check_fits, safetensors_header
 from lmlab.models.seq2seq import Seq2Seq, Seq2SeqConfig, build_seq2seq
 
 MODEL_TYPE = "seq2seq-rnn"
@@ -55,17 +58,21 @@ def load_seq2seq_dir(directory: str | Path) -> Seq2SeqModel:
     if not config_file.is_file():
         raise LmlabError(f"'{directory}' holds no trained seq2seq model (no config.json); pass the --out "
                          "directory of a finished `lmlab seq2seq train`")
-    try:
-        config = json.loads(config_file.read_text())
-    except json.JSONDecodeError as e:
-        raise LmlabError(f"{config_file} is not valid JSON ({e}); train the model again") from None
+    config = read_config_json(path, "pass the --out directory of a finished `lmlab seq2seq train`")
     if config.get("model_type") != MODEL_TYPE:
         raise LmlabError(f"'{path}' holds a {config.get('model_type')!r} model, not a {MODEL_TYPE} one; "
                          "pass a directory written by `lmlab seq2seq train`")
-    model = build_seq2seq(Seq2SeqConfig(**config["lmlab"]))
+    model_config = config_from(str(config_file), lambda: Seq2SeqConfig(**config["lmlab"]), "train the model again")
+    with torch.device("meta"):
+        expected = build_seq2seq(model_config).state_dict()
+    check_fits(expected, safetensors_header(safetensors_files(path)), str(path))
+    model = build_seq2seq(model_config)
+    state = read_safetensors(path)
+    check_finite(state, str(path))
+    model.load_state_dict(state)
     try:
-        model.load_state_dict(read_safetensors(path))
-    except RuntimeError as e:
-        raise LmlabError(f"the weights in '{path}' do not fit its config.json ({str(e).splitlines()[0]})") from None
-    return Seq2SeqModel(model.eval(), CharVocab(tuple(config["src_chars"])), CharVocab(tuple(config["tgt_chars"])),
-                        config["max_len"], config["task"])
+        vocabs = CharVocab(tuple(config["src_chars"])), CharVocab(tuple(config["tgt_chars"]))
+        max_len, task = int(config["max_len"]), dict(config["task"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise LmlabError(f"{config_file} lacks or mistypes {e}; train the model again") from None
+    return Seq2SeqModel(model.eval(), *vocabs, max_len, task)

@@ -25,16 +25,28 @@ _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_tu
 
 
 def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
-    """The tokenizer described by GGUF metadata `meta` (key -> value)."""
+    """The tokenizer described by GGUF metadata `meta` (key -> value); a malformed vocabulary, merge
+    list or special-token id is one LmlabError naming the key."""
     kind = meta.get("tokenizer.ggml.model")
     if kind != "gpt2":
         raise LmlabError(f"GGUF tokenizer type '{kind}' is not supported yet; lmlab reads byte-level BPE ('gpt2')")
-    tokens: list[str] = meta["tokenizer.ggml.tokens"]
-    types = meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
+    tokens = _list_of(meta, "tokenizer.ggml.tokens", str, required=True)
+    types = _list_of(meta, "tokenizer.ggml.token_type", int) or [NORMAL] * len(tokens)
+    merge_list = _list_of(meta, "tokenizer.ggml.merges", str)
+    if len(types) != len(tokens):
+        raise LmlabError(f"GGUF metadata has {len(types)} tokenizer.ggml.token_type entries for {len(tokens)} tokens; "
+                         "the file is damaged, download it again")
     spell = _byte_level_speller()
     vocab = {spell(token): i for i, token in enumerate(tokens)}
-    merges = [tuple(merge.split(" ", 1)) for merge in meta.get("tokenizer.ggml.merges", [])]
-    backend = Tokenizer(models.BPE(vocab, merges, fuse_unk=False))
+    merges = [tuple(merge.split(" ", 1)) for merge in merge_list]
+    bad = next((m for m in merges if len(m) != 2 or not all(part in vocab for part in m)), None)
+    if bad is not None:
+        raise LmlabError(f"GGUF tokenizer.ggml.merges holds {' '.join(bad)!r}, which is not two tokens of the "
+                         "vocabulary; the file is damaged, download it again")
+    try:
+        backend = Tokenizer(models.BPE(vocab, merges, fuse_unk=False))
+    except Exception as e:  # tokenizers raises a bare Exception for a model it cannot build
+        raise LmlabError(f"GGUF tokenizer cannot be built ({e}); the file is damaged, download it again") from None
     split = _SPLITS.get(meta.get("tokenizer.ggml.pre"))
     # No prefix space, whatever tokenizer.ggml.add_space_prefix says: neither llama.cpp nor
     # transformers adds one for byte-level vocabularies.
@@ -48,7 +60,10 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
 
     def token_id(name: str) -> int | None:
         i = meta.get(f"tokenizer.ggml.{name}_token_id")
-        return i if i is not None and 0 <= i < len(tokens) else None
+        if i is not None and not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tokens)):
+            raise LmlabError(f"GGUF tokenizer.ggml.{name}_token_id={i!r} is not the id of one of its {len(tokens)} "
+                             "tokens; the file is damaged, download it again")
+        return i
 
     bos, eos, unk, pad = token_id("bos"), token_id("eos"), token_id("unknown"), token_id("padding")
     named = {i for i in (bos, eos, unk, pad) if i is not None}
@@ -60,7 +75,21 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
                         for i, t in enumerate(types) if t == USER_DEFINED])
     ends = [token_id("eot"), token_id("eom")] + [i for i in special if tokens[i] in _END_OF_TURN]
     stops = tuple(i for i in dict.fromkeys([eos, *ends]) if i is not None)
-    return TextTokenizer(backend, bos, eos, pad, stops, meta.get("tokenizer.chat_template"))
+    template = meta.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise LmlabError("GGUF tokenizer.chat_template is not text; the file is damaged, download it again")
+    return TextTokenizer(backend, bos, eos, pad, stops, template)
+
+
+def _list_of(meta: dict, key: str, kind: type, required: bool = False) -> list:
+    """The list at `meta[key]`, every item of type `kind` ([] when absent and not `required`)."""
+    value = meta.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
+        raise LmlabError(f"GGUF metadata '{key}' is not a list of {kind.__name__}; the file is damaged, "
+                         "download it again")
+    return value
 
 
 def _byte_level_speller():

@@ -30,7 +30,7 @@ def load_elmo(directory: str | Path) -> tuple[ElmoLM, WordVocab]:
     directory = Path(directory)
     try:
         config = json.loads((directory / CONFIG_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         config = None
     if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
         raise LmlabError(f"'{directory}' is not an ELMo model directory (no {CONFIG_FILE} with model_type "

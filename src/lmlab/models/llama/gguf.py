@@ -5,6 +5,9 @@ feature i + head_dim/2 for rotation, llama.cpp pairs 2i with 2i+1. Loading undoe
 so our HF-style rotary embedding gives the same scores; writing applies it again.
 """
 
+import math
+import re
+
 import torch
 
 from lmlab.config import ModelConfig
@@ -30,12 +33,18 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelCon
     """Our config from a GGUF file's metadata (key -> value) and tensor shapes (name -> (out, in)).
 
     The vocabulary size is the embedding's row count; the LM head is tied when there is no `output.weight`.
+    Every key must have its type and a sensible value, and block_count must be the number of `blk.N`
+    layers the tensors hold: a damaged header is refused here, before anything is built.
     """
-    def key(name: str, default=None):
+    def key(name: str, kind: type, default=None):
         value = meta.get(f"{ARCHITECTURE}.{name}", default)
         if value is None:
             raise LmlabError(f"GGUF metadata lacks '{ARCHITECTURE}.{name}'; the file is incomplete, re-convert it")
-        return value
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (kind is int and not isinstance(value, int)) or not math.isfinite(value) or value <= 0:
+            raise LmlabError(f"GGUF metadata '{ARCHITECTURE}.{name}'={value!r} is not a positive "
+                             f"{'integer' if kind is int else 'finite number'}; the file is damaged, download it again")
+        return kind(value)
 
     if _TOP["token_embedding.weight"] not in shapes:
         raise LmlabError(f"GGUF file lacks tensor '{_TOP['token_embedding.weight']}'; it does not hold a complete "
@@ -43,19 +52,38 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelCon
     scaling = meta.get(f"{ARCHITECTURE}.rope.scaling.type", "none")
     if scaling != "none":
         raise LmlabError(f"rope scaling '{scaling}' is not supported yet; only plain RoPE models load")
-    n_heads, d_model = key("attention.head_count"), key("embedding_length")
+    n_layers = key("block_count", int)
+    layers = {int(m[1]) for name in shapes if (m := re.match(r"blk\.(\d+)\.", name))}
+    if n_layers != len(layers) or layers != set(range(n_layers)):  # the count first: no huge range built
+        raise LmlabError(f"GGUF metadata says {ARCHITECTURE}.block_count={n_layers} but the tensors hold layers "
+                         f"{_ranges(layers)}; the file is damaged, download it again")
+    n_heads, d_model = key("attention.head_count", int), key("embedding_length", int)
+    n_kv_heads = key("attention.head_count_kv", int, n_heads)
+    if d_model % n_heads or n_heads % n_kv_heads or d_model // n_heads % 2:
+        raise LmlabError(f"GGUF metadata: embedding_length={d_model}, head_count={n_heads} and head_count_kv="
+                         f"{n_kv_heads} do not divide into even-sized heads; the file is damaged, download it again")
     head_dim = d_model // n_heads
-    if key("rope.dimension_count", head_dim) != head_dim:
+    if key("rope.dimension_count", int, head_dim) != head_dim:
         raise LmlabError(f"rope.dimension_count={meta[f'{ARCHITECTURE}.rope.dimension_count']} differs from "
                          f"head_dim={head_dim}; partial rotary embeddings are not supported")
     return ModelConfig(
-        family="llama", vocab_size=shapes[_TOP["token_embedding.weight"]][0], context_length=key("context_length"),
-        n_layers=key("block_count"), n_heads=n_heads, n_kv_heads=key("attention.head_count_kv", n_heads),
-        d_model=d_model, d_ff=key("feed_forward_length"), norm="rmsnorm",
-        norm_eps=float(key("attention.layer_norm_rms_epsilon")), ffn="swiglu", positions="rope",
-        rope_base=float(key("rope.freq_base", 10000.0)), bias=False,
+        family="llama", vocab_size=shapes[_TOP["token_embedding.weight"]][0], context_length=key("context_length", int),
+        n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        d_model=d_model, d_ff=key("feed_forward_length", int), norm="rmsnorm",
+        norm_eps=key("attention.layer_norm_rms_epsilon", float), ffn="swiglu", positions="rope",
+        rope_base=key("rope.freq_base", float, 10000.0), bias=False,
         tie_embeddings=_LM_HEAD not in shapes,
     )
+
+
+def _ranges(layers: set[int]) -> str:
+    """"0-29" for a run of layer numbers, else the first few."""
+    if not layers:
+        return "none"
+    ordered = sorted(layers)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ", ".join(map(str, ordered[:5])) + (", …" if len(ordered) > 5 else "")
 
 
 def from_gguf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:

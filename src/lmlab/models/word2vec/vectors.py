@@ -75,7 +75,7 @@ def is_model_dir(directory: Path) -> bool:
     """Whether `directory` holds a saved word2vec model (and so may be overwritten by a new one)."""
     try:
         return json.loads((directory / CONFIG_FILE).read_text()).get("model_type") == MODEL_TYPE
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, RecursionError, AttributeError):
         return False
 
 

@@ -1,0 +1,40 @@
+"""Small JSON files that come with a model or a run (config.json, tokenizer_config.json, run.json).
+
+They come from other people, so reading one is bounded (a size cap, and nesting or numbers too
+deep or long for Python's parser are a clean error) and every way it can be wrong is one line
+naming the file.
+"""
+
+import json
+from pathlib import Path
+
+from lmlab.errors import LmlabError
+
+MAX_BYTES = 64 << 20  # far above any real config (SmolLM2's tokenizer_config.json is 4 KB)
+
+
+def read_json_object(path: str | Path, fix: str) -> dict:
+    """The JSON object in the file `path`; a one-line LmlabError ending with `fix` when the file is
+    missing, too large, not UTF-8, not JSON or not an object."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise LmlabError(f"{path} is {size:,} bytes, more than a JSON settings file holds "
+                             f"({MAX_BYTES:,} at most); {fix}")
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise LmlabError(f"{path} does not exist; {fix}") from None
+    except OSError as e:
+        raise LmlabError(f"cannot read {path} ({e.strerror or e}); {fix}") from None
+    except UnicodeDecodeError as e:
+        raise LmlabError(f"{path} is not UTF-8 text (byte {e.start}); {fix}") from None
+    except json.JSONDecodeError as e:
+        raise LmlabError(f"{path} is not valid JSON (line {e.lineno}: {e.msg}); {fix}") from None
+    except RecursionError:
+        raise LmlabError(f"{path} is not valid JSON (nested too deeply); {fix}") from None
+    except ValueError as e:  # a number of more than 4300 digits
+        raise LmlabError(f"{path} is not valid JSON ({str(e).split(':')[0]}); {fix}") from None
+    if not isinstance(value, dict):
+        raise LmlabError(f"{path} must hold a JSON object, not a {type(value).__name__}; {fix}")
+    return value
