@@ -17,6 +17,7 @@ from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
+from lmlab.training.finetune import FinetuneConfig, load_tunable
 
 TEMPLATE = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
@@ -35,7 +36,14 @@ def model_dirs(tmp_path_factory):
     plain = save_hf_dir(model, root / "plain", backend)
     chat = save_hf_dir(model, root / "chat", backend)
     TextTokenizer(backend, bos_id=0, eos_id=1, pad_id=2, stop_ids=(1,), chat_template=TEMPLATE).save(chat)
-    return {"plain": plain, "chat": chat}
+    named = save_hf_dir(model, root / "named", backend)
+    TextTokenizer(backend, bos_id=0, eos_id=1, pad_id=2, stop_ids=(1,), chat_template=TEMPLATE,
+                  chat_templates={"default": TEMPLATE, "terse": TEMPLATE.replace("assistant", "A")}).save(named)
+    foreign = save_hf_dir(model, root / "foreign", backend)  # a tokenizer that gives "Zini" an id the model lacks
+    spec = json.loads((foreign / "tokenizer.json").read_text())
+    spec["model"]["vocab"][backend.id_to_token(backend.encode("Zini").ids[0])] = 5000
+    (foreign / "tokenizer.json").write_text(json.dumps(spec))
+    return {"plain": plain, "chat": chat, "named": named, "foreign": foreign}
 
 
 
@@ -90,17 +98,17 @@ def test_generate_beam_search(model_dirs, capsys):
 
 
 @pytest.mark.parametrize("flags, fragment", [
-    (["--temperature", "-1"], "temperature -1.0 must be >= 0"),
-    (["--top-p", "1.5"], "top_p 1.5 must be in (0, 1]"),
-    (["--top-p", "0"], "top_p 0.0 must be in (0, 1]"),
-    (["--top-k", "0"], "top_k 0 must be at least 1"),
-    (["--beams", "0"], "num_beams 0 must be at least 1"),
-    (["--max-new-tokens", "0"], "max_new_tokens 0 must be at least 1"),
-    (["--repetition-penalty", "0"], "repetition_penalty 0.0 must be > 0"),
+    (["--temperature", "-1"], "--temperature -1.0 must be at least 0"),
+    (["--top-p", "1.5"], "--top-p 1.5 must be in (0, 1]"),
+    (["--top-p", "0"], "--top-p 0.0 must be in (0, 1]"),
+    (["--top-k", "0"], "--top-k 0 must be at least 1"),
+    (["--beams", "0"], "--beams 0 must be at least 1"),
+    (["--max-new-tokens", "0"], "--max-new-tokens 0 must be at least 1"),
+    (["--repetition-penalty", "0"], "--repetition-penalty 0.0 must be greater than 0"),
     (["--beams", "2", "--temperature", "0.7"], "beam search is deterministic"),
     (["--beams", "2", "--top-k", "5"], "beam search is deterministic"),
     (["--beams", "2", "--stop", "."], "stop strings work with step-by-step decoding only"),
-    (["--greedy", "--top-p", "0.9"], "top_p only apply when sampling"),
+    (["--greedy", "--top-p", "0.9"], "--top-p only apply when sampling"),
     (["--max-new-tokens", "60"], "exceeds the model's context of 64 tokens"),
 ])
 def test_generate_bad_input_is_one_line_exit_2(model_dirs, capsys, flags, fragment):
@@ -131,9 +139,10 @@ def test_help_explains_the_command(command, capsys):
     assert "--model" in out and "examples:" in out
 
 
-def expected_chat(path, turns, system=None, max_new_tokens=8):
-    """The replies the library gives to `turns`, each seeing the whole history."""
+def expected_chat(path, turns, system=None, max_new_tokens=8, template=None):
+    """The replies the library gives to `turns`, each seeing the whole history (`template`: a named one)."""
     model, tokenizer = load(path)
+    tokenizer = tokenizer.with_chat_template(template)
     messages = [{"role": "system", "content": system}] if system else []
     replies = []
     for turn in turns:
@@ -172,7 +181,7 @@ def test_chat_that_fills_the_context_is_one_line_exit_2(model_dirs, capsys):
     assert lmlab("chat", "--model", model_dirs["chat"], "--system", "Zini pori teme. " * 30, "--prompt", "Hi") == 2
     one_line_error(capsys, "fills the model's context of 64 tokens")
     assert lmlab("chat", "--model", model_dirs["chat"], "--prompt", "Hi", "--top-p", "2") == 2
-    one_line_error(capsys, "top_p 2.0 must be in (0, 1]")
+    one_line_error(capsys, "--top-p 2.0 must be in (0, 1]")
 
 
 def test_logprobs_json_lists_the_top_tokens_best_first(model_dirs, capsys):
@@ -205,3 +214,33 @@ def test_logprobs_table_shows_the_same_tokens(model_dirs, capsys):
 def test_logprobs_bad_top_is_one_line_exit_2(model_dirs, capsys, top):
     assert lmlab("logprobs", "--model", model_dirs["plain"], "--prompt", "Zini", "--top", top) == 2
     one_line_error(capsys, f"top {top} must be between 1 and the vocabulary size")
+
+
+@pytest.mark.parametrize("command", ["generate", "chat", "logprobs"])
+def test_a_tokenizer_with_ids_beyond_the_model_is_one_line_exit_2(model_dirs, capsys, command):
+    assert lmlab(command, "--model", model_dirs["foreign"], "--prompt", "Zini pori") == 2
+    assert capsys.readouterr().out == ""
+    assert lmlab(command, "--model", model_dirs["foreign"], "--prompt", "Zini pori") == 2
+    one_line_error(capsys, "token id 5000, outside the model's vocabulary of", "use the model's own tokenizer")
+
+
+def test_chat_template_flag_picks_a_named_template(model_dirs, capsys):
+    args = ["chat", "--model", model_dirs["named"], "--prompt", "Zini?", "--greedy", "--max-new-tokens", 8]
+    assert lmlab(*args) == 0
+    assert capsys.readouterr().out == expected_chat(model_dirs["chat"], ["Zini?"])[0] + "\n"
+    assert lmlab(*args, "--chat-template", "terse") == 0
+    terse = expected_chat(model_dirs["named"], ["Zini?"], template="terse")[0]
+    assert capsys.readouterr().out == terse + "\n"
+    assert terse != expected_chat(model_dirs["named"], ["Zini?"])[0]  # the template did change the prompt
+    assert lmlab(*args, "--chat-template", "tools") == 2
+    one_line_error(capsys, "--chat-template tools", "it has default, terse")
+
+
+def test_finetuning_renders_with_the_chosen_named_template(model_dirs, capsys, tmp_path):
+    tuned = load_tunable(model_dirs["named"], FinetuneConfig(chat_template="terse", block_size=32))
+    assert chat_prompt(tuned.tokenizer, [{"role": "user", "content": "hi"}]).endswith("<|bos|>A\n")
+    for command in ("sft", "reward", "dpo", "ppo"):
+        assert lmlab(command, "--model", model_dirs["named"], "--data", "task", "--out", tmp_path / command,
+                     "--chat-template", "tools") == 2
+        one_line_error(capsys, "--chat-template tools", "it has default, terse")
+        assert not (tmp_path / command).exists()

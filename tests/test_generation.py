@@ -139,16 +139,16 @@ def test_prompt_beyond_context_is_an_error(model):
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(temperature=-1.0), "temperature -1.0 must be >= 0"),
-    (dict(temperature=1.0, top_p=0.0), "top_p 0.0 must be in (0, 1]"),
-    (dict(temperature=1.0, top_p=1.5), "top_p 1.5 must be in (0, 1]"),
-    (dict(temperature=1.0, top_k=0), "top_k 0 must be at least 1"),
-    (dict(num_beams=0), "num_beams 0 must be at least 1"),
-    (dict(max_new_tokens=0), "max_new_tokens 0 must be at least 1"),
-    (dict(repetition_penalty=0.0), "repetition_penalty 0.0 must be > 0"),
-    (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size -1 must be >= 0"),
+    (dict(temperature=-1.0), "--temperature -1.0 must be at least 0"),
+    (dict(temperature=1.0, top_p=0.0), "--top-p 0.0 must be in (0, 1]"),
+    (dict(temperature=1.0, top_p=1.5), "--top-p 1.5 must be in (0, 1]"),
+    (dict(temperature=1.0, top_k=0), "--top-k 0 must be at least 1"),
+    (dict(num_beams=0), "--beams 0 must be at least 1"),
+    (dict(max_new_tokens=0), "--max-new-tokens 0 must be at least 1"),
+    (dict(repetition_penalty=0.0), "--repetition-penalty 0.0 must be greater than 0"),
+    (dict(no_repeat_ngram_size=-1), "--no-repeat-ngram-size -1 must be at least 0"),
     (dict(num_beams=3, temperature=0.7), "beam search is deterministic"),
-    (dict(top_k=5), "top_k only apply when sampling"),
+    (dict(top_k=5), "--top-k only apply when sampling"),
     (dict(stop_strings=[""]), "a stop string is empty"),
     (dict(num_beams=2, stop_strings=["."]), "stop strings work with step-by-step decoding only"),
     (dict(early_stopping="sometimes"), "early_stopping 'sometimes'"),
@@ -181,3 +181,13 @@ def test_ban_repeated_ngrams_bans_what_followed_the_last_tokens_and_ignores_padd
     assert banned[0].nonzero().view(-1).tolist() == [3] and not banned[1].any()
     banned = ~ban_repeated_ngrams(torch.zeros(2, 6), ids, 2).isfinite()
     assert banned[1].nonzero().view(-1).tolist() == [4]
+
+
+@pytest.mark.parametrize("bad_id", [64, 10_000, -1])
+def test_token_ids_outside_the_vocabulary_are_one_clear_error(model, bad_id):
+    """A tokenizer that does not fit the model gives ids it has no embedding for: named, not an IndexError."""
+    for num_beams in (1, 2):
+        with pytest.raises(LmlabError, match=f"token id {bad_id}, outside the model's vocabulary of 64"):
+            generate(model, [1, bad_id, 2], 3, num_beams=num_beams)
+    with pytest.raises(LmlabError, match=f"prompt 1 has token id {bad_id}"):
+        generate_batch(model, [[1, 2], [bad_id]], GenerationConfig(max_new_tokens=2))

@@ -58,3 +58,8 @@ def test_beams_are_refused_with_one_line():
         generate(NextIsPlusOne(), [1], max_new_tokens=3, num_beams=2)
     with pytest.raises(LmlabError, match="beam search"):
         list(stream_text(NextIsPlusOne(), None, [1], GenerationConfig(max_new_tokens=3, num_beams=2)))
+
+
+def test_token_ids_outside_the_vocabulary_are_one_clear_error():
+    with pytest.raises(LmlabError, match="token id 10, outside the model's vocabulary of 10"):
+        generate(NextIsPlusOne(), [1, 10], max_new_tokens=3)

@@ -2,6 +2,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from conftest import lmlab
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import (
     MIN_VOCAB_SIZE,
@@ -84,3 +85,22 @@ def test_loading_a_corrupt_tokenizer_is_a_clear_error(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(LmlabError, match="not a valid tokenizer.json"):
         load_tokenizer(tmp_path)
+
+
+def test_a_vocabulary_smaller_than_asked_is_said():
+    with pytest.warns(UserWarning, match=r"asked for a vocabulary of 8000 tokens, but the text gives only \d+"):
+        small = train_bpe(CORPUS, 8000)
+    assert small.get_vocab_size() < 8000
+
+
+def test_cli_says_a_smaller_vocabulary_in_one_line_and_saves_it(tmp_path, capsys):
+    data = tmp_path / "small.txt"
+    data.write_text("the cat sat on the mat\nthe dog sat on the log\n")
+    for kind in ("bpe", "wordpiece"):
+        assert lmlab("tokenizer", "train", "--data", data, "--vocab-size", 8000, "--out", tmp_path / kind,
+                     "--kind", kind) == 0
+        size = load_tokenizer(tmp_path / kind).get_vocab_size()
+        captured = capsys.readouterr()
+        assert captured.err == (f"lmlab: warning: asked for a vocabulary of 8000 tokens, but the text gives only "
+                                f"{size}; using {size} (more text would give more; or ask for {size} or fewer)\n")
+        assert f"trained a {size}-token" in captured.out

@@ -31,6 +31,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
     p.add_argument("--system", help="a system message to start the conversation with")
     p.add_argument("--prompt", help="answer this one message and exit")
+    p.add_argument("--chat-template", metavar="NAME",
+                   help="use the model's chat template of this name (models may ship several, e.g. tool_use); "
+                        "default: the one named 'default'")
     add_sampling_args(p, max_new_tokens=256)
     p.set_defaults(run=run)
 
@@ -38,6 +41,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     config = sampling_config(args)
     model, tokenizer = load(args.model)
+    tokenizer = tokenizer.with_chat_template(args.chat_template)
     extra_stops = () if tokenizer.chat_template else (FALLBACK_STOP,)
     config = replace(config, eos_id=tokenizer.stop_ids, stop_strings=config.stop_strings + extra_stops)
     messages = [{"role": "system", "content": args.system}] if args.system else []

@@ -9,6 +9,7 @@ import json
 import sys
 from dataclasses import replace
 
+from lmlab.generation.batch import check_token_ids
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch, stream_text
 from lmlab.io.load import load
@@ -78,6 +79,7 @@ def run(args) -> None:
     model, tokenizer = load(args.model)
     config = replace(config, eos_id=tokenizer.stop_ids)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
+    check_token_ids(model, [prompt_ids])  # before the prompt is printed
     if args.json or config.num_beams > 1:
         result = generate_batch(model, [prompt_ids], config, tokenizer)[0]
         if args.json:

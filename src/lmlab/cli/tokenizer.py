@@ -1,9 +1,11 @@
 """`lmlab tokenizer train`: a byte-level BPE (decoders) or a WordPiece (BERT encoders) tokenizer from your text."""
 
 import argparse
+from pathlib import Path
 
 from lmlab.data.corpora import EMBEDDED, load_corpus
-from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
+from lmlab.io.outputs import check_file_output
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import train_wordpiece
 
 
@@ -23,6 +25,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    check_file_output(Path(args.out) / TOKENIZER_FILE, "--out")
     texts = load_corpus(args.data)
     if args.kind == "wordpiece":
         tokenizer = train_wordpiece(texts, args.vocab_size, lowercase=not args.cased, strip_accents=args.strip_accents)

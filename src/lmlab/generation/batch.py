@@ -16,6 +16,7 @@ def check_prompts(model: torch.nn.Module, prompts: list[list[int]], max_new_toke
     """Raise a one-line error for an empty prompt or one that leaves no room for max_new_tokens."""
     if not prompts:
         raise LmlabError("no prompts given; pass at least one list of token ids")
+    check_token_ids(model, prompts)
     context = model.config.context_length
     for i, prompt in enumerate(prompts):
         where = f"prompt {i} " if len(prompts) > 1 else "the prompt "
@@ -25,6 +26,18 @@ def check_prompts(model: torch.nn.Module, prompts: list[list[int]], max_new_toke
             asked = f" + max_new_tokens ({max_new_tokens})" if max_new_tokens else ""
             raise LmlabError(f"{where}({len(prompt)} tokens){asked} exceeds the model's context of {context} "
                              f"tokens; shorten the prompt{' or ask for fewer tokens' if asked else ''}")
+
+
+def check_token_ids(model: torch.nn.Module, prompts: list[list[int]]) -> None:
+    """Raise a one-line error for a token id the model has no embedding for (a tokenizer that does not
+    fit the model), instead of an IndexError deep inside it."""
+    vocab_size = model.config.vocab_size
+    for i, prompt in enumerate(prompts):
+        if prompt and not 0 <= min(prompt) <= max(prompt) < vocab_size:
+            bad = min(prompt) if min(prompt) < 0 else max(prompt)
+            where = f"prompt {i}" if len(prompts) > 1 else "the prompt"
+            raise LmlabError(f"{where} has token id {bad}, outside the model's vocabulary of {vocab_size} tokens; "
+                             "the tokenizer does not fit this model: use the model's own tokenizer")
 
 
 def left_pad(prompts: list[list[int]], max_new_tokens: int, device: torch.device, pad_id: int = 0

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.generation.batch import check_token_ids
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.sampling import apply_repetition_penalty, next_token
 from lmlab.models.stateful import StatefulLM
@@ -20,6 +21,7 @@ def stateful_decode_steps(model: StatefulLM, prompt: list[int], config: Generati
     """Yield the next token of `prompt`, shape (1,), once per step, until max_new_tokens or a stop id."""
     if not prompt:
         raise LmlabError("the prompt is empty; pass some text (or --add-bos)")
+    check_token_ids(model, [prompt])
     if config.num_beams > 1:
         raise LmlabError(f"beam search is for transformer models; a {model.config.model_type} model "
                          "generates greedily or by sampling: drop --beams")

@@ -11,7 +11,9 @@ plain text instead, and decode with `skip_special_tokens=False` to get such text
 """
 
 import os
-from collections.abc import Iterable, Sequence
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -27,6 +29,8 @@ SPECIAL_TOKENS = (BOS, EOS, PAD, UNK)  # ids 0, 1, 2, 3 in a tokenizer trained h
 TOKENIZER_FILE = "tokenizer.json"
 
 N_BYTES = 256
+LONGEST_WORD = 100  # characters trained on as one word (as BERT's WordPiece encodes at most)
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{LONGEST_WORD + 1},}}")  # anchored at a run's start: one pass over the text
 MIN_VOCAB_SIZE = N_BYTES + len(SPECIAL_TOKENS) + 1  # every byte, the specials, one merge
 
 
@@ -37,7 +41,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
     `special_tokens` take ids 0, 1, … in order (encoder-decoders pass their own: T5's sentinels,
     BART's <mask>). `split_digits` keeps every digit a token of its own (as Llama does), so that a
     number is read and written digit by digit. The vocabulary can end up smaller when the texts
-    have fewer distinct pairs to merge.
+    have fewer distinct pairs to merge; that is said with a warning.
     """
     if vocab_size < N_BYTES + len(special_tokens) + 1:
         raise LmlabError(
@@ -55,8 +59,32 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, seen or not
         show_progress=False,
     )
-    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.train_from_iterator(training_words(texts), trainer)
+    warn_if_smaller(tokenizer, vocab_size)
     return tokenizer
+
+
+def training_words(texts: Iterable[str]) -> Iterator[str]:
+    """`texts` with every run of more than LONGEST_WORD non-space characters cut into lines that
+    long, for a tokenizer trainer: its time grows with each distinct word's length times the merges,
+    so one unbroken run (a base64 blob, a 2 MB line without spaces) took hours, and no token that
+    long is worth learning. Text without such runs is passed as it is."""
+    for text in texts:
+        yield _LONG_RUN.sub(_cut, text) if len(text) > LONGEST_WORD else text
+
+
+def _cut(run: re.Match) -> str:
+    word = run[0]
+    return "\n".join(word[i:i + LONGEST_WORD] for i in range(0, len(word), LONGEST_WORD))
+
+
+def warn_if_smaller(tokenizer: Tokenizer, vocab_size: int) -> None:
+    """Say (a warning, one line in the CLI) when training stopped short of `vocab_size` tokens: the
+    text had no more pairs worth merging. The model is then built for the smaller vocabulary."""
+    size = tokenizer.get_vocab_size()
+    if size < vocab_size:
+        warnings.warn(f"asked for a vocabulary of {vocab_size} tokens, but the text gives only {size}; "
+                      f"using {size} (more text would give more; or ask for {size} or fewer)", stacklevel=3)
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:

@@ -3,8 +3,13 @@
 A raw tokenizer does not say which token begins or ends a text, which ones stop generation
 (chat models end a turn with their own token), or how to lay out a chat. This small wrapper
 carries those, and reads/writes them as HF's `tokenizer_config.json` beside `tokenizer.json`.
+
+A model may ship several named chat templates (HF's list form of `chat_template`:
+[{"name": "default", "template": …}, {"name": "tool_use", …}]): the one named `default` is used
+unless `with_chat_template(NAME)` picks another (the `--chat-template NAME` flag).
 """
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +18,7 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
 
 CONFIG_FILE = "tokenizer_config.json"
@@ -25,8 +31,21 @@ class TextTokenizer:
     eos_id: int | None = None
     pad_id: int | None = None
     stop_ids: tuple[int, ...] = ()  # tokens that end generation (eos and, for chat models, end-of-turn)
-    chat_template: str | None = None  # a jinja2 template over `messages`, as in HF
+    chat_template: str | None = None  # the jinja2 template over `messages` that chats render with, as in HF
     extra: dict = field(default_factory=dict)
+    chat_templates: dict[str, str] = field(default_factory=dict)  # every named template, when the model names them
+
+    def with_chat_template(self, name: str | None) -> "TextTokenizer":
+        """This tokenizer rendering chats with its template called `name` (None: as it is)."""
+        if name is None:
+            return self
+        if not self.chat_templates:
+            raise LmlabError(f"--chat-template {name}: the model's chat templates have no names (it has "
+                             f"{'one' if self.chat_template else 'none'}); drop --chat-template")
+        if name not in self.chat_templates:
+            raise LmlabError(f"--chat-template {name}: the model has no chat template of that name; it has "
+                             f"{', '.join(self.chat_templates)}")
+        return dataclasses.replace(self, chat_template=self.chat_templates[name])
 
     @property
     def vocab_size(self) -> int:
@@ -58,8 +77,14 @@ class TextTokenizer:
             "eos_token": name(self.eos_id) if self.eos_id is not None else None,
             "pad_token": name(self.pad_id) if self.pad_id is not None else None,
             "stop_tokens": [name(i) for i in self.stop_ids],
-        } | ({"chat_template": self.chat_template} if self.chat_template else {}) | self.extra
+        } | self._template_entry() | self.extra
         atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2))
+
+    def _template_entry(self) -> dict:
+        """`chat_template` as HF writes it: the list of named templates, or the one template."""
+        if self.chat_templates:
+            return {"chat_template": [{"name": n, "template": t} for n, t in self.chat_templates.items()]}
+        return {"chat_template": self.chat_template} if self.chat_template else {}
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> "TextTokenizer":
@@ -70,14 +95,39 @@ class TextTokenizer:
         if not config_path.is_file():  # an lmlab-trained tokenizer: its own special tokens
             ids = special_token_ids(backend)
             return cls(backend, ids["bos"], ids["eos"], ids["pad"], tuple(i for i in [ids["eos"]] if i is not None))
-        config = json.loads(config_path.read_text())
+        config = read_tokenizer_config(config_path)
 
         def token_id(key: str) -> int | None:
             token = config.get(key)
             token = token.get("content") if isinstance(token, dict) else token
+            if token is not None and not isinstance(token, str):
+                raise LmlabError(f"{config_path}: {key} must be a token (a string or {{\"content\": …}}), not "
+                                 f"{json.dumps(token)[:40]}; re-export the tokenizer")
             return backend.token_to_id(token) if token else None
 
         eos = token_id("eos_token")
-        stops = [backend.token_to_id(t) for t in config.get("stop_tokens", [])]
+        stop_tokens = config.get("stop_tokens", [])
+        if not (isinstance(stop_tokens, list) and all(isinstance(t, str) for t in stop_tokens)):
+            raise LmlabError(f"{config_path}: stop_tokens must be a list of token strings; re-export the tokenizer")
+        stops = [backend.token_to_id(t) for t in stop_tokens]
         stops = tuple(i for i in dict.fromkeys([eos, *stops]) if i is not None)
-        return cls(backend, token_id("bos_token"), eos, token_id("pad_token"), stops, config.get("chat_template"))
+        named = _named_templates(config.get("chat_template"), config_path)
+        template = named.get("default") if isinstance(named, dict) else named
+        return cls(backend, token_id("bos_token"), eos, token_id("pad_token"), stops, template,
+                   chat_templates=named if isinstance(named, dict) else {})
+
+
+def read_tokenizer_config(path: Path) -> dict:
+    """tokenizer_config.json as a dict, or one line naming the file and what is wrong with it."""
+    return read_json_object(path, "re-export the tokenizer")
+
+
+def _named_templates(value, path: Path) -> str | dict[str, str] | None:
+    """HF's `chat_template`: one template (a string), or a list of {"name", "template"} as a dict."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                       and isinstance(t.get("template"), str) for t in value):
+        return {t["name"]: t["template"] for t in value}
+    raise LmlabError(f"{path}: chat_template must be a template string or a list of {{\"name\", \"template\"}} "
+                     "objects; re-export the tokenizer")

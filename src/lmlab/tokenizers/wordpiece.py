@@ -18,7 +18,8 @@ from tokenizers.processors import TemplateProcessing
 from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words, warn_if_smaller
+from lmlab.tokenizers.text import read_tokenizer_config
 
 VOCAB_FILE = "vocab.txt"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -44,7 +45,11 @@ def load_wordpiece(directory: str | Path, max_length: int) -> Tokenizer:
 
 def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Tokenizer:
     """BERT's tokenizer from a vocab.txt (one token a line, id = line number)."""
-    vocab = WordPiece.read_file(str(vocab_file))
+    try:
+        vocab = WordPiece.read_file(str(vocab_file))
+    except Exception as e:  # the Rust library raises a bare Exception, e.g. for bytes that are not UTF-8
+        raise LmlabError(f"'{vocab_file}' is not a readable vocab.txt ({str(e).strip()}); re-export the tokenizer"
+                         ) from None
     missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
     if missing:
         raise LmlabError(f"'{vocab_file}' lacks BERT's special token(s) {missing}; it is not a BERT vocabulary")
@@ -62,8 +67,9 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
         raise LmlabError(f"vocab size {vocab_size} is too small for WordPiece; use at least {MIN_VOCAB_SIZE} "
                          "(the special tokens, the characters of the text and some pieces)")
     tokenizer = _bert_pipeline(Tokenizer(WordPiece(unk_token="[UNK]")), lowercase, strip_accents)
-    trainer = WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS)
-    tokenizer.train_from_iterator(texts, trainer)
+    trainer = WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
+    tokenizer.train_from_iterator(training_words(texts), trainer)  # long runs cut, as for BPE
+    warn_if_smaller(tokenizer, vocab_size)
     return _with_template(tokenizer)
 
 
@@ -103,7 +109,8 @@ def _lowercase(directory: Path) -> bool:
     config = directory / "tokenizer_config.json"
     if not config.is_file():
         return True
-    try:
-        return bool(json.loads(config.read_text()).get("do_lower_case", True))
-    except json.JSONDecodeError as e:
-        raise LmlabError(f"{config} is not valid JSON ({e}); re-export the tokenizer") from None
+    lowercase = read_tokenizer_config(config).get("do_lower_case", True)
+    if not isinstance(lowercase, bool):
+        raise LmlabError(f"{config}: do_lower_case must be true or false, not {json.dumps(lowercase)[:40]}; "
+                         "re-export the tokenizer")
+    return lowercase

@@ -28,6 +28,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, \
+    fraction, positive
 from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
@@ -60,6 +62,7 @@ class FinetuneConfig:
     max_steps: int = 100
     batch_size: int = 8  # examples per optimizer step (a ranking or a pair counts as one)
     block_size: int = 512  # tokens per sequence at most; a batch is only as long as its longest one
+    chat_template: str | None = None  # which of the model's named chat templates chats render with; None: its default
     lr: float = 2e-4  # suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
     min_lr_ratio: float = 0.1
     warmup_steps: int = 10
@@ -78,14 +81,19 @@ class FinetuneConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
-        for name in ("max_steps", "batch_size", "block_size", "eval_every", "checkpoint_every", "keep_checkpoints",
-                     "log_every", "task_size", "task_eval_size"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        if not 0 <= self.val_fraction < 1:
-            raise LmlabError(f"val_fraction={self.val_fraction} must be at least 0 and below 1")
-        if self.lr <= 0:
-            raise LmlabError(f"lr={self.lr} must be positive")
+        check_types(self)
+        at_least(self, 1, "lora_rank", "adapter_bottleneck", "n_prefix", "n_prompt_tokens", "max_steps", "batch_size",
+                 "block_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every", "task_size",
+                 "task_eval_size")
+        at_least(self, 0, "warmup_steps", "weight_decay", "seed", "task_max_operand")
+        at_most(self, MAX_CONTEXT, "block_size", "n_prefix", "n_prompt_tokens")
+        at_most(self, MAX_WIDTH, "lora_rank", "adapter_bottleneck")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "lora_alpha", "grad_clip")
+        fraction(self, "lora_dropout")
+        fraction(self, "min_lr_ratio", upper_included=True)
+        fraction(self, "val_fraction")
 
     def replace(self, **changes) -> "FinetuneConfig":
         return dataclasses.replace(self, **changes)
@@ -126,8 +134,9 @@ def load_tunable(model: str | Path, cfg: FinetuneConfig, adapter: str | Path | N
     A LoRA target that matches nothing, or an adapter trained on another base model, is an error."""
     dev = training_device(device)
     lm, tokenizer = load(model)
+    tokenizer = tokenizer.with_chat_template(cfg.chat_template)
     if cfg.block_size > lm.config.context_length:
-        raise LmlabError(f"block_size={cfg.block_size} exceeds the model's context of {lm.config.context_length} "
+        raise LmlabError(f"--block-size {cfg.block_size} exceeds the model's context of {lm.config.context_length} "
                          "tokens; lower --block-size")
     fingerprint = base_fingerprint(lm)
     torch.manual_seed(cfg.seed)  # the added parameters' starting values (LoRA's A, prefix tokens) follow the seed
@@ -230,8 +239,7 @@ def trim_padding(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Ten
 def save_model_dir(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> Path:
     """A Hugging Face layout model directory with the full tokenizer (chat template, stop tokens), atomically."""
     with atomic_path(directory) as tmp:
-        save_hf_dir(model, tmp)
-        tokenizer.save(tmp)
+        save_hf_dir(model, tmp, tokenizer)
     return directory
 
 
