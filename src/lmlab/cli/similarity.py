@@ -5,6 +5,7 @@ from pathlib import Path
 
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
+from lmlab.io.lines import read_lines
 from lmlab.io.load import load_encoder
 
 
@@ -39,11 +40,9 @@ def encoder_and_texts(args):
     if args.text is not None:
         texts = args.text
     else:
-        try:
-            texts = [line.strip() for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
-        except (OSError, UnicodeDecodeError) as e:
-            raise LmlabError(f"cannot read '{args.file}' ({e}); pass a UTF-8 text file, "
-                             "one sentence per line") from None
+        if not Path(args.file).is_file():
+            raise LmlabError(f"'{args.file}' is not a file; pass a UTF-8 text file, one sentence per line")
+        texts = [line.strip() for _, line in read_lines(args.file) if line.strip()]
         if not texts:
             raise LmlabError(f"'{args.file}' holds no sentences; write one sentence per line")
     model = Path(args.model)

@@ -5,13 +5,13 @@ Preferences, for reward models and DPO, either a pair or a ranking of K answers 
                        {"prompt": "What is 3 + 4?", "chosen": "7", "rejected": "8"}
                        {"prompt": [{"role": "user", "content": "..."}], "ranked": ["best", "next", "worst"]}
 A prompt is a string (one user message) or a list of messages. Blank lines are skipped; a bad line
-is reported with its number.
+(not JSON, not UTF-8, longer than the line limit of `io.lines`) is reported with its number.
 """
 
-import json
 from pathlib import Path
 
 from lmlab.errors import LmlabError
+from lmlab.io.lines import check_fits_in_memory, file_size, json_objects
 
 
 def read_chat_jsonl(path: str | Path) -> list[list[dict]]:
@@ -51,19 +51,8 @@ def _rows(path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"'{path}' does not exist; pass a .jsonl file")
-    with path.open(encoding="utf-8") as file:
-        for line, text in enumerate(file, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise LmlabError(f"{path}:{line} is not valid JSON ({e.msg}, column {e.colno}); "
-                                 "write one JSON object per line") from None
-            if not isinstance(row, dict):
-                raise LmlabError(f"{path}:{line} is a JSON {type(row).__name__}, not an object; "
-                                 "write one JSON object per line")
-            yield line, row
+    check_fits_in_memory(path, file_size(path))
+    yield from json_objects(path, "write one JSON object per line")
 
 
 def _messages(messages, path: str | Path, line: int) -> list[dict]:

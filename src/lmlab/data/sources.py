@@ -8,14 +8,17 @@ Three shapes of input, chosen by what the path is:
   files and folders (name starting with ".") are skipped, and so are files that are not UTF-8 or
   contain NUL bytes (binary files that happen to match).
 
-Documents holding only whitespace are dropped everywhere.
+Documents holding only whitespace are dropped everywhere. Files are read line by line with a bound
+on each line (`io.lines`): a line over the limit, or bytes that are not UTF-8 in a file the user
+named, is an error naming the file and the line; data larger than half the machine's memory is
+refused before any of it is read.
 """
 
-import json
 import os
 from pathlib import Path
 
 from lmlab.errors import LmlabError
+from lmlab.io.lines import NotUtf8Error, check_fits_in_memory, file_size, json_objects, read_text
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".rst", ".py"})
 
@@ -28,12 +31,14 @@ def read_texts(path: str | os.PathLike) -> list[str]:
             f"data path '{path}' does not exist; pass a text file, a directory of text files, "
             f"or a .jsonl file with a 'text' field"
         )
+    files = _text_files(path) if path.is_dir() else [path]
+    check_fits_in_memory(path, sum(map(file_size, files)))
     if path.is_dir():
-        texts = [text for file in _text_files(path) for text in _read_directory_file(file)]
+        texts = [text for file in files for text in _read_directory_file(file)]
     elif path.suffix == ".jsonl":
         texts = _read_jsonl(path)
     else:
-        texts = [_read_text_file(path)]
+        texts = [read_text(path)]
     texts = [text for text in texts if text.strip()]
     if not texts:
         raise LmlabError(
@@ -59,37 +64,17 @@ def _read_directory_file(file: Path) -> list[str]:
     if file.suffix == ".jsonl":
         return _read_jsonl(file)
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
+        text = read_text(file)
+    except NotUtf8Error:
         return []
     return [] if "\0" in text else [text]
-
-
-def _read_text_file(file: Path) -> str:
-    """The contents of a file that must be UTF-8 text (one the user named, or a .jsonl file)."""
-    try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise LmlabError(
-            f"data file '{file}' is not UTF-8 text (bad byte at offset {error.start}); "
-            f"convert it to UTF-8 or pass a different file"
-        ) from error
 
 
 def _read_jsonl(file: Path) -> list[str]:
     """The "text" field of every non-blank line of a JSON Lines file."""
     texts = []
-    for number, line in enumerate(_read_text_file(file).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise LmlabError(
-                f"{file}:{number} is not valid JSON ({error.msg}); each line must be an object "
-                f"with a 'text' field"
-            ) from error
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+    for number, record in json_objects(file, "each line must be an object with a 'text' field"):
+        if not isinstance(record.get("text"), str):
             raise LmlabError(
                 f"{file}:{number} has no string 'text' field; each line must be an object like "
                 f'{{"text": "..."}}'

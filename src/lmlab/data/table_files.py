@@ -2,14 +2,15 @@
 
 A `.csv` (or `.tsv`) file has a header line naming the columns; a `.jsonl` file holds one JSON
 object per line. A line that cannot be read (broken quoting, a wrong number of fields, invalid
-JSON, not an object) is an error naming the file and the line. Blank JSONL lines are skipped.
+JSON, not an object, not UTF-8, longer than the line limit of `io.lines`) is an error naming the
+file and the line. Blank JSONL lines are skipped. A CSV field may be as long as a line may.
 """
 
 import csv
-import json
 from pathlib import Path
 
 from lmlab.errors import LmlabError
+from lmlab.io.lines import check_fits_in_memory, file_size, json_objects, max_line_bytes, read_lines
 
 Row = tuple[int, dict]  # (line number, column -> value)
 SUFFIXES = (".csv", ".tsv", ".jsonl")
@@ -20,35 +21,23 @@ def read_rows(path: str | Path) -> list[Row]:
     path = Path(path)
     if path.suffix not in SUFFIXES:
         raise LmlabError(f"'{path}' is neither CSV nor JSONL; name it *.csv, *.tsv or *.jsonl")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise LmlabError(f"cannot read '{path}' ({e}); pass a UTF-8 CSV or JSONL file") from None
-    rows = _jsonl_rows(path, text) if path.suffix == ".jsonl" else _csv_rows(path, text)
+    if not path.is_file():
+        raise LmlabError(f"'{path}' does not exist or is not a file; pass a UTF-8 CSV or JSONL file")
+    check_fits_in_memory(path, file_size(path))
+    rows = _jsonl_rows(path) if path.suffix == ".jsonl" else _csv_rows(path)
     if not rows:
         raise LmlabError(f"'{path}' holds no examples; pass a file with at least one row")
     return rows
 
 
-def _jsonl_rows(path: Path, text: str) -> list[Row]:
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise LmlabError(f"{path}:{number} is not valid JSON ({e.msg}); write one JSON object per line") from None
-        if not isinstance(row, dict):
-            raise LmlabError(f"{path}:{number} is a JSON {type(row).__name__}, not an object; "
-                             "write one {\"column\": value, …} object per line")
-        rows.append((number, row))
-    return rows
+def _jsonl_rows(path: Path) -> list[Row]:
+    return list(json_objects(path, "write one {\"column\": value, …} object per line"))
 
 
-def _csv_rows(path: Path, text: str) -> list[Row]:
-    reader = csv.reader(text.splitlines(keepends=True), delimiter="\t" if path.suffix == ".tsv" else ",",
-                        strict=True)
+def _csv_rows(path: Path) -> list[Row]:
+    csv.field_size_limit(max(csv.field_size_limit(), max_line_bytes()))  # the default, 128 KiB, would cut long texts
+    lines = (line.replace("\r\n", "\n").replace("\r", "\n") for _, line in read_lines(path))  # universal newlines
+    reader = csv.reader(lines, delimiter="\t" if path.suffix == ".tsv" else ",", strict=True)
     rows, header, start = [], None, 1
     try:
         for fields in reader:

