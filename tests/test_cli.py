@@ -10,6 +10,7 @@ import time
 import pytest
 
 from lmlab.cli.main import main
+from lmlab.io.load import load
 
 from conftest import TINY_MODEL_ARGS, lmlab, one_line_error
 
@@ -38,6 +39,25 @@ def test_train_generate_and_eval_perplexity(trained, corpus_file, capsys):
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"tokens", "nll_sum", "perplexity"}
     assert result["perplexity"] == pytest.approx(2.718281828 ** (result["nll_sum"] / (result["tokens"] - 1)))
+
+
+def test_perplexity_reads_in_windows_of_the_trained_block_size(trained, corpus_file, capsys):
+    def ppl(*flags):
+        capsys.readouterr()
+        assert lmlab("eval", "perplexity", "--model", trained, "--file", corpus_file, "--json", *flags) == 0
+        return json.loads(capsys.readouterr().out)["perplexity"]
+
+    assert load(trained)[0].config.trained_context == 16  # FAST's --block-size, in a context of 32
+    assert ppl() == ppl("--context", "16") != ppl("--context", "32")
+
+
+@pytest.mark.parametrize("flags, message", [(["--context", "64"], "--context 64 exceeds the model's context of 32"),
+                                            (["--context", "1"], "--context 1 must be at least 2"),
+                                            (["--stride", "20"], "--stride 20 exceeds the window of 16 tokens")])
+def test_bad_perplexity_window_is_one_line(trained, corpus_file, capsys, flags, message):
+    capsys.readouterr()
+    assert lmlab("eval", "perplexity", "--model", trained, "--file", corpus_file, *flags) == 2
+    one_line_error(capsys, message)
 
 
 def test_tokenizer_train_writes_tokenizer_json(tmp_path, corpus_file, capsys):
@@ -104,7 +124,7 @@ def run_cli(*args, **kwargs):
                             stderr=subprocess.PIPE, text=True, env=os.environ.copy(), **kwargs)
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_0(tmp_path, corpus_file):
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path, corpus_file):
     out = tmp_path / "r"
     proc = run_cli("train", "--model", "gpt2-tiny", "--data", corpus_file, "--out", out, *TINY_MODEL_ARGS,
                    "--max-steps", "100000", "--batch-size", "4", "--block-size", "16", "--log-every", "1")
@@ -114,7 +134,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_0(tmp_path, corpus_file):
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 130 and stderr.endswith("lmlab: interrupted\n") and "Traceback" not in stderr, stderr
     step = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"]
     assert (out / "checkpoints" / f"step_{step:07d}.pt").is_file()
     assert f"stopped at step {step}" in stdout and "--resume" in stdout

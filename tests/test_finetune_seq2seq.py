@@ -77,7 +77,7 @@ def test_a_source_longer_than_the_encoder_reads_is_refused_or_cut_when_asked(tmp
     long = " ".join(["seven"] * 300)  # > bart-tiny's 256 source tokens
     pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"source": long, "target": "7"}] + [
         {"source": "one", "target": "1"}, {"source": "two", "target": "2"}])
-    args = ["finetune", "--task", "seq2seq", "--model", "bart-tiny", "--train", pairs, "--vocab-size", "300",
+    args = ["finetune", "--task", "seq2seq", "--model", "bart-tiny", "--train", pairs, "--vocab-size", "268",
             "--max-steps", "1", "--batch-size", "2", "--max-new-tokens", "2"]
     assert lmlab(*args, "--out", tmp_path / "refused") == 2
     one_line_error(capsys, "pair 1 of", "256", "--truncate")

@@ -188,7 +188,7 @@ def test_bad_input_is_one_clear_line():
         (lambda: generate_seq2seq(model, ids, mask * 0, config), "source 0 has no real token"),
         (lambda: generate_seq2seq(model, ids[0], None, config), "input_ids must be a non-empty"),
         (lambda: generate_seq2seq(model, torch.ones(1, 17, dtype=torch.long), None, config), "at most 16"),
-        (lambda: GenerationConfig(no_repeat_ngram_size=-2), "no_repeat_ngram_size -2 must be >= 0"),
+        (lambda: GenerationConfig(no_repeat_ngram_size=-2), "--no-repeat-ngram-size -2 must be at least 0"),
     ]
     for call, message in cases:
         with pytest.raises(LmlabError, match=message) as error:

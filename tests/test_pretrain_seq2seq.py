@@ -120,7 +120,7 @@ def test_span_noise_outside_its_range_is_one_clear_error(density, span):
     (["--whole-word-masking"], ["--whole-word-masking do not apply to encoder-decoder preset t5-tiny"]),
     (["--n-kv-heads", "1"], ["--n-kv-heads do not apply to encoder-decoder preset t5-tiny"]),
     (["--bf16"], ["bf16=True is not supported by encoder-decoder pre-training"]),
-    (["--block-size", "4"], ["block_size=4 must be at least 8"]),
+    (["--block-size", "4"], ["--block-size 4 must be at least 8"]),
     (["--noise-density", "1.5"], ["noise_density 1.5 must be between 0 and 1"]),
     (["--objective", "denoising", "--mean-span-length", "8"], ["--mean-span-length apply to span_corruption, not to denoising"]),
 ])

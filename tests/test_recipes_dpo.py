@@ -73,7 +73,7 @@ def test_cli_dpo_on_the_task_reports_the_task_reward_before_and_after(base, tmp_
 
 def test_cli_dpo_bad_beta_and_repeated_answers_are_one_line_exit_2(base, tmp_path, capsys):
     assert lmlab("dpo", "--model", base, "--data", "task", "--out", tmp_path / "r", *TINY_FLAGS, "--beta", "0") == 2
-    one_line_error(capsys, "beta=0.0 must be positive")
+    one_line_error(capsys, "--beta 0.0 must be positive")
     data = tmp_path / "prefs.jsonl"
     data.write_text(json.dumps({"prompt": "What is 1 + 1?", "ranked": ["2", "3", "2"]}) + "\n")
     assert lmlab("dpo", "--model", base, "--data", data, "--out", tmp_path / "r", *TINY_FLAGS) == 2

@@ -100,7 +100,7 @@ def test_cli_ppo_runs_and_reports(base, tmp_path, capsys):
     (["--reward-fn", "lmlab.data.tasks:reward"], "bad.jsonl", "bad.jsonl:2 is not valid JSON"),
     (["--reward-fn", "lmlab.data.tasks:reward"], "roles.jsonl", "role 'robot'"),
     (["--reward-model", "nowhere"], "task", "holds no reward model"),
-    (["--kl-target", "0"], "task", "kl_target=0.0 must be positive"),
+    (["--kl-target", "0"], "task", "--kl-target 0.0 must be greater than 0"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(base, tmp_path, capsys, extra, data, message):
     (tmp_path / "prompts.jsonl").write_text('{"messages": [{"role": "user", "content": "Hi"}]}\n')

@@ -10,7 +10,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_EPS, MAX_LAYERS, MAX_ROPE_BASE, MAX_SEED, MAX_VOCAB, \
+    MAX_WIDTH, at_least, at_most, check_types, fraction, positive
 from lmlab.errors import LmlabError
+
+MAX_PARAMETERS = 10**11  # ~400 GB of float32 weights: far past anything lmlab trains or loads
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,31 @@ class ModelConfig:
     bias: bool = True
     tie_embeddings: bool = True
     dropout: float = 0.0
+    trained_context: int | None = None  # tokens per pre-training sequence (None: context_length); perplexity's window
 
     def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "n_kv_heads",
+                 "trained_context")
+        at_most(self, MAX_VOCAB, "vocab_size")
+        at_most(self, MAX_CONTEXT, "context_length")
+        at_most(self, self.context_length, "trained_context")
+        at_most(self, MAX_LAYERS, "n_layers")
+        at_most(self, MAX_WIDTH, "d_model", "d_ff")
+        positive(self, "norm_eps", "rope_base")
+        at_most(self, MAX_EPS, "norm_eps")
+        at_most(self, MAX_ROPE_BASE, "rope_base")
+        fraction(self, "dropout")
         if self.d_model % self.n_heads:
-            raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+            raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads")
         if self.n_heads % (self.n_kv_heads or self.n_heads):
-            raise LmlabError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+            raise LmlabError(f"--n-heads {self.n_heads} is not a multiple of --n-kv-heads {self.n_kv_heads}")
+        if self.positions == "rope" and self.head_dim % 2:
+            raise LmlabError(f"rotary positions need an even head size, but --d-model {self.d_model} / --n-heads "
+                             f"{self.n_heads} is {self.head_dim}; pick other sizes")
+        check_parameters(self.n_layers * (4 * self.d_model**2 + 3 * self.d_model * self.d_ff)
+                         + (self.vocab_size + self.context_length) * self.d_model)
 
     @property
     def head_dim(self) -> int:
@@ -47,6 +69,13 @@ class ModelConfig:
     def replace(self, **changes) -> "ModelConfig":
         """A copy with some fields changed (the CLI's overrides); unknown fields are an error."""
         return checked_replace(self, "model", changes)
+
+
+def check_parameters(count: int) -> None:
+    """Refuse a shape of about `count` weights when that is more than any machine lmlab runs on holds."""
+    if count > MAX_PARAMETERS:
+        raise LmlabError(f"these settings make a model of about {count:.1e} weights, more than lmlab supports "
+                         f"({MAX_PARAMETERS:.0e}); lower --n-layers, --d-model, --d-ff or --vocab-size")
 
 
 def _gpt2(**shape) -> ModelConfig:
@@ -106,14 +135,29 @@ class EncoderConfig:
     generator_divisor: int = 4  # ELECTRA: the generator's d_model, d_ff and n_heads are the discriminator's / this
 
     def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "type_vocab_size",
+                 "embedding_size", "generator_divisor")
+        at_least(self, 0, "pad_token_id")
+        at_most(self, MAX_VOCAB, "vocab_size", "type_vocab_size")
+        at_most(self, MAX_CONTEXT, "context_length")
+        at_most(self, MAX_LAYERS, "n_layers")
+        at_most(self, MAX_WIDTH, "d_model", "d_ff", "embedding_size")
+        positive(self, "layer_norm_eps")
+        at_most(self, MAX_EPS, "layer_norm_eps")
+        fraction(self, "dropout")
         if self.d_model % self.n_heads:
-            raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+            raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads")
+        if self.pad_token_id >= self.vocab_size:
+            raise LmlabError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
+        check_parameters(self.n_layers * (4 * self.d_model**2 + 2 * self.d_model * self.d_ff)
+                         + (self.vocab_size + self.context_length) * self.d_model)
         if self.embedding_size is not None and self.family not in ("albert", "electra"):
-            raise LmlabError(f"embedding_size={self.embedding_size} applies to albert and electra only, "
+            raise LmlabError(f"--embedding-size {self.embedding_size} applies to albert and electra only, "
                              f"not {self.family}; drop it (the embeddings are d_model wide)")
         if self.max_tokens < 1:
-            raise LmlabError(f"context_length={self.context_length} leaves no position for a token")
+            raise LmlabError(f"--context-length {self.context_length} leaves no position for a token")
 
     @property
     def embedding_width(self) -> int:
@@ -130,7 +174,7 @@ class EncoderConfig:
         the same embeddings (whose width it keeps), with no pooler."""
         k = self.generator_divisor
         if any(x % k for x in (self.d_model, self.d_ff, self.n_heads)):
-            raise LmlabError(f"generator_divisor={k} must divide d_model, d_ff and n_heads "
+            raise LmlabError(f"--generator-divisor {k} must divide d_model, d_ff and n_heads "
                              f"({self.d_model}, {self.d_ff}, {self.n_heads}); pick another --generator-divisor")
         return self.replace(d_model=self.d_model // k, d_ff=self.d_ff // k, n_heads=self.n_heads // k,
                             embedding_size=self.embedding_width, pooler=False, generator_divisor=1)
@@ -190,12 +234,18 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
 
     def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "block_size", "eval_every", "eval_batches",
+                 "checkpoint_every", "keep_checkpoints", "log_every")
+        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_most(self, MAX_CONTEXT, "block_size")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "grad_clip")
+        fraction(self, "min_lr_ratio", upper_included=True)
+        fraction(self, "val_fraction")
         if self.batch_size % self.grad_accum:
-            raise LmlabError(f"batch_size={self.batch_size} is not divisible by grad_accum={self.grad_accum}")
-        if self.max_steps < 1:
-            raise LmlabError(f"max_steps={self.max_steps} must be at least 1")
-        if self.schedule not in ("cosine", "linear"):
-            raise LmlabError(f"schedule '{self.schedule}' is unknown; use cosine or linear")
+            raise LmlabError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)

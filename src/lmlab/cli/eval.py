@@ -2,6 +2,7 @@
 answers the embedded addition task (greedy replies, graded by the task's program)."""
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -14,6 +15,9 @@ from lmlab.io.load import load
 from lmlab.training.finetune import load_tuned
 from lmlab.training.task_score import kl_to_reference, task_score
 
+MAX_QUESTIONS = 100_000  # each is a greedy reply: more would run for days
+MAX_OPERAND = 10**9
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("eval", help="evaluate a model")
@@ -21,6 +25,9 @@ def add_parser(subparsers) -> None:
     ppl = sub.add_parser("perplexity", help="perplexity of a text file (exp of mean NLL of tokens 2..n)")
     ppl.add_argument("--model", required=True)
     ppl.add_argument("--file", required=True)
+    ppl.add_argument("--context", type=int, metavar="N",
+                     help="tokens per window for long texts (default: the sequence length the model was trained on, "
+                          "else its context length)")
     ppl.add_argument("--stride", type=int, help="tokens scored per window for long texts (default: context/2)")
     ppl.add_argument("--json", action="store_true", help="print one JSON object: tokens, nll_sum, perplexity")
     ppl.set_defaults(run=run_perplexity)
@@ -39,21 +46,48 @@ def add_parser(subparsers) -> None:
 
 
 def run_perplexity(args) -> None:
+    if args.context is not None and args.context < 2:
+        raise LmlabError(f"--context {args.context} must be at least 2 (a token and its prefix)")
+    if args.stride is not None and args.stride < 1:
+        raise LmlabError(f"--stride {args.stride} must be at least 1")
     model, tokenizer = load(args.model)
+    context = window_length(model.config, args.context)
+    if args.stride is not None and args.stride > context:
+        raise LmlabError(f"--stride {args.stride} exceeds the window of {context} tokens, so some tokens would "
+                         "go unscored; lower --stride")
     text = "\n".join(read_texts(args.file))
     ids = tokenizer.encode(text)
     if len(ids) < 2:
         raise LmlabError(f"'{args.file}' has {len(ids)} token(s); perplexity needs at least 2")
-    result = perplexity(model, torch.tensor(ids), model.config.context_length, args.stride)
+    result = perplexity(model, torch.tensor(ids), context, args.stride)
+    if not math.isfinite(result.perplexity):
+        raise LmlabError(f"{args.model} gives a perplexity of {result.perplexity} on '{args.file}' (NLL "
+                         f"{result.nll_sum:.4g} nats): its weights are damaged or far out of range, use a good copy")
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
         print(f"perplexity {result.perplexity:.4f} over {result.tokens} tokens (NLL {result.nll_sum:.2f} nats)")
 
 
+def window_length(config, context: int | None) -> int:
+    """The perplexity window: `context` when given (at most the model's context length), else the
+    sequence length the model was pre-trained on (a model reads best at the length it learned), else
+    its context length."""
+    if context is not None:
+        if context > config.context_length:
+            raise LmlabError(f"--context {context} exceeds the model's context of {config.context_length} tokens; "
+                             "lower --context")
+        return context
+    return getattr(config, "trained_context", None) or config.context_length
+
+
 def run_task(args) -> None:
     if args.questions < 1:
         raise LmlabError(f"--questions {args.questions} must be at least 1")
+    if args.questions > MAX_QUESTIONS:
+        raise LmlabError(f"--questions {args.questions} is more than lmlab supports (at most {MAX_QUESTIONS:,})")
+    if not 0 <= args.max_operand <= MAX_OPERAND:
+        raise LmlabError(f"--max-operand {args.max_operand} must be between 0 and {MAX_OPERAND:,}")
     model, tokenizer = _load_any(args.model)
     prompts = task_prompts(args.questions, args.seed, args.max_operand)
     with torch.no_grad():

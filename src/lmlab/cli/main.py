@@ -1,45 +1,63 @@
-"""The `lmlab` command: one subcommand per module in this package.
+"""The `lmlab` command: one subcommand per module in this package (listed in `lmlab.cli.commands`).
 
 Each module has `add_parser(subparsers)` and `run(args)`. A bad input (`LmlabError`) prints one
-line and exits with code 2; anything else is a bug and keeps its traceback.
+line and exits with code 2; anything else is a bug and keeps its traceback. Ctrl-C at any moment,
+the seconds of imports included, exits 130 with "lmlab: interrupted" (training first saves a
+checkpoint); a reader that closes stdout early (`lmlab list | head -1`) ends the command quietly.
+This module imports nothing heavy itself, so that the guards below are in place before torch loads.
 """
 
-import argparse
+import os
+import signal
 import sys
+import warnings
 
-from lmlab.cli import eval as eval_cmd
-from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
-from lmlab.cli import elmo, embed, experiment, finetune_encoder, ngram, seq2seq, similarity, word2vec
-from lmlab.cli import list as list_cmd
 from lmlab.errors import LmlabError
+from lmlab.training.interrupt import sigint_count
 
-COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, logprobs, embed,
-            similarity, eval_cmd, experiment, download, list_cmd, ngram, seq2seq, word2vec, elmo]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's own usage errors: one line, exit 2
-        self.exit(2, f"lmlab: error: {message} (see `{self.prog} --help`)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lmlab", description="Build, train, inspect and use language models.")
-    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS:
-        command.add_parser(subparsers)
-    return parser
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command in `argv` (default: this process's arguments); returns the exit code."""
+    interrupts = sigint_count()
     try:
-        return args.run(args) or 0
+        from lmlab.cli.commands import build_parser
+
+        args = build_parser().parse_args(argv)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            code = args.run(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not as "Exception ignored" at exit
     except LmlabError as e:
         print(f"lmlab: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lmlab: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    finally:
+        if argv is None:  # the process's own command is over: a Ctrl-C during interpreter shutdown changes nothing
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sigint_count() > interrupts:  # training caught Ctrl-C, saved a checkpoint and said how to resume
+        print("lmlab: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (a vocabulary smaller than asked, examples cut…) as one line, without lmlab's source line."""
+    print(f"lmlab: warning: {message}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

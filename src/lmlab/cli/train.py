@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
-    add_config_flags(p.add_argument_group("model settings"), ModelConfig, skip={"family"})
+    add_config_flags(p.add_argument_group("model settings"), ModelConfig, skip={"family", "trained_context"})
     add_config_flags(p.add_argument_group("training settings"), TrainConfig)
     add_encoder_flags(p)
     add_seq2seq_flags(p)

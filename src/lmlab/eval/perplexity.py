@@ -47,7 +47,8 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
         scored = end - 1
         if end == n:
             break
-    return Perplexity(tokens=n, nll_sum=nll, perplexity=math.exp(nll / (n - 1)))
+    mean = nll / (n - 1)
+    return Perplexity(tokens=n, nll_sum=nll, perplexity=math.exp(mean) if mean < 700 else math.inf)  # exp overflows past ~709
 
 
 @torch.no_grad()

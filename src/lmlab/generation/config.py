@@ -8,7 +8,11 @@ one line that names it instead of somewhere inside the decoding loop.
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, flag, positive
 from lmlab.errors import LmlabError
+
+FLAGS = {"num_beams": "--beams", "stop_strings": "--stop"}  # fields whose `lmlab generate` flag has another name
+MAX_BEAMS = 1024  # each beam is a full copy of the sequence and its cache
 
 
 @dataclass(frozen=True)
@@ -38,36 +42,30 @@ no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the 
     seed: int | None = None
 
     def __post_init__(self):
-        if self.max_new_tokens < 1:
-            raise LmlabError(f"max_new_tokens {self.max_new_tokens} must be at least 1")
-        if self.temperature < 0:
-            raise LmlabError(f"temperature {self.temperature} must be >= 0 (0 = greedy)")
-        if self.top_k is not None and self.top_k < 1:
-            raise LmlabError(f"top_k {self.top_k} must be at least 1 (or unset, to keep every token)")
+        check_types(self, FLAGS)
+        at_least(self, 1, "max_new_tokens", "top_k", "num_beams", flags=FLAGS)
+        at_least(self, 0, "temperature", "no_repeat_ngram_size", flags=FLAGS)
+        at_most(self, MAX_CONTEXT, "max_new_tokens", "no_repeat_ngram_size", flags=FLAGS)
+        at_most(self, MAX_BEAMS, "num_beams", flags=FLAGS)
+        positive(self, "repetition_penalty", flags=FLAGS)
         if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise LmlabError(f"top_p {self.top_p} must be in (0, 1] (1 keeps every token)")
-        if self.repetition_penalty <= 0:
-            raise LmlabError(f"repetition_penalty {self.repetition_penalty} must be > 0 (1 = no penalty)")
-        if self.no_repeat_ngram_size < 0:
-            raise LmlabError(f"no_repeat_ngram_size {self.no_repeat_ngram_size} must be >= 0 (0 = allow repeats)")
-        if self.num_beams < 1:
-            raise LmlabError(f"num_beams {self.num_beams} must be at least 1 (1 = no beam search)")
+            raise LmlabError(f"--top-p {self.top_p} must be in (0, 1] (1 keeps every token)")
         if self.early_stopping not in (True, False, "never"):
             raise LmlabError(f"early_stopping {self.early_stopping!r} must be True, False or 'never'")
         filters = [name for name in ("top_k", "top_p") if getattr(self, name) is not None]
         if self.num_beams > 1 and (self.temperature > 0 or filters):
-            raise LmlabError("beam search is deterministic and takes no temperature, top_k or top_p; "
-                             "drop them or use num_beams=1 to sample")
+            raise LmlabError("beam search is deterministic and takes no --temperature, --top-k or --top-p; "
+                             "drop them or use --beams 1 to sample")
         if self.temperature == 0 and filters:
-            raise LmlabError(f"{' and '.join(filters)} only apply when sampling; set a temperature > 0 "
-                             "or drop them for greedy decoding")
+            raise LmlabError(f"{' and '.join(flag(name) for name in filters)} only apply when sampling; set a "
+                             "--temperature above 0 or drop them for greedy decoding")
         if isinstance(self.stop_strings, str):  # one string, not its characters
             object.__setattr__(self, "stop_strings", (self.stop_strings,))
         object.__setattr__(self, "stop_strings", tuple(self.stop_strings))
         if any(not s for s in self.stop_strings):
             raise LmlabError("a stop string is empty; pass non-empty text to stop at")
         if self.num_beams > 1 and self.stop_strings:
-            raise LmlabError("stop strings work with step-by-step decoding only; drop them or use num_beams=1")
+            raise LmlabError("stop strings work with step-by-step decoding only; drop --stop or use --beams 1")
 
     @property
     def stop_ids(self) -> tuple[int, ...]:

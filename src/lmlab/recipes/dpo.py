@@ -52,7 +52,7 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     reply for each prompt (the task's right answer) to the candidates. `adapter`, `stop_after` and `resume` work as
     for `recipes.sft.sft`."""
     if beta <= 0:
-        raise LmlabError(f"beta={beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
+        raise LmlabError(f"--beta {beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
     if sample_pairs:

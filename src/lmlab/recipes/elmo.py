@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
 from lmlab.data.blocks import batch_starts, gather, split_blocks
 from lmlab.data.words import build_vocab, corpus_sentences
 from lmlab.errors import LmlabError
@@ -52,12 +53,15 @@ class ElmoTrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "block_size", "eval_every", "eval_batches", "checkpoint_every",
-                     "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise LmlabError(f"--lr must be positive, got {self.lr}")
+        check_types(self)
+        at_least(self, 1, "steps", "batch_size", "block_size", "min_count", "eval_every", "eval_batches",
+                 "checkpoint_every", "keep_checkpoints")
+        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_most(self, MAX_CONTEXT, "block_size")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "grad_clip")
+        fraction(self, "val_fraction")
 
 
 @dataclass(frozen=True)

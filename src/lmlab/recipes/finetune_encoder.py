@@ -29,6 +29,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from lmlab.config import ENCODER_PRESETS, encoder_preset
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
 from lmlab.data.encoder_tasks import (DEFAULT_COLUMNS, EMBEDDED_TASKS, Columns, Example, check_choice_counts,
                                       check_labels, embedded_examples, label_names, read_examples)
@@ -85,13 +86,16 @@ class EncoderFinetuneConfig:
     log_every: int = 10
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "max_length", "patience", "max_answer_length", "log_every"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.lr <= 0:
-            raise LmlabError(f"lr={self.lr} must be positive")
-        if not 0 <= self.warmup_ratio < 1 or not 0 < self.eval_fraction < 1:
-            raise LmlabError("warmup_ratio must be in [0, 1) and eval_fraction in (0, 1)")
+        check_types(self)
+        at_least(self, 1, "epochs", "batch_size", "max_length", "patience", "max_answer_length", "log_every")
+        at_least(self, 0, "weight_decay", "seed")
+        at_most(self, MAX_CONTEXT, "max_length", "max_answer_length")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "grad_clip", "eval_fraction")
+        fraction(self, "warmup_ratio")
+        fraction(self, "dropout")
+        fraction(self, "eval_fraction")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from typing import Literal
 import torch
 from tokenizers import Tokenizer
 
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_VOCAB, at_least, at_most, check_types, \
+    fraction, positive
 from lmlab.data.pair_files import read_pairs
 from lmlab.data.pairs import Pair, PairSplits, TaskSizes
 from lmlab.data.seq2seq_tasks import TASKS, make_task
@@ -70,14 +72,17 @@ class Seq2SeqFinetuneConfig:
     max_new_tokens: int = 32  # greedy outputs stop after this many tokens
 
     def __post_init__(self):
-        for name in ("max_steps", "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
-                     "train_size", "val_size", "test_size", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.lr <= 0:
-            raise LmlabError(f"lr={self.lr} must be positive")
-        if not 0 < self.val_fraction < 1:
-            raise LmlabError(f"val_fraction={self.val_fraction} must lie in (0, 1)")
+        check_types(self)
+        at_least(self, 1, "max_steps", "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
+                 "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
+        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_most(self, MAX_VOCAB, "vocab_size")
+        at_most(self, MAX_CONTEXT, "max_new_tokens")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "grad_clip", "val_fraction")
+        fraction(self, "val_fraction")
+        fraction(self, "min_lr_ratio", upper_included=True)
 
     def replace(self, **changes) -> "Seq2SeqFinetuneConfig":
         return dataclasses.replace(self, **changes)
@@ -112,7 +117,7 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
     texts = [text for pair in splits.train for text in pair]
     network, tok, source = starting_model(model, texts, cfg.vocab_size, cfg.seed, tokenizer=tokenizer)
     if cfg.max_new_tokens > network.config.max_target_length:
-        raise LmlabError(f"max_new_tokens={cfg.max_new_tokens} exceeds the {network.config.max_target_length} "
+        raise LmlabError(f"--max-new-tokens {cfg.max_new_tokens} exceeds the {network.config.max_target_length} "
                          "target tokens the model decodes; lower --max-new-tokens")
     data = {name: encode_pairs(network, tok, pairs, cfg.truncate, where)
             for name, pairs, where in (("train", splits.train, train), ("val", splits.validation, eval_data or train),

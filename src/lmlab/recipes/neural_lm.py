@@ -70,7 +70,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     """
     out = Path(out)
     if train_cfg.grad_accum != 1:
-        raise LmlabError(f"grad_accum={train_cfg.grad_accum}: the window and RNN LMs train one batch per step; "
+        raise LmlabError(f"--grad-accum {train_cfg.grad_accum}: the window and RNN LMs train one batch per step; "
                          "drop --grad-accum")
     train_cfg = train_cfg.replace(block_size=train_cfg.block_size or DEFAULT_BLOCK_SIZE)
     ckpt = resume_checkpoint(out, resume)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types, fraction, positive
 from lmlab.data.blocks import batch_starts, gather
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
@@ -69,16 +70,14 @@ class PPOConfig:
     ptx_batch_size: int = 2
 
     def __post_init__(self):
-        for name in ("ppo_epochs", "max_new_tokens", "kl_horizon", "ptx_block_size", "ptx_batch_size"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        for name in ("clip", "value_clip", "temperature"):
-            if getattr(self, name) <= 0:
-                raise LmlabError(f"{name}={getattr(self, name)} must be positive")
-        if self.kl_coef < 0 or self.ptx_coef < 0 or self.vf_coef < 0:
-            raise LmlabError("kl_coef, vf_coef and ptx_coef must not be negative")
-        if self.kl_target <= 0:
-            raise LmlabError(f"kl_target={self.kl_target} must be positive")
+        check_types(self)
+        at_least(self, 1, "ppo_epochs", "max_new_tokens", "kl_horizon", "ptx_block_size", "ptx_batch_size")
+        at_most(self, MAX_CONTEXT, "max_new_tokens", "ptx_block_size")
+        at_most(self, MAX_BATCH, "ptx_batch_size")
+        positive(self, "clip", "value_clip", "temperature", "kl_target")
+        at_least(self, 0, "kl_coef", "vf_coef", "ptx_coef")
+        fraction(self, "gamma", upper_included=True)
+        fraction(self, "lam", upper_included=True)
 
 
 class PolicyWithValue(nn.Module):

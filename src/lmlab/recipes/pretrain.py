@@ -60,12 +60,18 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     steps with a checkpoint (resume later with `resume=True`); so does Ctrl-C.
     """
     out = Path(out)
+    if (train_cfg.block_size or 0) > model_cfg.context_length:
+        raise LmlabError(f"--block-size {train_cfg.block_size} exceeds the model's context of "
+                         f"{model_cfg.context_length} tokens; lower --block-size or raise --context-length")
     ckpt = resume_checkpoint(out, resume)
     dev = training_device(device)
     d = distributed.setup(dev.type)
     if d.world_size > 1 and dev.type == "cuda":
         dev = torch.device("cuda", d.local_rank)
     try:
+        if train_cfg.batch_size % (d.world_size * train_cfg.grad_accum):
+            raise LmlabError(f"--batch-size {train_cfg.batch_size} must be a multiple of the processes "
+                             f"({d.world_size}) x --grad-accum ({train_cfg.grad_accum})")
         return _run(model_cfg, train_cfg, data, out, tokenizer, ckpt, stop_after, dev, d, show_progress)
     finally:
         distributed.teardown(d)
@@ -80,11 +86,8 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
         save_tokenizer(tok, out)
     d.barrier()
     tok = load_tokenizer(tok_file)
-    model_cfg = model_cfg.replace(vocab_size=tok.get_vocab_size())
     block_size = train_cfg.block_size or model_cfg.context_length
-    if block_size > model_cfg.context_length:
-        raise LmlabError(f"block_size={block_size} exceeds the model's context_length={model_cfg.context_length}; "
-                         "lower --block-size or raise --context-length")
+    model_cfg = model_cfg.replace(vocab_size=tok.get_vocab_size(), trained_context=block_size)
 
     # 2. Token blocks: tokenized once (cached by content hash), split, batched by step.
     if d.is_main:
@@ -136,9 +139,6 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
 
     # 4. The loop. Ctrl-C (SIGINT) only raises a flag; the step in flight finishes, then we save.
     micro_batch = train_cfg.batch_size // d.world_size // train_cfg.grad_accum
-    if micro_batch < 1 or train_cfg.batch_size % (d.world_size * train_cfg.grad_accum):
-        raise LmlabError(f"batch_size={train_cfg.batch_size} must be a multiple of processes ({d.world_size}) "
-                         f"x grad_accum ({train_cfg.grad_accum})")
     tokens_per_step = train_cfg.batch_size * block_size
     end = train_cfg.max_steps if stop_after is None else min(train_cfg.max_steps, start + stop_after)
     bar = progress_bar(train_cfg.max_steps, start, disable=not (show_progress and d.is_main))
@@ -167,7 +167,7 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
             seconds = time.perf_counter() - t0
             row = {"step": step, "loss": loss_sum, "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm,
                    "tokens_per_s": tokens_per_step / seconds}
-            if step % train_cfg.eval_every == 0 or step == train_cfg.max_steps:
+            if len(split.val_blocks) and (step % train_cfg.eval_every == 0 or step == train_cfg.max_steps):
                 val_loss = validate()
                 row |= {"val_loss": val_loss, "val_ppl": _exp(val_loss)}
             if d.is_main and (step % train_cfg.log_every == 0 or "val_loss" in row or step == end):

@@ -98,7 +98,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     cfg = model_cfg.replace(vocab_size=tok.get_vocab_size(), pad_token_id=special["[PAD]"])
     block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_tokens)
     if not 8 <= block <= cfg.max_tokens:
-        raise LmlabError(f"block_size={block} must be between 8 and the model's {cfg.max_tokens} tokens; "
+        raise LmlabError(f"--block-size {block} must be between 8 and the model's {cfg.max_tokens} tokens; "
                          "change --block-size")
 
     # 2. Examples: sentence pairs with labels, or full-sentence rows; a held-out part.

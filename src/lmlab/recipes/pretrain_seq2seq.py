@@ -98,7 +98,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     cfg = fit_to_tokenizer(model_cfg, tok)
     block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_source_length - 1, cfg.max_target_length - 1)
     if not 8 <= block < min(cfg.max_source_length, cfg.max_target_length):
-        raise LmlabError(f"block_size={block} must be at least 8 and below the model's {cfg.max_source_length} "
+        raise LmlabError(f"--block-size {block} must be at least 8 and below the model's {cfg.max_source_length} "
                          f"source and {cfg.max_target_length} target tokens; change --block-size")
 
     # 2. Chunks of whole sentences; a held-out part; the objective as chunk -> (inputs, targets).

@@ -13,6 +13,7 @@ from typing import Literal
 
 import torch
 
+from lmlab.config_checks import MAX_BATCH, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, fraction, positive
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
 from lmlab.data.pairs import Pair, TaskSizes
 from lmlab.data.seq2seq_tasks import TASKS, make_task
@@ -61,9 +62,16 @@ class Seq2SeqTrainConfig:
     def __post_init__(self):
         if self.task not in TASKS:
             raise LmlabError(f"unknown task '{self.task}'; choose one of {', '.join(TASKS)}")
-        for name in ("max_steps", "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
+        check_types(self)
+        at_least(self, 1, "train_size", "val_size", "test_size", "embed_dim", "hidden", "attention_dim", "max_steps",
+                 "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every")
+        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_most(self, MAX_WIDTH, "embed_dim", "hidden", "attention_dim")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        positive(self, "lr", "grad_clip")
+        fraction(self, "dropout")
+        fraction(self, "min_lr_ratio", upper_included=True)
 
     def replace(self, **changes) -> "Seq2SeqTrainConfig":
         return dataclasses.replace(self, **changes)

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from lmlab.config_checks import MAX_LAYERS, MAX_VOCAB, MAX_WIDTH, at_least, at_most, check_types
 from lmlab.errors import LmlabError
 
 
@@ -23,9 +24,12 @@ class ElmoConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "filters", tuple(tuple(f) for f in self.filters))
-        for name in ("vocab_size", "d_model", "n_layers", "char_dim"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"ELMo {name} must be at least 1, got {getattr(self, name)}")
+        check_types(self)
+        at_least(self, 1, "vocab_size", "d_model", "n_layers", "char_dim")
+        at_least(self, 0, "n_highway")
+        at_most(self, MAX_VOCAB, "vocab_size")
+        at_most(self, MAX_LAYERS, "n_layers", "n_highway")
+        at_most(self, MAX_WIDTH, "d_model", "lstm_cells", "char_dim", "max_chars")
         if self.lstm_cells <= self.d_model:
             raise LmlabError(f"ELMo lstm_cells ({self.lstm_cells}) must exceed d_model ({self.d_model}): each "
                              "LSTM projects its cells down to d_model")

@@ -14,7 +14,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from lmlab.config import checked_replace
+from lmlab.config import check_parameters, checked_replace
+from lmlab.config_checks import MAX_CONTEXT, MAX_EPS, MAX_LAYERS, MAX_VOCAB, MAX_WIDTH, at_least, at_most, \
+    check_types, fraction, positive
 from lmlab.errors import LmlabError
 
 
@@ -51,9 +53,28 @@ class EncoderDecoderConfig:
     dropout: float = 0.0
 
     def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "vocab_size", "max_source_length", "max_target_length", "n_encoder_layers",
+                 "n_decoder_layers", "n_heads", "d_model", "d_ff", "head_dim", "relative_max_distance")
+        at_least(self, 0, "pad_id", "eos_id", "decoder_start_id")
+        at_most(self, MAX_VOCAB, "vocab_size")
+        at_most(self, MAX_CONTEXT, "max_source_length", "max_target_length", "relative_buckets",
+                "relative_max_distance")
+        at_most(self, MAX_LAYERS, "n_encoder_layers", "n_decoder_layers")
+        at_most(self, MAX_WIDTH, "d_model", "d_ff", "head_dim")
+        positive(self, "norm_eps")
+        at_most(self, MAX_EPS, "norm_eps")
+        fraction(self, "dropout")
+        for name in ("pad_id", "eos_id", "decoder_start_id"):
+            if getattr(self, name) >= self.vocab_size:
+                raise LmlabError(f"{name} {getattr(self, name)} is outside the vocabulary of {self.vocab_size} tokens")
         if self.head_dim is None and self.d_model % self.n_heads:
-            raise LmlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+            raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads, or set head_dim")
+        layers = self.n_encoder_layers + 2 * self.n_decoder_layers  # a decoder layer attends twice
+        check_parameters(layers * (4 * self.d_model * self.n_heads * self.attention_head_dim
+                                   + 3 * self.d_model * self.d_ff)
+                         + (self.vocab_size + self.max_source_length + self.max_target_length) * self.d_model)
         if self.positions == "relative" and self.relative_buckets < 4:
             raise LmlabError(f"relative_buckets={self.relative_buckets} is too few; use at least 4 (T5: 32)")
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from lmlab.config_checks import MAX_VOCAB, MAX_WIDTH, at_most, check_types
 from lmlab.errors import LmlabError
 
 ATTENTION_KINDS = ("additive", "multiplicative", "dot", "none")
@@ -27,11 +28,14 @@ class Seq2SeqConfig:
     eos_id: int = 2  # ends source and target
 
     def __post_init__(self):
+        check_types(self)
+        at_most(self, MAX_VOCAB, "src_vocab_size", "tgt_vocab_size")
+        at_most(self, MAX_WIDTH, "embed_dim", "hidden", "attention_dim")
         if self.attention not in ATTENTION_KINDS:
             raise LmlabError(f"unknown attention '{self.attention}'; choose one of {', '.join(ATTENTION_KINDS)}")
         if self.hidden < 2 or self.hidden % 2:
-            raise LmlabError(f"hidden={self.hidden} must be an even number (half per encoder direction)")
+            raise LmlabError(f"--hidden {self.hidden} must be an even number (half per encoder direction)")
         if min(self.src_vocab_size, self.tgt_vocab_size, self.embed_dim, self.attention_dim) < 1:
             raise LmlabError("vocabulary sizes, embed_dim and attention_dim must be at least 1")
         if not 0 <= self.dropout < 1:
-            raise LmlabError(f"dropout={self.dropout} must lie in [0, 1)")
+            raise LmlabError(f"--dropout {self.dropout} must lie in [0, 1)")

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
+from lmlab.config_checks import MAX_BATCH, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, positive
 from lmlab.errors import LmlabError
 
 DEFAULT_LR = {"sgns": 0.025, "cbow": 0.05}  # the original tool's starting rates
@@ -28,13 +29,15 @@ class Word2VecConfig:
     def __post_init__(self):
         if self.method not in DEFAULT_LR:
             raise LmlabError(f"unknown word2vec method '{self.method}'; choose sgns or cbow")
-        for name in ("dim", "window", "negatives", "min_count", "epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        check_types(self)
+        at_least(self, 1, "dim", "window", "negatives", "min_count", "epochs", "batch_size")
+        at_least(self, 0, "seed")
+        at_most(self, MAX_WIDTH, "dim", "window", "negatives")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
         if self.subsample < 0:
             raise LmlabError(f"--subsample must be 0 (off) or a positive threshold like 1e-3, got {self.subsample}")
-        if self.lr is not None and self.lr <= 0:
-            raise LmlabError(f"--lr must be positive, got {self.lr}")
+        positive(self, "lr")
 
     @property
     def start_lr(self) -> float:

@@ -72,7 +72,7 @@ def apply_prefix(model: nn.Module, n_prefix: int = 16) -> nn.Module:
     Returns `model` (changed in place)."""
     cfg = model.config
     if not 1 <= n_prefix <= cfg.context_length:
-        raise LmlabError(f"n_prefix={n_prefix} must be between 1 and the context length ({cfg.context_length})")
+        raise LmlabError(f"--n-prefix {n_prefix} must be between 1 and the context length ({cfg.context_length})")
     weight = next(model.parameters())
     ids = torch.randint(cfg.vocab_size, (1, n_prefix), device=weight.device)
     cache = KVCache(cfg.n_layers, 1, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, n_prefix, weight.dtype, weight.device)

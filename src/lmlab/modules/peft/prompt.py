@@ -62,7 +62,8 @@ def apply_prompt_tuning(model: nn.Module, n_tokens: int = 20, init_from_vocab: b
     as random vectors of the embeddings' scale. Returns `model` (changed in place)."""
     cfg = model.config
     if not 1 <= n_tokens < cfg.context_length:
-        raise LmlabError(f"n_tokens={n_tokens} must be between 1 and the context length ({cfg.context_length}) - 1")
+        raise LmlabError(f"--n-prompt-tokens {n_tokens} must be between 1 and the context length "
+                         f"({cfg.context_length}) - 1")
     if hasattr(model, "prompt_tuning"):
         raise LmlabError("this model is already prompt-tuned; apply prompt tuning to a fresh base model")
     table = model.token_embedding.weight.detach()  # (V, C)
