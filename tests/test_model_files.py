@@ -173,6 +173,85 @@ def test_exported_config_carries_the_tokenizers_special_ids(tmp_path, tokenizer,
 
 @pytest.mark.parametrize("family", ["gpt2-tiny", "llama-tiny"])
 def test_transformers_generate_stops_where_lmlab_stops(tmp_path, tokenizer, family):
+    """A random model relabelled so that the third token it writes is the eos token: both libraries
+    must stop right there (transformers learns eos from the exported config alone)."""
+    transformers = pytest.importorskip("transformers")
+    model, _ = model_dir(tmp_path, tokenizer, family)
+    with torch.no_grad():  # a varied continuation, not one token repeated
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.5)
+    eos = tokenizer.token_to_id("<|eos|>")
+    prompt = tokenizer.encode(TEXTS[0], add_special_tokens=False).ids
+    free = generate(model, prompt, max_new_tokens=8)
+    third = free[2]
+    assert third not in prompt + free[:2] and eos not in free, "pick another seed or prompt"
+    _swap_tokens(model, third, eos)  # the model is the same up to a relabelling of the two tokens
+
+    text_tokenizer = TextTokenizer.from_dir(_tokenizer_dir(tmp_path, tokenizer))
+    directory = save_hf_dir(model, tmp_path / "stops", text_tokenizer)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
+    assert (reference.generation_config.eos_token_id, reference.generation_config.pad_token_id) == (
+        eos, tokenizer.token_to_id("<|pad|>"))
+    ours = generate(model, prompt, max_new_tokens=8, eos_id=text_tokenizer.stop_ids)
+    with torch.no_grad():
+        theirs = reference.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0, len(prompt):]
+    assert ours == free[:2]  # lmlab leaves the stop token out
+    assert theirs.tolist() == free[:2] + [eos]  # transformers keeps it
+
+
+@torch.no_grad()
+def _swap_tokens(model, a: int, b: int) -> None:
+    """Exchange tokens a and b in the embedding and the LM head (once, when they are tied)."""
+    for weight in {id(w): w for w in (model.token_embedding.weight, model.lm_head.weight)}.values():
+        weight[[a, b]] = weight[[b, a]]
+
+
+def _tokenizer_dir(tmp_path, tokenizer):
+    directory = tmp_path / "tok"
+    directory.mkdir()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return directory
+
+
+def test_encoder_config_with_fewer_layers_is_refused(tmp_path):
+    torch.manual_seed(0)
+    encoder = build(encoder_preset("bert-tiny", vocab_size=50, context_length=16, d_model=32, d_ff=64)).eval()
+    directory = save_hf_encoder_dir(encoder, tmp_path / "bert")
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1}))
+    with pytest.raises(LmlabError, match="encoder.layer.1"):
+        load_encoder(directory)
+    (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1000}))
+    with pytest.raises(LmlabError, match="weights hold at most 2 layers"):
+        load_encoder(directory)
+
+
+@pytest.mark.parametrize("name", ["bart-tiny", "t5-tiny", "transformer-tiny"])
+def test_encoder_decoder_config_with_fewer_decoder_layers_is_refused(tmp_path, name):
+    torch.manual_seed(0)
+    small = dict(vocab_size=40, d_model=16, d_ff=32, n_heads=2, max_source_length=12, max_target_length=10)
+    directory = save_encoder_decoder(build_encoder_decoder(encoder_decoder_preset(name, **small)), None, tmp_path / "m")
+    config = json.loads((directory / "config.json").read_text())
+    config["lmlab"]["n_decoder_layers"] -= 1
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(LmlabError, match="left over"):
+        load_encoder_decoder(directory)
+
+
+@pytest.mark.parametrize("family", ["gpt2-tiny", "llama-tiny"])
+def test_exported_config_carries_the_tokenizers_special_ids(tmp_path, tokenizer, family):
+    model, directory = model_dir(tmp_path, tokenizer, family)
+    config = json.loads((directory / "config.json").read_text())
+    vocab = tokenizer.get_vocab()
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (
+        vocab["<|bos|>"], vocab["<|eos|>"], vocab["<|pad|>"])
+    bare = save_hf_dir(model, tmp_path / "bare")  # no tokenizer: no ids, rather than transformers' defaults
+    config = json.loads((bare / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("family", ["gpt2-tiny", "llama-tiny"])
+def test_transformers_generate_stops_where_lmlab_stops(tmp_path, tokenizer, family):
     transformers = pytest.importorskip("transformers")
     model, _ = model_dir(tmp_path, tokenizer, family)
     with torch.no_grad():  # a varied continuation, not one token repeated
