@@ -18,8 +18,7 @@ from tokenizers import Tokenizer
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
-from lmlab.io.weight_checks import (check_finite, check_fits, check_layer_bound, check_leftovers, converted,
-                                    safetensors_header)
+from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.bart import convert as bart
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_from_dict, config_to_dict
@@ -71,11 +70,8 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
                       str(path))
     with torch.device("meta"):
         model = build_encoder_decoder(cfg)
-    state, read = converted(lambda hf_state: convert.from_hf(hf_state, cfg), header, str(path))
-    check_fits(model.state_dict(), state, str(path))
-    check_leftovers(header, read, str(path))
-    state = convert.from_hf(read_safetensors(path), cfg)
-    check_finite(state, str(path))
+    state, _ = checked_state(model, lambda hf_state: convert.from_hf(hf_state, cfg), header,
+                             lambda: read_safetensors(path), str(path))
     model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight

@@ -18,8 +18,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.config_file import config_from
 from lmlab.io.json_file import read_json_object
-from lmlab.io.weight_checks import (check_finite, check_fits, check_layer_bound, check_leftovers, converted,
-                                    safetensors_header)
+from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.decoder import build_decoder
 from lmlab.models.registry import family
 from lmlab.modules.transformer import TransformerDecoder
@@ -103,12 +102,8 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     check_layer_bound({"n_layers": cfg.n_layers}, header, str(directory))
     with torch.device("meta"):
         model = build_decoder(cfg)
-    state, read = converted(lambda hf: convert.from_hf(hf, cfg), header, str(directory))
-    check_fits(model.state_dict(), state, str(directory))
-    check_leftovers(header, read, str(directory))
-    hf_state = read_safetensors(directory)
-    state = convert.from_hf(hf_state, cfg)
-    check_finite(state, str(directory))
+    state, hf_state = checked_state(model, lambda hf: convert.from_hf(hf, cfg), header,
+                                    lambda: read_safetensors(directory), str(directory))
     if cfg.tie_embeddings and "lm_head.weight" in hf_state and not torch.equal(hf_state["lm_head.weight"],
                                                                                  state["token_embedding.weight"]):
         raise LmlabError(f"{directory}: lm_head.weight differs from the token embedding but config.json ties them; "

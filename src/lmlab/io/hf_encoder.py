@@ -17,8 +17,7 @@ from lmlab.config import EncoderConfig
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
-from lmlab.io.weight_checks import (check_finite, check_fits, check_layer_bound, check_leftovers, converted,
-                                    safetensors_header)
+from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.encoders import ENCODER_FAMILIES, build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
@@ -42,12 +41,8 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
         check_layer_bound({"num_hidden_layers": cfg.n_layers}, header, source)
     with torch.device("meta"):
         model = build(cfg)
-    state, read = converted(lambda hf_state: convert.from_hf(hf_state, cfg), header, source)
-    check_fits(model.state_dict(), state, source)
-    check_leftovers(header, read, source)
-    hf_state = {k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}
-    state = convert.from_hf(hf_state, cfg)
-    check_finite(state, source)
+    state, _ = checked_state(model, lambda hf_state: convert.from_hf(hf_state, cfg), header, lambda: {
+        k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}, source)
     model.load_state_dict(state, assign=True)
     return model.to(dtype).eval()
 

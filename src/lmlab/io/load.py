@@ -56,8 +56,12 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
     if model_type in STATEFUL_LOADERS:
-        return _fitting((STATEFUL_LOADERS[model_type](path), TextTokenizer.from_dir(path)), path)
-    return _fitting((load_hf_dir(path, dtype), TextTokenizer.from_dir(path)), path)
+        model = STATEFUL_LOADERS[model_type](path)
+    else:
+        model = load_hf_dir(path, dtype)
+    tokenizer = TextTokenizer.from_dir(path)
+    _check_tokenizer_fits(tokenizer.vocab_size, model.config.vocab_size, path)
+    return model, tokenizer
 
 
 def _model_type(path: Path) -> str | None:
@@ -68,14 +72,11 @@ def _model_type(path: Path) -> str | None:
     return model_type if isinstance(model_type, str) else None
 
 
-def _fitting(loaded: tuple[TransformerDecoder | StatefulLM, TextTokenizer], source: Path
-             ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
-    """`loaded` (model, tokenizer), refused when the tokenizer gives ids the model has no row for."""
-    model, tokenizer = loaded
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary "
-                         f"only {model.config.vocab_size}; put the model's own tokenizer next to its weights")
-    return loaded
+def _check_tokenizer_fits(tokens: int, vocab_size: int, source: Path) -> None:
+    """Refuse a tokenizer of `tokens` tokens that gives ids the model (of `vocab_size` rows) has no row for."""
+    if tokens > vocab_size:
+        raise LmlabError(f"{source}: the tokenizer has {tokens} tokens but the model's vocabulary only {vocab_size}; "
+                         "put the model's own tokenizer next to its weights")
 
 
 def _refuse_encoders(path: Path, model_type: str | None) -> None:
@@ -124,9 +125,7 @@ def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -
                          f"model.safetensors), an lmlab run directory or a zoo name: {', '.join(zoo.ZOO)}")
     model = load_hf_encoder_dir(path, dtype)
     tokenizer = load_wordpiece(path, model.config.max_tokens)
-    if tokenizer.get_vocab_size() > model.config.vocab_size:
-        raise LmlabError(f"{path}: the tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocabulary "
-                         f"only {model.config.vocab_size}; put the model's own tokenizer next to its weights")
+    _check_tokenizer_fits(tokenizer.get_vocab_size(), model.config.vocab_size, path)
     return model, tokenizer
 
 

@@ -86,6 +86,21 @@ def converted(convert: Callable[[ReadLog], dict[str, torch.Tensor]], header: Map
     return state, log.read
 
 
+def checked_state(model: torch.nn.Module, convert: Callable[[Mapping[str, torch.Tensor]], dict[str, torch.Tensor]],
+                  header: Mapping[str, torch.Tensor], read_weights: Callable[[], dict[str, torch.Tensor]],
+                  source: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(our state dict for `model`, the file's tensors): `convert` (file names -> ours) is first run on the
+    file's `header`, and what it gives checked against `model` (built from the config on the meta device)
+    and for leftovers, before a byte of weights is read; then on `read_weights()`, checked finite."""
+    state, read = converted(convert, header, source)
+    check_fits(model.state_dict(), state, source)
+    check_leftovers(header, read, source)
+    weights = read_weights()
+    state = convert(weights)
+    check_finite(state, source)
+    return state, weights
+
+
 def check_fits(expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor], source: str) -> None:
     """`state` has exactly the tensors of `expected` (a model's state dict built from the config), each
     of the same shape, and floating point where the model's is."""
