@@ -244,3 +244,10 @@ def test_finetuning_renders_with_the_chosen_named_template(model_dirs, capsys, t
                      "--chat-template", "tools") == 2
         one_line_error(capsys, "--chat-template tools", "it has default, terse")
         assert not (tmp_path / command).exists()
+
+
+@pytest.mark.parametrize("command", ["chat", "sft", "reward", "dpo", "ppo"])
+def test_chat_template_flag_has_help_in_every_command(command, capsys):
+    with pytest.raises(SystemExit):
+        lmlab(command, "--help")
+    assert "named 'default'" in " ".join(capsys.readouterr().out.split())

@@ -16,19 +16,24 @@ def flag_name(field: str) -> str:
 
 def add_config_flags(group, cls, skip=()) -> None:
     """One optional flag per field of dataclass `cls` (except `skip`), typed from its annotation:
-    a Literal gives choices, a bool `--x/--no-x`; unset flags stay None (keep the default)."""
+    a Literal gives choices, a bool `--x/--no-x`; unset flags stay None (keep the default). A field's
+    `metadata={"help": …}` is the flag's help text."""
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
+        help_text = f.metadata.get("help")
         if typing.get_origin(f.type) is typing.Literal:
-            group.add_argument(flag_name(f.name), dest=f.name, choices=typing.get_args(f.type), default=None)
+            group.add_argument(flag_name(f.name), dest=f.name, choices=typing.get_args(f.type), default=None,
+                               help=help_text)
             continue
         kind = typing.get_args(f.type) or (f.type,)
         kind = next((k for k in kind if k in (int, float, bool, str)), str)
         if kind is bool:
-            group.add_argument(flag_name(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            group.add_argument(flag_name(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=help_text)
         else:
-            group.add_argument(flag_name(f.name), dest=f.name, type=kind, default=None, metavar=kind.__name__.upper())
+            group.add_argument(flag_name(f.name), dest=f.name, type=kind, default=None, metavar=kind.__name__.upper(),
+                               help=help_text)
 
 
 def config_overrides(args: argparse.Namespace, cls) -> dict:

@@ -62,7 +62,9 @@ class FinetuneConfig:
     max_steps: int = 100
     batch_size: int = 8  # examples per optimizer step (a ranking or a pair counts as one)
     block_size: int = 512  # tokens per sequence at most; a batch is only as long as its longest one
-    chat_template: str | None = None  # which of the model's named chat templates chats render with; None: its default
+    chat_template: str | None = dataclasses.field(default=None, metadata={"help": (
+        "NAME: render chats with the model's chat template of this name (models may ship several, e.g. "
+        "tool_use); default: the one named 'default'")})
     lr: float = 2e-4  # suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
     min_lr_ratio: float = 0.1
     warmup_steps: int = 10
