@@ -8,11 +8,11 @@ import argparse
 
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
-from lmlab.cli import elmo, embed, experiment, finetune_encoder, ngram, seq2seq, similarity, word2vec
+from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
 
 COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, logprobs, embed,
-            similarity, eval_cmd, experiment, download, list_cmd, ngram, seq2seq, word2vec, elmo]
+            similarity, eval_cmd, inspect, experiment, download, list_cmd, ngram, seq2seq, word2vec, elmo]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from lmlab.cli import eval_checklist, eval_cloze, eval_facts, eval_fewshot, eval_harness
 from lmlab.data.sources import read_texts
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
@@ -43,6 +44,8 @@ def add_parser(subparsers) -> None:
     task.add_argument("--json", action="store_true", help="print one JSON object: questions, reward, accuracy "
                                                           "(and kl_to_reference)")
     task.set_defaults(run=run_task)
+    for command in (eval_fewshot, eval_cloze, eval_facts, eval_checklist, eval_harness):
+        command.add_parser(sub)
 
 
 def run_perplexity(args) -> None:

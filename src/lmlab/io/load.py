@@ -36,7 +36,7 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
     directory (its model/), or the directory of an n-gram, window or RNN model (`lmlab train --arch`).
     A zoo model must be downloaded first (`lmlab download NAME`)."""
-    path = _zoo_or_path(name_or_path)
+    path = zoo_or_path(name_or_path)
     if path.is_file():
         if path.suffix != ".gguf":
             raise LmlabError(f"'{path}' is a file but not a .gguf model; pass a .gguf file or a model directory")
@@ -117,7 +117,7 @@ def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -
     of an encoder (its model/). The tokenizer pads a batch to its longest text; turn texts into the
     encoder's inputs with `lmlab.tokenizers.wordpiece.encode_batch`. ALBERT gives an `AlbertEncoder`,
     which has BertEncoder's interface."""
-    path = _zoo_or_path(name_or_path)
+    path = zoo_or_path(name_or_path)
     if (path / "model" / "config.json").is_file():
         path = path / "model"
     if not (path / "config.json").is_file():
@@ -129,7 +129,7 @@ def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -
     return model, tokenizer
 
 
-def _zoo_or_path(name_or_path: str | Path) -> Path:
+def zoo_or_path(name_or_path: str | Path) -> Path:
     """The downloaded model of a zoo name, else `name_or_path` as a path."""
     path = Path(name_or_path)
     if not path.exists() and str(name_or_path) in zoo.ZOO:
