@@ -28,7 +28,8 @@ from lmlab.models.elmo.model import ElmoLM
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
+from lmlab.progress import progress_bar
+from lmlab.training.progress import MetricsLog, save_loss_curve
 
 RESUMABLE_CHANGES = {"steps", "eval_every", "checkpoint_every", "keep_checkpoints"}
 ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss",

@@ -54,7 +54,8 @@ from lmlab.training.device import pick_device, training_device
 from lmlab.training.finetune import split_examples
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
+from lmlab.progress import progress_bar
+from lmlab.training.progress import MetricsLog, save_loss_curve
 
 HEAD_FILE = "head.safetensors"
 TASK_FILE = "task.json"

@@ -47,7 +47,8 @@ from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rn
 from lmlab.training.device import training_device
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
+from lmlab.progress import progress_bar
+from lmlab.training.progress import MetricsLog, save_loss_curve
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
 STATE_RESET_PROBABILITY = 0.1  # per row and chunk: a carried state lives 10 chunks on average

@@ -20,7 +20,7 @@ from lmlab.models.ngram.fit import check_fit_settings, fit_ngram
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramLM
 from lmlab.models.ngram.runs import TokenRuns, stream_runs
 from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
-from lmlab.training.progress import progress_bar
+from lmlab.progress import progress_bar
 
 DEFAULT_VOCAB_SIZE = 8192
 

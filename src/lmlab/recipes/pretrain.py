@@ -35,7 +35,8 @@ from lmlab.training.compile import maybe_compile
 from lmlab.training.device import training_device
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import MetricsLog, progress_bar, save_loss_curve
+from lmlab.progress import progress_bar
+from lmlab.training.progress import MetricsLog, save_loss_curve
 
 # Settings that may change between a run and its resumption (they do not touch the weights).
 RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every",

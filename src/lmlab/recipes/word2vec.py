@@ -20,7 +20,7 @@ from lmlab.models.word2vec.sampling import (cbow_windows, draw_negatives, keep_p
                                             skipgram_pairs, subsample)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors
-from lmlab.training.progress import progress_bar
+from lmlab.progress import progress_bar
 
 CHUNK_WORDS = 200_000  # words per chunk of text turned into examples at once (bounds memory)
 MIN_LR_RATIO = 1e-4
@@ -55,7 +55,7 @@ def train_word2vec(sentences: list[list[str]], cfg: Word2VecConfig, show_progres
     output = torch.zeros(len(vocab), cfg.dim)
 
     total = cfg.epochs * len(ids)
-    bar = progress_bar(total, desc=f"word2vec {cfg.method}", disable=not show_progress, unit="word")
+    bar = progress_bar(total, desc=f"word2vec {cfg.method}", disable=not show_progress, unit="word", unit_scale=True)
     losses, done, step = [], 0, 0
     for _ in range(cfg.epochs):
         for lo, hi in _chunks(sentence):

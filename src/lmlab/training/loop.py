@@ -28,7 +28,8 @@ from lmlab.training.checkpoint import save_checkpoint, set_rng_state, setting_di
 from lmlab.training.finetune import FinetuneConfig, Tunable, save_tuned
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.training.progress import LOSS_CURVES, MetricsLog, progress_bar, save_loss_curve
+from lmlab.progress import progress_bar
+from lmlab.training.progress import LOSS_CURVES, MetricsLog, save_loss_curve
 
 # Settings a resumed run may change: they do not touch the weights. The base model is compared by
 # its fingerprint, not by how it was named.

@@ -1,23 +1,12 @@
-"""What a run shows while it works: a progress bar (loss, tokens/s, ETA), metrics.jsonl and loss.png."""
+"""What a run leaves to look at: metrics.jsonl and loss.png (its progress bar is `lmlab.progress`)."""
 
 import json
-import sys
 from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 
 LOSS_CURVES = {"train loss": "loss", "validation loss": "val_loss"}
-
-
-def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False,
-                 unit: str = "step") -> tqdm:
-    """A tqdm bar counting optimizer steps (or other `unit`s); its postfix carries loss and tokens/s,
-    its ETA the rest."""
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit != "step",
-                dynamic_ncols=True, disable=disable, file=sys.stderr)
 
 
 class MetricsLog:

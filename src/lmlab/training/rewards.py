@@ -22,7 +22,7 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.objectives.sft import ROLES
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
-from lmlab.training.progress import progress_bar
+from lmlab.progress import progress_bar
 from lmlab.training.reward_model import chat_rewards, load_reward_model
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
