@@ -1,0 +1,287 @@
+"""lm-evaluation-harness adapter: any lmlab decoder answers lm-eval's three kinds of request.
+
+lm-eval asks a model for `loglikelihood` (how likely is a continuation after a context: multiple
+choice, cloze), `loglikelihood_rolling` (the whole text's log-likelihood: perplexity) and
+`generate_until` (greedy text up to a stop string). `HarnessScorer` answers them in plain Python
+types, cutting and truncating token ids exactly as lm-eval's own `hf` model does, so both give the
+same numbers on the same weights. It is faster where that is free: the choices of a question share
+one context, which runs once with its KV cache shared by all of them (`score_continuations`), where
+`hf` runs context + choice once per choice.
+
+`register()` imports lm-eval (an optional extra: `pip install 'lmlab[eval]'`) and registers the
+model under the name "lmlab", so `simple_evaluate(model="lmlab", model_args="pretrained=NAME")` works.
+"""
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Real
+
+import torch
+
+from lmlab.errors import LmlabError
+from lmlab.eval.loglikelihood import score_continuations, split_pair
+from lmlab.generation.config import GenerationConfig
+from lmlab.generation.generate import generate_batch
+from lmlab.io.load import load
+from lmlab.progress import progress_bar
+from lmlab.tokenizers.text import TextTokenizer
+
+INSTALL = "pip install 'lmlab[eval]'"
+MAX_SHARED = 32  # continuations scored in one batched pass: (N, L, vocab) log-probs stay bounded
+
+
+@dataclass(frozen=True)
+class HarnessScorer:
+    """An lmlab decoder and its tokenizer, answering lm-eval's requests the way lm-eval's `hf` does.
+
+    add_bos: None encodes as the tokenizer's own post-processor does (HF's default), True puts the bos
+    token first, False never. max_length: the token window (lm-eval's `max_length`), by default the
+    model's context. batch_size: prompts generated together.
+    """
+
+    model: torch.nn.Module
+    tokenizer: TextTokenizer
+    max_length: int
+    add_bos: bool | None = None
+    batch_size: int = 1
+    show_progress: bool = False
+
+    @property
+    def prefix_id(self) -> int:
+        """The token an empty context stands for (lm-eval's prefix_token_id: bos, else eos)."""
+        prefix = self.tokenizer.bos_id if self.tokenizer.bos_id is not None else self.tokenizer.eos_id
+        if prefix is None:
+            raise LmlabError("the tokenizer has neither a bos nor an eos token, so an empty context or a "
+                             "rolling window has nothing to start from; use a model whose tokenizer names one")
+        return prefix
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` as lm-eval's `hf` encodes a context (see `add_bos`)."""
+        if self.add_bos is None:
+            return self.tokenizer.backend.encode(text, add_special_tokens=True).ids
+        return self.tokenizer.encode(text, add_bos=self.add_bos)
+
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """(context ids, continuation ids) as lm-eval cuts them: trailing whitespace of the context
+        moves to the continuation; an empty context becomes the prefix token."""
+        if not context:
+            ids = self.tokenizer.encode(continuation)
+            return ([self.prefix_id], ids) if ids[:1] != [self.prefix_id] else (ids[:1], ids[1:])
+        stripped = context.rstrip()  # split_pair moves only spaces; lm-eval moves newlines too
+        return split_pair(self, stripped, context[len(stripped):] + continuation)
+
+    @torch.no_grad()
+    def loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """(log-probability, is greedy) of each (context, continuation). Pairs with the same context
+        are scored together: the context runs once, its continuations in one batched pass."""
+        encoded = [self.encode_pair(context, continuation) for context, continuation in pairs]
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, (context, _) in enumerate(encoded):
+            groups.setdefault(tuple(context), []).append(i)
+        results: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
+        with self._progress(len(pairs), "loglikelihood") as bar:
+            for context, members in groups.items():
+                for start in range(0, len(members), MAX_SHARED):
+                    chunk = members[start:start + MAX_SHARED]
+                    for i, scored in zip(chunk, self._score_group(list(context), [encoded[i][1] for i in chunk])):
+                        results[i] = scored
+                    bar.update(len(chunk))
+        return results
+
+    @torch.no_grad()
+    def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
+        """Each text's log-probability from its first token on (after the prefix token), in windows of
+        `max_length` tokens that each predict new tokens with as much context as fits (lm-eval's
+        rolling windows, so long texts score the same)."""
+        totals = []
+        with self._progress(len(texts), "loglikelihood_rolling") as bar:
+            for text in texts:
+                totals.append(sum(self._score_alone(context, target)[0]
+                                  for context, target in rolling_windows(self.encode(text), self.prefix_id,
+                                                                         self.max_length)))
+                bar.update(1)
+        return totals
+
+    def generate(self, contexts: Sequence[str], until: Sequence[str], max_gen_toks: int,
+                 temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None) -> list[str]:
+        """The text generated after each context, cut before the first stop string of `until`;
+        contexts keep their last max_length - max_gen_toks tokens, as lm-eval's `hf` keeps them."""
+        room = self.max_length - max_gen_toks
+        if room < 1:
+            raise LmlabError(f"max_gen_toks {max_gen_toks} leaves no room for a prompt in the model's "
+                             f"{self.max_length}-token window; ask the task for fewer tokens")
+        config = GenerationConfig(max_new_tokens=max_gen_toks, temperature=temperature, top_k=top_k, top_p=top_p,
+                                  eos_id=self.tokenizer.stop_ids, stop_strings=tuple(u for u in until if u))
+        texts = []
+        with self._progress(len(contexts), "generate_until") as bar:
+            for start in range(0, len(contexts), self.batch_size):
+                prompts = [self.encode(c)[-room:] for c in contexts[start:start + self.batch_size]]
+                for generation in generate_batch(self.model, prompts, config, self.tokenizer):
+                    texts.append(cut_at_stops(self.tokenizer.decode(generation.token_ids), until))
+                bar.update(len(prompts))
+        return texts
+
+    def _score_group(self, context: list[int], continuations: list[list[int]]) -> list[tuple[float, bool]]:
+        """Continuations sharing `context`: one shared pass when none needs the context truncated
+        (so nothing changes the numbers), else each alone, truncated as lm-eval truncates it."""
+        longest = max(len(c) for c in continuations)
+        if len(context) + longest <= self.max_length + 1 and longest < self.model.config.context_length:
+            return [(s.logprob, s.greedy) for s in score_continuations(self.model, context, continuations)]
+        return [self._score_alone(context, c) for c in continuations]
+
+    @torch.no_grad()
+    def _score_alone(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
+        """One (context, continuation) in one forward pass over its last max_length + 1 tokens but the
+        last: lm-eval's `_loglikelihood_tokens` for one request."""
+        if len(continuation) > self.max_length:
+            raise LmlabError(f"a continuation of {len(continuation)} tokens exceeds the {self.max_length}-token "
+                             "window; raise max_length or shorten the task's choices")
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([(context + continuation)[-(self.max_length + 1):][:-1]], device=device)  # (1, T)
+        logprobs = self.model(ids)[0, -len(continuation):].float().log_softmax(-1)  # (L, V)
+        target = torch.tensor(continuation, device=device)
+        picked = logprobs.gather(-1, target[:, None]).squeeze(-1)  # (L,)
+        return float(picked.sum()), bool((logprobs.argmax(-1) == target).all())
+
+    def _progress(self, total: int, what: str):
+        return progress_bar(total, desc=what, unit="request", disable=not self.show_progress)
+
+
+def rolling_windows(tokens: list[int], prefix: int, max_length: int) -> list[tuple[list[int], list[int]]]:
+    """(context, target) windows that predict every token of `tokens` exactly once, each with up to
+    `max_length` tokens of input: the first starts from `prefix`, the later ones keep as much of the
+    text before their targets as fits (lm-eval's get_rolling_token_windows + make_disjoint_window)."""
+    if not tokens:
+        return []
+    first = min(max_length, len(tokens))
+    windows = [([prefix], tokens[:first])]
+    done = first
+    while done < len(tokens):
+        end = min(len(tokens), done + max_length)
+        windows.append((tokens[max(0, end - max_length - 1):done], tokens[done:end]))
+        done = end
+    return windows
+
+
+def cut_at_stops(text: str, until: Sequence[str]) -> str:
+    """`text` before the first occurrence of any non-empty stop string (lm-eval's post-processing)."""
+    for stop in until:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
+def register() -> type:
+    """Import lm-eval and register lmlab's model class as "lmlab" (once); return the class. Without
+    lm-eval: one error saying how to install it."""
+    try:
+        import lm_eval.api.model  # noqa: F401
+    except ImportError:
+        raise LmlabError(f"lm-evaluation-harness is not installed; run {INSTALL}") from None
+    return _lm_class()
+
+
+@functools.cache
+def _lm_class() -> type:
+    from lm_eval.api.model import LM
+    from lm_eval.api.registry import register_model
+    from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
+
+    @register_model("lmlab")
+    class LmlabLM(LM):
+        """lm-eval's model interface over `HarnessScorer`. model_args: pretrained (any name lmlab.load
+        reads), max_length, add_bos_token, batch_size, device."""
+
+        def __init__(self, pretrained: str, batch_size: int | str = 1, max_length: int | None = None,
+                     add_bos_token: bool | None = None, device: str | None = None, show_progress: bool = False):
+            super().__init__()
+            self.scorer = load_scorer(pretrained, batch_size, max_length, add_bos_token, device, show_progress)
+
+        def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+            return self.scorer.loglikelihood([r.args for r in requests])
+
+        def loglikelihood_rolling(self, requests) -> list[float]:
+            return self.scorer.loglikelihood_rolling([r.args[0] for r in requests])
+
+        def generate_until(self, requests) -> list[str]:
+            """Requests grouped by their generation settings, each group generated in batches."""
+            groups: dict[str, list[int]] = {}
+            for i, request in enumerate(requests):
+                groups.setdefault(repr(sorted(request.args[1].items())), []).append(i)
+            texts = [""] * len(requests)
+            eos = self.scorer.tokenizer.eos_id
+            eos_text = None if eos is None else self.scorer.tokenizer.decode([eos], skip_special_tokens=False)
+            for members in groups.values():
+                kwargs = normalize_gen_kwargs(requests[members[0]].args[1], 256)
+                until = handle_stop_sequences(kwargs.pop("until", None), eos=eos_text)
+                max_gen_toks = kwargs.pop("max_gen_toks")
+                sampling = _sampling_settings(kwargs)
+                for i, text in zip(members, self.scorer.generate([requests[i].args[0] for i in members], until,
+                                                                 max_gen_toks, **sampling)):
+                    texts[i] = text
+            return texts
+
+    return LmlabLM
+
+
+def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None, num_fewshot: int | None = None,
+              limit: int | None = None, batch_size: int = 1, show_progress: bool = False) -> dict[str, dict]:
+    """Run lm-eval `tasks` on the lmlab model `model`; per task its metrics (name -> value, "samples"
+    the number of examples scored). Tasks come from the YAMLs under `include_path` only when it is given
+    (no index of lm-eval's built-in tasks to build), else from lm-eval's own."""
+    lm_class = register()
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
+    unknown = [t for t in tasks if t not in manager.all_tasks]
+    if unknown:
+        where = f"under {include_path}" if include_path else "among lm-eval's tasks"
+        raise LmlabError(f"no task {', '.join(unknown)} {where}; check --tasks or point --include-path at the "
+                         "folder of its YAML")
+    lm = lm_class(model, batch_size=batch_size, show_progress=show_progress)
+    results = simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit,
+                              task_manager=manager, bootstrap_iters=0, log_samples=False)
+    return {name: task_metrics(values) for name, values in results["results"].items()}
+
+
+def task_metrics(values: dict) -> dict:
+    """lm-eval's result entry for one task ("acc,none": 0.5, "acc_stderr,none": "N/A", …) as
+    {"acc": 0.5, …, "samples": n}: metrics only, the filter named only when it is not "none"."""
+    metrics = {}
+    for key, value in values.items():
+        metric, _, filtered = key.partition(",")
+        if filtered and not metric.endswith("_stderr") and isinstance(value, Real):
+            metrics[metric if filtered == "none" else key] = float(value)
+    return metrics | ({"samples": values["sample_len"]} if "sample_len" in values else {})
+
+
+def _sampling_settings(kwargs: dict) -> dict:
+    """temperature / top_k / top_p from lm-eval's normalised generation kwargs (greedy unless do_sample);
+    any other setting is one error naming it, rather than silently decoding differently."""
+    sample, temperature = kwargs.pop("do_sample", False), float(kwargs.pop("temperature", 0.0))
+    settings = {"temperature": temperature if sample else 0.0}
+    for name in ("top_k", "top_p"):
+        value = kwargs.pop(name, None)
+        if value is not None and settings["temperature"] > 0:
+            settings[name] = value
+    if kwargs:
+        raise LmlabError(f"generation settings {', '.join(sorted(kwargs))} are not supported by lmlab's harness "
+                         "model; it takes until, max_gen_toks, do_sample, temperature, top_k and top_p")
+    return settings
+
+
+def load_scorer(name: str, batch_size: int | str = 1, max_length: int | None = None, add_bos: bool | None = None,
+                device: str | None = None, show_progress: bool = False) -> HarnessScorer:
+    """A `HarnessScorer` over the lmlab model `name` (zoo name, model directory or file), in eval mode
+    on `device` (default: where it loads)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise LmlabError(f"--batch-size {batch_size} must be a whole number of at least 1")
+    model, tokenizer = load(name)
+    if device is not None:
+        model = model.to(device)
+    limit = model.config.context_length
+    if max_length is not None and not 1 < max_length <= limit:
+        raise LmlabError(f"max_length {max_length} must be between 2 and the model's context of {limit} tokens")
+    return HarnessScorer(model.eval(), tokenizer, max_length or limit, add_bos, batch_size, show_progress)
