@@ -4,6 +4,10 @@ A matrix (R, C) becomes a grid of cells shaded from white (the smallest value) t
 largest), with a label per row on the left, a label per column on top (upright when it fits in a
 cell, else written bottom to top, so long labels such as subword tokens fit), a title and a colour
 bar with its range. Reuses the bitmap font and `write_png` of `lmlab.eval.plot`.
+
+A table variant writes a short text in each cell (the logit lens: each layer's top token, shaded by
+its probability): the cells then widen to the longest text. `heatmap_grid` lays several rendered
+maps side by side under one title (the heads of one attention layer).
 """
 
 import math
@@ -23,12 +27,15 @@ _LABEL_ROOM = _CAP_HEIGHT + 2  # a cell needs this many pixels to carry a label
 
 
 def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str = "",
-                  cell: int | None = None, value_range: tuple[float, float] | None = None) -> np.ndarray:
+                  cell: int | None = None, value_range: tuple[float, float] | None = None,
+                  cell_text: Sequence[Sequence[str]] | None = None) -> np.ndarray:
     """Render `matrix` (R, C) as an (H, W, 3) uint8 image; see the module docstring.
 
     `cell` is the side of a cell in pixels (default: 20, smaller for big matrices so the grid stays
     under 1600 px). `value_range` (lo, hi) fixes the colour scale (default: the matrix's min and max;
     attention weights may want (0, 1)). When cells are too small for every label, every k-th is drawn.
+    `cell_text` (R rows of C strings) is written inside the cells, which then are one text line high
+    and as wide as the longest text (`cell` is ignored).
     """
     values = np.asarray(matrix, dtype=float)
     if values.ndim != 2 or 0 in values.shape:
@@ -39,21 +46,27 @@ def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
                          f"got {len(row_labels)} and {len(col_labels)}")
     if not np.isfinite(values).all():
         raise ValueError("heatmap values must be finite")
-    cell = cell or max(1, min(20, _MAX_GRID // max(rows, cols)))
+    if cell_text is not None and (len(cell_text) != rows or any(len(line) != cols for line in cell_text)):
+        raise ValueError(f"a ({rows}, {cols}) matrix needs {rows} rows of {cols} cell texts")
+    if cell_text is None:
+        cell_w = cell_h = cell or max(1, min(20, _MAX_GRID // max(rows, cols)))
+    else:
+        cell_h = _CAP_HEIGHT + 6
+        cell_w = max(cell_h, max(_text_width(str(t), 1) for line in cell_text for t in line) + 6)
     lo, hi = value_range or (values.min(), values.max())
     shade = np.clip((values - lo) / (hi - lo), 0, 1) if hi > lo else np.zeros_like(values)  # (R, C) in [0, 1]
 
-    row_step, col_step = math.ceil(_LABEL_ROOM / cell), math.ceil(_LABEL_ROOM / cell)
+    row_step, col_step = math.ceil(_LABEL_ROOM / cell_h), math.ceil(_LABEL_ROOM / cell_w)
     row_text = [str(label) if i % row_step == 0 else "" for i, label in enumerate(row_labels)]
     col_text = [str(label) if j % col_step == 0 else "" for j, label in enumerate(col_labels)]
     margin, bar_w = 10, 12
     range_labels = [_format_number(lo), _format_number(hi)]
     left = margin + max(_text_width(t, 1) for t in row_text) + 6
     title_h = 2 * _CAP_HEIGHT + 12 if title else 0
-    upright = [_text_width(t, 1) <= cell for t in col_text]  # labels that fit a cell (characters) stand upright
+    upright = [_text_width(t, 1) <= cell_w for t in col_text]  # labels that fit a cell (characters) stand upright
     col_h = max(_CAP_HEIGHT if up else _text_width(t, 1) for t, up in zip(col_text, upright))
     top = margin + title_h + col_h + 6
-    grid_w, grid_h = cols * cell, rows * cell
+    grid_w, grid_h = cols * cell_w, rows * cell_h
     bar_left = left + grid_w + 12
     width = max(bar_left + bar_w + 6 + max(_text_width(t, 1) for t in range_labels) + margin,
                 _text_width(title, 2) + 2 * margin)
@@ -61,16 +74,20 @@ def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
 
     img = np.full((height, width, 3), _WHITE, dtype=np.uint8)
     colours = (_LOW + shade[..., None] * (_HIGH - _LOW)).round().astype(np.uint8)  # (R, C, 3)
-    img[top:top + grid_h, left:left + grid_w] = colours.repeat(cell, axis=0).repeat(cell, axis=1)
+    img[top:top + grid_h, left:left + grid_w] = colours.repeat(cell_h, axis=0).repeat(cell_w, axis=1)
     _frame(img, left, top, left + grid_w, top + grid_h)
     for i, text in enumerate(row_text):
-        _draw_text(img, text, left - 4, top + i * cell + (cell - _CAP_HEIGHT) // 2, _INK, 1, anchor="right")
+        _draw_text(img, text, left - 4, top + i * cell_h + (cell_h - _CAP_HEIGHT) // 2, _INK, 1, anchor="right")
     for j, (text, up) in enumerate(zip(col_text, upright)):
         if up:
-            _draw_text(img, text, left + j * cell + cell // 2, top - 4 - _CAP_HEIGHT, _INK, 1, anchor="center")
+            _draw_text(img, text, left + j * cell_w + cell_w // 2, top - 4 - _CAP_HEIGHT, _INK, 1, anchor="center")
         elif text:
             mask = np.rot90(_text_mask(text, 1))  # reads bottom to top, baseline towards the right
-            _blit(img, mask, left + j * cell + (cell - _CAP_HEIGHT) // 2 - 1, top - 4 - mask.shape[0], _INK)
+            _blit(img, mask, left + j * cell_w + (cell_w - _CAP_HEIGHT) // 2 - 1, top - 4 - mask.shape[0], _INK)
+    for i, line in enumerate(cell_text or []):
+        for j, text in enumerate(line):  # white on dark cells, ink on light ones
+            _draw_text(img, str(text), left + j * cell_w + cell_w // 2, top + i * cell_h + 3,
+                       _WHITE if shade[i, j] > 0.5 else _INK, 1, anchor="center")
     _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
 
     bar_h = max(grid_h, 4 * _CAP_HEIGHT)  # the colour bar: hi at the top, lo at the bottom
@@ -83,10 +100,29 @@ def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
 
 
 def save_heatmap(path: str | os.PathLike, matrix, row_labels: Sequence[str], col_labels: Sequence[str],
-                 title: str = "", cell: int | None = None,
-                 value_range: tuple[float, float] | None = None) -> Path:
+                 title: str = "", cell: int | None = None, value_range: tuple[float, float] | None = None,
+                 cell_text: Sequence[Sequence[str]] | None = None) -> Path:
     """Draw `matrix` with its row and column labels (see `heatmap_image`) and save it as a PNG, atomically."""
-    return write_png(path, heatmap_image(matrix, row_labels, col_labels, title, cell, value_range))
+    return write_png(path, heatmap_image(matrix, row_labels, col_labels, title, cell, value_range, cell_text))
+
+
+def heatmap_grid(images: Sequence[np.ndarray], columns: int, title: str = "") -> np.ndarray:
+    """Rendered images (e.g. `heatmap_image`s) laid out row by row, `columns` to a row, each in a slot
+    as big as the largest, under a `title`: one (H, W, 3) uint8 image."""
+    if not images or columns < 1:
+        raise ValueError("a heatmap grid needs at least one image and one column")
+    slot_h, slot_w = max(im.shape[0] for im in images), max(im.shape[1] for im in images)
+    columns = min(columns, len(images))
+    rows = math.ceil(len(images) / columns)
+    margin = 10
+    title_h = 2 * _CAP_HEIGHT + 12 if title else 0
+    width = max(columns * slot_w, _text_width(title, 2) + 2 * margin)
+    img = np.full((title_h + rows * slot_h, width, 3), _WHITE, dtype=np.uint8)
+    _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
+    for n, image in enumerate(images):
+        y, x = title_h + (n // columns) * slot_h, (n % columns) * slot_w
+        img[y:y + image.shape[0], x:x + image.shape[1]] = image
+    return img
 
 
 def _frame(img: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> None:
@@ -95,3 +131,12 @@ def _frame(img: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> None:
     _fill(img, x0 - 1, y1, x1 + 1, y1 + 1, _FRAME)
     _fill(img, x0 - 1, y0 - 1, x0, y1 + 1, _FRAME)
     _fill(img, x1, y0 - 1, x1 + 1, y1 + 1, _FRAME)
+
+
+_SPACE_MARKS = str.maketrans({" ": "_", "\u0120": "_", "\u2581": "_", "\n": "\\n", "\u010a": "\\n", "\t": "\\t"})
+
+
+def axis_label(token: str) -> str:
+    """A token as the ASCII font can show it: spaces (and the BPE / SentencePiece space marks) as "_",
+    newlines and tabs escaped, any other non-ASCII character as "?"."""
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in token.translate(_SPACE_MARKS))
