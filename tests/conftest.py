@@ -6,6 +6,9 @@ import torch
 from lmlab.cli.main import main
 from lmlab.config import TrainConfig, preset
 from lmlab.data.markov import markov_corpus
+from lmlab.io.hf import save_hf_dir
+from lmlab.models.decoder import build_decoder
+from lmlab.tokenizers.bpe import train_bpe
 
 
 @pytest.fixture(autouse=True)
@@ -60,3 +63,13 @@ def one_line_error(capsys, *fragments) -> str:
     for fragment in fragments:
         assert fragment in err, err
     return err
+
+
+@pytest.fixture(scope="session")
+def decoder_dir(tmp_path_factory):
+    """A tiny GPT-2 with a BPE tokenizer trained on the Markov corpus, saved as an HF directory."""
+    backend = train_bpe(markov_corpus(100, seed=3)[0], 300)
+    torch.manual_seed(0)
+    model = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=64, n_layers=2,
+                                 d_model=32, n_heads=2, d_ff=64))
+    return save_hf_dir(model, tmp_path_factory.mktemp("models") / "decoder", backend)

@@ -62,7 +62,7 @@ def test_precision_at_k_counts_ranks_within_k():
 # --- causal ranking ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def decoder_dir(tmp_path_factory):
+def capital_decoder_dir(tmp_path_factory):
     """A tiny random llama with a BPE tokenizer trained on the capital prompts."""
     texts = [f"{CAPITAL.causal_template.format(subject=s)} {o}." for s, o in CAPITAL.pairs]
     tokenizer = train_bpe(texts * 3, vocab_size=400)
@@ -80,8 +80,8 @@ def full_forward_logprob(model, tokenizer, prompt: str, obj: str) -> float:
     return sum(float(logprobs[len(context) - 1 + i, t]) for i, t in enumerate(target))
 
 
-def test_candidate_ranking_equals_full_forward_scoring(decoder_dir):
-    model, tokenizer = load(decoder_dir)
+def test_candidate_ranking_equals_full_forward_scoring(capital_decoder_dir):
+    model, tokenizer = load(capital_decoder_dir)
     objects = candidates(CAPITAL)
     assert len({len(tokenizer.encode(" " + o)) for o in objects}) > 1  # candidates of several lengths
     for subject, gold in CAPITAL.pairs[:2]:
@@ -175,8 +175,8 @@ def test_an_encoder_without_mlm_head_is_refused(bare_dir):
 
 # --- CLI ---------------------------------------------------------------------------------------
 
-def test_cli_json_for_a_causal_lm(decoder_dir, capsys):
-    assert lmlab("eval", "facts", "--model", decoder_dir, "--relations", "capital", "--json") == 0
+def test_cli_json_for_a_causal_lm(capital_decoder_dir, capsys):
+    assert lmlab("eval", "facts", "--model", capital_decoder_dir, "--relations", "capital", "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert result["kind"] == "causal" and set(result["relations"]) == {"capital"}
     row = result["relations"]["capital"]
@@ -196,8 +196,8 @@ def test_cli_table_for_a_masked_lm(bert_dir, capsys):
 @pytest.mark.parametrize("args, fragments", [
     (["--relations", "capital,planets"], ["unknown relation 'planets'", ", ".join(RELATIONS)]),
 ])
-def test_cli_errors_are_one_line(decoder_dir, capsys, args, fragments):
-    assert lmlab("eval", "facts", "--model", decoder_dir, *args) == 2
+def test_cli_errors_are_one_line(capital_decoder_dir, capsys, args, fragments):
+    assert lmlab("eval", "facts", "--model", capital_decoder_dir, *args) == 2
     one_line_error(capsys, *fragments)
 
 

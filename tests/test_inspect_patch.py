@@ -8,11 +8,8 @@ import pytest
 import torch
 
 from lmlab.config import preset
-from lmlab.data.markov import markov_corpus
 from lmlab.inspect.patching import causal_trace
-from lmlab.io.hf import save_hf_dir
 from lmlab.models.decoder import build_decoder
-from lmlab.tokenizers.bpe import train_bpe
 
 from conftest import lmlab, one_line_error
 
@@ -57,15 +54,6 @@ def test_restoring_inputs_the_corruption_did_not_change_changes_nothing(trace):
     for layer in range(4):  # before the corruption, a causal decoder's states are the same in both runs
         assert trace.probs[layer][1] == pytest.approx(trace.p_corrupt, rel=1e-5)
     assert abs(trace.p_clean - trace.p_corrupt) > 1e-4  # the corruption did change the answer
-
-
-@pytest.fixture(scope="module")
-def decoder_dir(tmp_path_factory):
-    backend = train_bpe(markov_corpus(100, seed=3)[0], 300)
-    torch.manual_seed(0)
-    model = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=64, n_layers=2,
-                                 d_model=32, n_heads=2, d_ff=64))
-    return save_hf_dir(model, tmp_path_factory.mktemp("models") / "decoder", backend)
 
 
 def test_json_and_heatmap(decoder_dir, capsys, tmp_path):

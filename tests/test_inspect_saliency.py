@@ -9,15 +9,12 @@ import pytest
 import torch
 
 from lmlab.config import EncoderConfig, preset
-from lmlab.data.markov import markov_corpus
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.inspect.saliency import classifier_saliency, next_token_saliency, saliency
 from lmlab.inspect.subject import load_subject
 from lmlab.inspect.token_strip import token_colours, token_html, token_strip_image
-from lmlab.io.hf import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoders import build
-from lmlab.tokenizers.bpe import train_bpe
 
 from conftest import lmlab, one_line_error
 from encoder_data import tiny_encoder_dir, write_csv
@@ -100,15 +97,6 @@ def test_png_strip_wraps_long_texts_onto_more_rows():
     assert short.dtype == np.uint8 and short.ndim == 3
     assert long.shape[0] > short.shape[0] and long.shape[1] <= 1200
     assert (short == [214, 39, 40]).all(-1).any() and (short == [31, 119, 180]).all(-1).any()
-
-
-@pytest.fixture(scope="module")
-def decoder_dir(tmp_path_factory):
-    backend = train_bpe(markov_corpus(100, seed=3)[0], 300)
-    torch.manual_seed(0)
-    model = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=64, n_layers=2,
-                                 d_model=32, n_heads=2, d_ff=64))
-    return save_hf_dir(model, tmp_path_factory.mktemp("models") / "decoder", backend)
 
 
 def test_json_has_a_score_per_token_and_the_figures_are_written(decoder_dir, capsys, tmp_path):

@@ -19,6 +19,7 @@ from torch import nn
 from lmlab.errors import LmlabError
 from lmlab.inspect.layers import patching, recording
 from lmlab.inspect.saliency import single_token
+from lmlab.inspect.subject import prompt_ids
 from lmlab.progress import progress_bar
 
 
@@ -42,15 +43,10 @@ def causal_trace(model: nn.Module, tokenizer, clean: str, corrupt: str, target: 
                  show_progress: bool = False) -> CausalTrace:
     """Restore each (layer, position) state of the `clean` run into the `corrupt` run of a decoder and
     record p(`target`) (one token; default: the clean run's top next token)."""
-    clean_ids, corrupt_ids = tokenizer.encode(clean), tokenizer.encode(corrupt)
+    clean_ids, corrupt_ids = prompt_ids(model, tokenizer, clean, "--clean"), tokenizer.encode(corrupt)
     if len(clean_ids) != len(corrupt_ids):
         raise LmlabError(f"--clean is {len(clean_ids)} tokens and --corrupt is {len(corrupt_ids)}: patching needs "
                          "texts of the same token length; reword --corrupt")
-    if not clean_ids:
-        raise LmlabError("--clean is empty: give the prompt whose answer to trace")
-    if len(clean_ids) > model.config.context_length:
-        raise LmlabError(f"--clean is {len(clean_ids)} tokens, more than the model's context of "
-                         f"{model.config.context_length}; shorten --clean and --corrupt")
     device = next(model.parameters()).device
     clean_t = torch.tensor([clean_ids], device=device)  # (1, T)
     corrupt_t = torch.tensor([corrupt_ids], device=device)  # (1, T)

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
+from lmlab.inspect.subject import prompt_ids
 
 METHODS = ("grad", "grad-x-input", "integrated-gradients")
 DEFAULT_STEPS = 128  # Gauss-Legendre points: on SmolLM2-135M gaps of 0.02-0.09% on prose (64 points: up to 0.9%)
@@ -129,12 +130,7 @@ def next_token_saliency(model: nn.Module, tokenizer, text: str, target: str | No
                         method: str = "integrated-gradients", steps: int = DEFAULT_STEPS) -> Saliency:
     """Saliency of a decoder's next token after `text`: `target` (text of exactly one token), or by
     default the token the model ranks first."""
-    ids = tokenizer.encode(text)
-    if not ids:
-        raise LmlabError("--text is empty: give the text whose next token to explain")
-    if len(ids) > model.config.context_length:
-        raise LmlabError(f"--text is {len(ids)} tokens, more than the model's context of "
-                         f"{model.config.context_length}; shorten --text")
+    ids = prompt_ids(model, tokenizer, text, "--text")
     device = next(model.parameters()).device
     ids = torch.tensor([ids], device=device)  # (1, T)
 

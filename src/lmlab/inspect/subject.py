@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from lmlab.errors import LmlabError
 from lmlab.io.encoder_decoder import CONVERTERS, load_encoder_decoder
 from lmlab.io.json_file import read_json_object
 from lmlab.io.load import zoo_or_path, load, load_encoder
@@ -54,3 +55,14 @@ def load_subject(name_or_path: str | Path) -> Subject:
         return Subject(model.eval(), tokenizer, "encoder-decoder")
     model, tokenizer = load(path)
     return Subject(model.eval(), tokenizer, "decoder")
+
+
+def prompt_ids(model: nn.Module, tokenizer, text: str, flag: str) -> list[int]:
+    """A decoder's token ids of `text` (given as `flag`), refused when empty or longer than the model's window."""
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise LmlabError(f"{flag} is empty: give the text to inspect")
+    if len(ids) > model.config.context_length:
+        raise LmlabError(f"{flag} is {len(ids)} tokens, more than the model's context of "
+                         f"{model.config.context_length}; shorten {flag}")
+    return ids
