@@ -160,10 +160,21 @@ def test_empty_context_scores_after_the_prefix_token(tmp_path):
     assert scorer.tokenizer.decode(context) == "Answer:"  # trailing whitespace, newline too, moves on
 
 
+def test_task_yamls_that_run_code_need_trust(tmp_path, capsys):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "plain.yaml").write_text("task: plain\ndataset_path: json\n")
+    assert harness.task_code(tasks) == []
+    (tasks / "sly.yaml").write_text("task: sly\nprocess_docs: !function utils.process\n")
+    assert harness.task_code(tasks) == [tasks / "sly.yaml"]
+    assert lmlab("eval", "harness", "--model", "nowhere", "--tasks", "sly", "--include-path", tasks) == 2
+    one_line_error(capsys, "sly.yaml", "runs Python code", "--trust-task-code")
+
+
 def test_cli_prints_each_tasks_metrics_as_json(tmp_path, capsys):
     directory = write_model(tmp_path / "m", "llama")
     assert lmlab("eval", "harness", "--model", directory, "--tasks", "lmlab_choices,lmlab_sequences",
-                 "--include-path", TASKS_DIR, "--limit", 3, "--json") == 0
+                 "--include-path", TASKS_DIR, "--limit", 3, "--trust-task-code", "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"lmlab_choices", "lmlab_sequences"}
     assert result["lmlab_choices"]["samples"] == 3 and 0 <= result["lmlab_choices"]["acc"] <= 1
@@ -172,7 +183,7 @@ def test_cli_prints_each_tasks_metrics_as_json(tmp_path, capsys):
 
 def test_cli_unknown_task_names_the_include_path_flag(capsys):
     assert lmlab("eval", "harness", "--model", "nowhere", "--tasks", "no_such_task", "--include-path",
-                 TASKS_DIR) == 2
+                 TASKS_DIR, "--trust-task-code") == 2
     one_line_error(capsys, "no_such_task", "--include-path")
 
 

@@ -28,6 +28,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=1, help="prompts generated together by generate_until "
                                                              "tasks (default 1; a question's choices are always "
                                                              "scored together)")
+    p.add_argument("--trust-task-code", action="store_true",
+                   help="run task YAMLs under --include-path that name Python code (!function), which lm-eval "
+                        "imports and runs; without it such tasks are refused")
     p.add_argument("--json", action="store_true", help="print one JSON object: task -> metric -> value")
     p.set_defaults(run=run_harness)
 
@@ -49,7 +52,7 @@ def run_harness(args) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its per-task notes would bury the result
     results = run_tasks(args.model, tasks, args.include_path, args.num_fewshot, args.limit, args.batch_size,
-                        show_progress=True)
+                        show_progress=True, trust_task_code=args.trust_task_code)
     if args.json:
         print(json.dumps(results))
         return

@@ -16,6 +16,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
+from pathlib import Path
 
 import torch
 
@@ -23,11 +24,13 @@ from lmlab.errors import LmlabError
 from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch
+from lmlab.io.lines import read_text
 from lmlab.io.load import load
 from lmlab.progress import progress_bar
 from lmlab.tokenizers.text import TextTokenizer
 
 INSTALL = "pip install 'lmlab[eval]'"
+MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
 MAX_SHARED = 32  # continuations scored in one batched pass: (N, L, vocab) log-probs stay bounded
 
 
@@ -225,11 +228,29 @@ def _lm_class() -> type:
     return LmlabLM
 
 
+def task_code(include_path: str | Path) -> list[Path]:
+    """The task YAMLs under `include_path` that name Python code (`!function module.name`): lm-eval
+    imports and runs it when it loads the task, so such a folder is code, not data."""
+    files = sorted(p for p in Path(include_path).rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if len(files) > MAX_TASK_FILES:
+        raise LmlabError(f"--include-path {include_path} holds {len(files):,} YAML files (at most "
+                         f"{MAX_TASK_FILES:,}); point it at the folder of your tasks")
+    return [path for path in files if "!function" in read_text(path)]
+
+
 def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None, num_fewshot: int | None = None,
-              limit: int | None = None, batch_size: int = 1, show_progress: bool = False) -> dict[str, dict]:
+              limit: int | None = None, batch_size: int = 1, show_progress: bool = False,
+              trust_task_code: bool = False) -> dict[str, dict]:
     """Run lm-eval `tasks` on the lmlab model `model`; per task its metrics (name -> value, "samples"
     the number of examples scored). Tasks come from the YAMLs under `include_path` only when it is given
-    (no index of lm-eval's built-in tasks to build), else from lm-eval's own."""
+    (no index of lm-eval's built-in tasks to build), else from lm-eval's own. Task YAMLs that run Python
+    code (`task_code`) are refused unless `trust_task_code`."""
+    if include_path is not None and not trust_task_code:
+        code = task_code(include_path)
+        if code:
+            raise LmlabError(f"{code[0]} runs Python code (!function) when lm-eval loads it"
+                             f"{f' (and {len(code) - 1} more task files)' if len(code) > 1 else ''}; "
+                             "pass --trust-task-code if you trust the tasks under --include-path")
     lm_class = register()
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
