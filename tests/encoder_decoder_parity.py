@@ -16,7 +16,8 @@ def randomized(model):
         for p in model.parameters():
             if p.requires_grad:  # Marian's sinusoidal tables are frozen parameters
                 p.add_(torch.randn_like(p) * 0.05)
-        model.final_logits_bias.normal_()
+        if hasattr(model, "final_logits_bias"):  # BART and Marian; T5 has none
+            model.final_logits_bias.normal_()
     return model.eval()
 
 

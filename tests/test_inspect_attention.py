@@ -1,5 +1,5 @@
 """Attention maps: the same weights in lmlab and HF's eager attention (`output_attentions`) give the
-same maps for GPT-2, Llama (grouped-query), BERT and BART (encoder, decoder and cross); each head's
+same maps for GPT-2, Llama (grouped-query), BERT, BART and T5 (encoder, decoder and cross); each head's
 entropy and distance mean what they say; `lmlab inspect attention` prints them and draws the grid."""
 
 import json
@@ -20,7 +20,7 @@ from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
 from lmlab.io.encoder_decoder import load_encoder_decoder, save_encoder_decoder
 from lmlab.io.hf import save_hf_dir
-from lmlab.models import bart
+from lmlab.models import bart, t5
 from lmlab.models.albert.build import build_albert
 from lmlab.models.bert import convert as bert_convert
 from lmlab.models.bert.build import build_encoder
@@ -84,13 +84,27 @@ def test_bert_maps_equal_hf_eager_output_attentions():
     assert gap(attention_maps(ours, x).self_maps, expected) <= TOLERANCE
 
 
-@pytest.mark.parity
-def test_bart_encoder_decoder_and_cross_maps_equal_hf_eager_output_attentions():
-    reference = randomized_seq2seq(transformers.BartForConditionalGeneration(transformers.BartConfig(
+def tiny_bart():
+    return transformers.BartForConditionalGeneration(transformers.BartConfig(
         vocab_size=48, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16,
-        pad_token_id=1, eos_token_id=2, decoder_start_token_id=2, attn_implementation="eager")))
-    ours = lmlab_copy(reference, bart.convert)
+        pad_token_id=1, eos_token_id=2, decoder_start_token_id=2, attn_implementation="eager"))
+
+
+def tiny_t5():
+    """T5's maps carry its relative position bias: in the encoder's unpadded attention, the decoder's
+    causal one, and none in cross-attention."""
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=48, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=2,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16, pad_token_id=0, eos_token_id=1,
+        decoder_start_token_id=0, attn_implementation="eager"))
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("make,convert", [(tiny_bart, bart.convert), (tiny_t5, t5.convert)], ids=["bart", "t5"])
+def test_encoder_decoder_self_and_cross_maps_equal_hf_eager_output_attentions(make, convert):
+    reference = randomized_seq2seq(make())
+    ours = lmlab_copy(reference, convert)
     source, target = ids(48, 9, low=3), ids(48, 6, low=3)
     with torch.no_grad():
         expected = reference(input_ids=source, decoder_input_ids=target, output_attentions=True)
