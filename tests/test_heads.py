@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from lmlab.heads.span_extraction import best_spans, span_loss
-from lmlab.heads.token_classification import first_subtoken_labels, tagging_loss
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.data.encoder_batches import first_subtoken_labels
+from lmlab.heads.token_classification import tagging_loss
+from lmlab.targets import IGNORE_INDEX
 
 I = IGNORE_INDEX
 

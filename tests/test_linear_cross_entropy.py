@@ -10,7 +10,7 @@ from lmlab.losses.linear_cross_entropy import CausalLMLoss, Seq2SeqLoss, linear_
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.seq2seq_batch import seq2seq_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -9,7 +9,7 @@ from lmlab.losses.bradley_terry import bradley_terry_loss, pairwise_accuracy, ra
 from lmlab.losses.dpo import dpo_loss, sequence_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_k3, kl_penalty, shaped_rewards
 from lmlab.losses.ppo import entropy_from_logits, gae, masked_mean, ppo_policy_loss, ppo_value_loss, whiten
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 
 def softplus(x: float) -> float:

@@ -4,7 +4,7 @@ masks that depend on the generator alone (dynamic masking draws new ones each st
 
 import torch
 
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.masked_lm import masked_lm
 
 V, MASK = 1000, 4

@@ -11,7 +11,8 @@ from lmlab.eval.baselines import unigram_perplexity
 from lmlab.eval.perplexity import perplexity
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.decoder import build_decoder
-from lmlab.objectives.causal_lm import IGNORE_INDEX, causal_lm
+from lmlab.objectives.causal_lm import causal_lm
+from lmlab.targets import IGNORE_INDEX
 
 
 def test_causal_lm_shifts_by_one_and_ignores_padding():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lmlab.errors import LmlabError
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.seq2seq_batch import seq2seq_batch
 from lmlab.objectives.span_corruption import span_corruption
 

@@ -4,7 +4,7 @@ are never chosen, and the 80/10/10 corruption applies to the chosen tokens."""
 
 import torch
 
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.whole_word import continuation_table, whole_word_chosen, whole_word_masked_lm, word_ids
 
 V, MASK = 1000, 4

@@ -17,8 +17,7 @@ from tokenizers import Encoding, Tokenizer
 
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
-from lmlab.heads.token_classification import first_subtoken_labels
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 
 @dataclass
@@ -121,3 +120,16 @@ def collate(features: Features, indices: list[int], pad_id: int = 0) -> dict[str
     else:  # label ids, choice indices, scores (float) or (first, last) answer tokens
         batch["targets"] = torch.tensor(targets, dtype=torch.float32 if isinstance(targets[0], float) else torch.long)
     return batch
+
+
+def first_subtoken_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
+    """Per token, the label of its word if it is the word's first sub-token, else IGNORE_INDEX.
+
+    word_ids: the word each token comes from (None for [CLS], [SEP], padding), as the tokenizer's
+    `Encoding.word_ids` gives it; word_labels: one label per word.
+    """
+    labels, previous = [], None
+    for word in word_ids:
+        labels.append(IGNORE_INDEX if word is None or word == previous else word_labels[word])
+        previous = word
+    return labels

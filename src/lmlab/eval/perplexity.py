@@ -13,7 +13,8 @@ import torch
 
 from lmlab.data.blocks import gather
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.objectives.causal_lm import IGNORE_INDEX, causal_lm
+from lmlab.objectives.causal_lm import causal_lm
+from lmlab.targets import IGNORE_INDEX
 
 
 @dataclass(frozen=True)

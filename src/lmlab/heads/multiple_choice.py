@@ -8,13 +8,12 @@ question are the logits of a K-way classification trained with cross-entropy.
 import torch
 from torch import nn
 
-from lmlab.models.bert.model import BertEncoder
 
 
 class MultipleChoice(nn.Module):
     """An encoder with a pooler, plus dropout and Linear(d_model, 1): (B, K, T) ids -> logits (B, K)."""
 
-    def __init__(self, encoder: BertEncoder, dropout: float = 0.1):
+    def __init__(self, encoder: nn.Module, dropout: float = 0.1):
         super().__init__()
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)

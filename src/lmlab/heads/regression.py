@@ -6,15 +6,15 @@ cross-entropy; HF's BertForSequenceClassification does the same when num_labels 
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from lmlab.heads.sequence_classification import SequenceClassifier
-from lmlab.models.bert.model import BertEncoder
 
 
 class SequenceRegressor(SequenceClassifier):
     """(B, T) ids -> one score per sequence (B,)."""
 
-    def __init__(self, encoder: BertEncoder, dropout: float = 0.1):
+    def __init__(self, encoder: nn.Module, dropout: float = 0.1):
         super().__init__(encoder, 1, dropout)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

@@ -10,13 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmlab.models.bert.model import BertEncoder
 
 
 class SequenceClassifier(nn.Module):
     """An encoder with a pooler, plus dropout and Linear(d_model, n_labels): (B, T) ids -> logits (B, n_labels)."""
 
-    def __init__(self, encoder: BertEncoder, n_labels: int, dropout: float = 0.1):
+    def __init__(self, encoder: nn.Module, n_labels: int, dropout: float = 0.1):
         super().__init__()
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)

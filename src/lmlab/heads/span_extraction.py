@@ -12,13 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmlab.models.bert.model import BertEncoder
 
 
 class SpanExtractor(nn.Module):
     """An encoder plus Linear(d_model, 2): (B, T) ids -> (start logits (B, T), end logits (B, T))."""
 
-    def __init__(self, encoder: BertEncoder):
+    def __init__(self, encoder: nn.Module):
         super().__init__()
         self.encoder = encoder
         self.span = nn.Linear(encoder.config.d_model, 2)

@@ -10,14 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmlab.models.bert.model import BertEncoder
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 
 class TokenClassifier(nn.Module):
     """An encoder plus dropout and Linear(d_model, n_tags): (B, T) ids -> logits (B, T, n_tags)."""
 
-    def __init__(self, encoder: BertEncoder, n_tags: int, dropout: float = 0.1):
+    def __init__(self, encoder: nn.Module, n_tags: int, dropout: float = 0.1):
         super().__init__()
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
@@ -27,19 +26,6 @@ class TokenClassifier(nn.Module):
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, C)
         return self.classifier(self.dropout(hidden))  # (B, T, n_tags)
-
-
-def first_subtoken_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
-    """Per token, the label of its word if it is the word's first sub-token, else IGNORE_INDEX.
-
-    word_ids: the word each token comes from (None for [CLS], [SEP], padding), as the tokenizer's
-    `Encoding.word_ids` gives it; word_labels: one label per word.
-    """
-    labels, previous = [], None
-    for word in word_ids:
-        labels.append(IGNORE_INDEX if word is None or word == previous else word_labels[word])
-        previous = word
-    return labels
 
 
 def tagging_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

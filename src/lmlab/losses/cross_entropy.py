@@ -10,7 +10,7 @@ tensor in the backward, the same numbers up to float rounding.
 
 import torch
 
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

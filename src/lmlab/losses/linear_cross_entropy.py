@@ -12,7 +12,7 @@ same numbers up to float rounding, and the memory of a chunk instead of three (N
 import torch
 from torch import nn
 
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 CHUNK_LOGITS = 1 << 22  # logits per chunk (16 MB in fp32): big enough for fast matmuls, small enough for cache
 

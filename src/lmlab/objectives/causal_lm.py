@@ -6,7 +6,7 @@ marked as padding become the ignore index so they add nothing to the loss.
 
 import torch
 
-IGNORE_INDEX = -100
+from lmlab.targets import IGNORE_INDEX
 
 
 def causal_lm(block: torch.Tensor, padding_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

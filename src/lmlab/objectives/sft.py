@@ -17,7 +17,7 @@ that token counts as the reply's.
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 

@@ -5,7 +5,7 @@
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 
 
 def pad_rows(rows: list[list[int]], pad_id: int) -> torch.Tensor:

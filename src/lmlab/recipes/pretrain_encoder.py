@@ -31,7 +31,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.hf_encoder import save_electra_dirs, save_pretraining_dir
 from lmlab.models.pretraining import build_electra_for_pretraining, build_for_pretraining
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.dynamic_masking import example_generator, mask_each, seeded_generator
 from lmlab.objectives.masked_lm import masked_lm
 from lmlab.objectives.next_sentence import next_sentence_pairs, pack_pair

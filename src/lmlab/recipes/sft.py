@@ -14,7 +14,7 @@ import torch
 
 from lmlab.data.tasks import task_examples
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import sft_batch
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_chats, run_settings,

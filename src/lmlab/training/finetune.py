@@ -39,7 +39,7 @@ from lmlab.io.load import load
 from lmlab.modules.peft import apply_peft, base_fingerprint, load_peft, merge_lora, save_peft
 from lmlab.modules.peft.state import SETTINGS_FILE
 from lmlab.modules.transformer import TransformerDecoder
-from lmlab.objectives.causal_lm import IGNORE_INDEX
+from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
