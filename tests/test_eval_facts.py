@@ -14,7 +14,7 @@ from lmlab.eval.facts import candidates, precision_at, rank_causal, rank_masked
 from lmlab.io.hf import save_hf_dir
 from lmlab.io.hf_encoder import save_pretraining_dir
 from lmlab.io.load import load
-from lmlab.io.masked_lm import load_masked_lm
+from lmlab.models.masked_lm import load_masked_lm
 from lmlab.models.decoder import build_decoder
 from lmlab.models.pretraining import build_for_pretraining
 from lmlab.tokenizers.bpe import train_bpe

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import lmlab, one_line_error
 from lmlab.data.seq2seq_tasks import make_task
-from lmlab.recipes.seq2seq_pretraining import (PretrainingExperimentSettings, seq2seq_pretraining, task_sizes,
+from lmlab.experiments.seq2seq_pretraining import (PretrainingExperimentSettings, seq2seq_pretraining, task_sizes,
                                                write_number_corpus)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -251,6 +251,17 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
+# TrainConfig settings that may change between a run and its resumption (they do not touch the weights).
+RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every",
+                     "compile"}
+
+
+def config_from_train_dict(d: dict) -> TrainConfig:
+    """The TrainConfig a run saved as a dict (keys it no longer has are dropped)."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in d.items() if k in names})
+
+
 def checked_replace(config, kind: str, changes: dict):
     """`dataclasses.replace(config, **changes)`, with a one-line error naming any unknown `kind` setting."""
     unknown = set(changes) - {f.name for f in dataclasses.fields(config)}

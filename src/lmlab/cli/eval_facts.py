@@ -7,7 +7,7 @@ from lmlab.data.facts import RELATIONS
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import evaluate_facts
 from lmlab.io.load import load
-from lmlab.io.masked_lm import is_encoder, load_masked_lm
+from lmlab.models.masked_lm import is_encoder, load_masked_lm
 
 
 def add_parser(subparsers) -> None:

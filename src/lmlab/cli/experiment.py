@@ -6,9 +6,9 @@ the same models fine-tuned from scratch."""
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.io.outputs import check_run_dir
-from lmlab.recipes import seq2seq_pretraining
-from lmlab.recipes.seq2seq_pretraining import PretrainingExperimentSettings
-from lmlab.recipes.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
+from lmlab.experiments import seq2seq_pretraining
+from lmlab.experiments.seq2seq_pretraining import PretrainingExperimentSettings
+from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
 
 
 def add_parser(subparsers) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import TrainConfig
+from lmlab.config import RESUMABLE_CHANGES, TrainConfig, config_from_train_dict
 from lmlab.data.blocks import split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.streams import parallel_streams
@@ -41,7 +41,6 @@ from lmlab.io.neural_lm import save_neural_lm_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.models.window import WindowConfig, WindowLM
-from lmlab.recipes.pretrain import RESUMABLE_CHANGES, PretrainResult, config_from_train_dict
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
 from lmlab.training.device import training_device
@@ -49,6 +48,7 @@ from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.progress import progress_bar
 from lmlab.training.progress import MetricsLog, save_loss_curve
+from lmlab.training.result import PretrainResult
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
 STATE_RESET_PROBABILITY = 0.1  # per row and chunk: a carried state lives 10 chunks on average

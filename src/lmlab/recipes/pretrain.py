@@ -10,14 +10,13 @@ import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from lmlab.config import ModelConfig, TrainConfig, config_to_dict
+from lmlab.config import RESUMABLE_CHANGES, ModelConfig, TrainConfig, config_from_train_dict, config_to_dict
 from lmlab.data.blocks import batch_starts, gather, shard, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
@@ -37,18 +36,7 @@ from lmlab.training.interrupt import sigint_flag
 from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.progress import progress_bar
 from lmlab.training.progress import MetricsLog, save_loss_curve
-
-# Settings that may change between a run and its resumption (they do not touch the weights).
-RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every",
-                     "compile"}
-
-
-@dataclass(frozen=True)
-class PretrainResult:
-    step: int
-    val_loss: float | None
-    model_dir: Path | None  # None when the run stopped early (Ctrl-C, --stop-after)
-    interrupted: bool
+from lmlab.training.result import PretrainResult
 
 
 def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str | Path,
@@ -189,11 +177,6 @@ def _run(model_cfg, train_cfg, data, out, tokenizer_path, ckpt, stop_after, dev,
             save_hf_dir(model, out / "model", tok)
     return PretrainResult(step=step, val_loss=val_loss, model_dir=out / "model" if done else None,
                           interrupted=not done)
-
-
-def config_from_train_dict(d: dict) -> TrainConfig:
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in d.items() if k in names})
 
 
 def _check_same_run(ckpt: dict, model_cfg: ModelConfig, train_cfg: TrainConfig, data_key: str) -> None:
