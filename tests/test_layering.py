@@ -1,0 +1,131 @@
+"""The dependency direction of ARCHITECTURE.md, enforced: every `lmlab` import in src/lmlab is parsed
+and an import a package may not make fails the test, unless it is a listed exception with its reason.
+
+    cli -> experiments -> recipes -> training -> (eval, inspect, inference) -> generation -> (losses, objectives)
+        -> models -> heads -> modules, with io / tokenizers / data as leaves that models may read
+        through, config above the foundations (errors, config_checks, progress) that anything may use.
+
+Inside a package anything goes, except that one recipe may not import another: a recipe is wiring,
+and what two recipes share belongs to the layer below them.
+"""
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "lmlab"
+
+FOUNDATIONS = {"errors", "config_checks", "progress", "targets"}
+LEAVES = {"io", "tokenizers", "data"}
+BELOW_MODELS = FOUNDATIONS | {"config"} | LEAVES | {"modules", "heads"}
+# package -> the packages it may import besides itself
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "config_checks": {"errors"},
+    "progress": set(),
+    "targets": set(),
+    "config": FOUNDATIONS,
+    "io": FOUNDATIONS | {"config"} | LEAVES,  # formats: files in, tensors and dicts out; no model
+    "tokenizers": FOUNDATIONS | {"config"} | LEAVES,
+    "data": FOUNDATIONS | {"config"} | LEAVES,
+    "modules": FOUNDATIONS,  # building blocks know nothing of files or configs
+    "heads": FOUNDATIONS | {"modules"},  # a head takes sizes, never an encoder class
+    "models": BELOW_MODELS,
+    "objectives": FOUNDATIONS | {"config"} | LEAVES | {"modules"},
+    "losses": FOUNDATIONS | {"modules", "objectives"},  # a loss reads the targets an objective makes
+    "generation": BELOW_MODELS | {"models", "objectives"},
+    "eval": BELOW_MODELS | {"models", "objectives", "losses", "generation"},
+    "inspect": BELOW_MODELS | {"models", "generation", "eval"},
+    "inference": BELOW_MODELS | {"models", "generation"},
+    "training": BELOW_MODELS | {"models", "objectives", "losses", "generation", "eval", "inspect"},
+    "recipes": BELOW_MODELS | {"models", "objectives", "losses", "generation", "eval", "inspect", "inference",
+                               "training", "recipes"},
+    "experiments": set(),  # filled below: an experiment runs recipes and compares them
+    "api": set(),  # the front door and the CLI sit on top: they may import everything
+    "cli": set(),
+}
+ALLOWED["experiments"] = set(ALLOWED) - {"experiments", "api", "cli"}
+ALLOWED["api"] = ALLOWED["cli"] = set(ALLOWED) - {"cli"}
+
+# Imports against the direction still in the tree: (importing module, imported package) -> why. Issue 19
+# moves each to its layer; the list may only shrink (a test fails on an exception no longer needed).
+_IO_READERS = "a format reader that builds the model it reads; moves beside the family's converter (issue 19)"
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("lmlab.io.arpa", "models"): "ARPA files hold n-gram backoff tables; the reader fills models.ngram's tables",
+    ("lmlab.io.encoder_decoder", "models"): _IO_READERS,
+    ("lmlab.io.gguf", "models"): _IO_READERS,
+    ("lmlab.io.gguf", "modules"): _IO_READERS,
+    ("lmlab.io.hf", "models"): _IO_READERS,
+    ("lmlab.io.hf", "modules"): _IO_READERS,
+    ("lmlab.io.hf_encoder", "models"): _IO_READERS,
+    ("lmlab.io.load", "models"): "lmlab.load dispatches over every family; it becomes the registry's front door",
+    ("lmlab.io.load", "modules"): "lmlab.load dispatches over every family; it becomes the registry's front door",
+    ("lmlab.io.neural_lm", "models"): _IO_READERS,
+    ("lmlab.io.ngram", "models"): _IO_READERS,
+    ("lmlab.io.seq2seq", "models"): _IO_READERS,
+    ("lmlab.modules.peft.state", "config"): "adapter files: PEFT settings saved beside the weights; moves to the "
+                                            "one persistence layer with heads and reward models",
+    ("lmlab.modules.peft.state", "io"): "adapter files are written atomically; moves with the line above",
+}
+
+
+def package(module: str) -> str:
+    """lmlab.models.bert.model -> models; lmlab.errors -> errors."""
+    return module.split(".")[1]
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path: Path) -> list[str]:
+    """The lmlab modules (or names: `from lmlab.x import y` gives lmlab.x.y) that `path` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lmlab":
+            found += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "lmlab"]
+    return found
+
+
+def against_direction() -> list[tuple[str, str]]:
+    """Every (importing module, imported name) whose package may not import the other's."""
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        importer = module_name(path)
+        if importer == "lmlab":
+            continue  # the front door re-exports from every layer
+        source = package(importer)
+        for target in imports(path):
+            if target.count(".") < 1 or target == "lmlab.__version__":
+                continue
+            destination = package(target)
+            if destination == source and source != "recipes":
+                continue
+            if destination == source:  # recipes: one recipe module importing another
+                if importer.split(".")[2] != target.split(".")[2]:
+                    wrong.append((importer, target))
+                continue
+            if destination not in ALLOWED[source]:
+                wrong.append((importer, target))
+    return wrong
+
+
+def test_every_package_has_a_place_in_the_direction():
+    packages = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
+                if (p.is_file() and p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert packages <= set(ALLOWED), f"packages without a layer: {sorted(packages - set(ALLOWED))}"
+
+
+def test_no_import_goes_against_the_direction():
+    wrong = against_direction()
+    new = [(a, b) for a, b in wrong if (a, package(b)) not in EXCEPTIONS]
+    by_pair = Counter(f"{package(a)} -> {package(b)}" for a, b in new)
+    assert not new, (f"{len(new)} imports against the direction ({dict(by_pair)}):\n"
+                     + "\n".join(f"  {a} imports {b}" for a, b in new))
+
+
+def test_exceptions_are_still_needed():
+    gone = set(EXCEPTIONS) - {(a, package(b)) for a, b in against_direction()}
+    assert not gone, f"these exceptions no longer happen; delete them from EXCEPTIONS: {sorted(gone)}"
