@@ -1,0 +1,58 @@
+"""lmlab: build, train, inspect and use every family of language model, from n-grams to RLHF.
+
+The front door for the common paths; each name is the library function a CLI command calls:
+
+    import lmlab
+    model, tokenizer = lmlab.load("smollm2-135m-instruct")
+    ids = lmlab.generate(model, tokenizer.encode("Once upon a time"), max_new_tokens=20)
+    lmlab.train(lmlab.preset("llama-tiny"), lmlab.TrainConfig(max_steps=300), "markov", "runs/m")
+
+Names are imported on first use, so `import lmlab` stays cheap (no torch until a name needs it).
+The deep imports (`lmlab.io.load.load`, `lmlab.recipes.sft.sft`, …) remain the same functions.
+"""
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+# name -> the module it lives in
+_EXPORTS = {
+    # models and their configs
+    "load": "lmlab.io.load",
+    "load_encoder": "lmlab.io.load",
+    "load_encoder_decoder": "lmlab.io.encoder_decoder",
+    "preset": "lmlab.models.presets",
+    "TrainConfig": "lmlab.config",
+    # generation
+    "generate": "lmlab.generation.generate",
+    "generate_batch": "lmlab.generation.generate",
+    "stream_text": "lmlab.generation.generate",
+    "GenerationConfig": "lmlab.generation.config",
+    # training and post-training
+    "train": "lmlab.api",
+    "finetune_encoder": "lmlab.recipes.finetune_encoder",
+    "FinetuneConfig": "lmlab.training.finetune",
+    "sft": "lmlab.recipes.sft",
+    "reward": "lmlab.recipes.reward",
+    "ppo": "lmlab.recipes.ppo",
+    "dpo": "lmlab.recipes.dpo",
+    # evaluation and analysis
+    "perplexity": "lmlab.eval.perplexity",
+    "evaluate_fewshot": "lmlab.eval.fewshot",
+    "attention_maps": "lmlab.inspect.attention",
+    "logit_lens": "lmlab.inspect.logit_lens",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lmlab' has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,58 @@
+"""The front door: `import lmlab` is cheap, each name is the deep function itself, `lmlab.train` picks the recipe."""
+
+import subprocess
+import sys
+
+import pytest
+
+import lmlab
+from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig, encoder_preset
+from lmlab.errors import LmlabError
+from lmlab.io.load import load
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
+from lmlab.models.presets import PRESETS
+from lmlab.recipes.sft import sft
+
+from conftest import TINY_MODEL, lmlab as run_cli
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_import_lmlab_loads_no_torch():
+    code = "import sys, lmlab; assert 'torch' not in sys.modules, 'torch imported'; print(len(dir(lmlab)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert int(out) == len(lmlab.__all__)
+
+
+def test_names_are_the_deep_functions():
+    assert lmlab.load is load and lmlab.sft is sft
+    for name in lmlab.__all__:
+        assert getattr(lmlab, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'lod'"):
+        lmlab.lod
+
+
+def test_train_picks_the_recipe_from_the_config(tmp_path, tiny_train):
+    result = lmlab.train(lmlab.preset("llama-tiny", **TINY_MODEL), tiny_train, "markov", tmp_path / "decoder",
+                         show_progress=False)
+    model, tokenizer = lmlab.load(result.model_dir)
+    assert model.config.family == "llama" and tokenizer.vocab_size <= 300
+    encoder_cfg = encoder_preset("bert-tiny", vocab_size=300, context_length=32, n_layers=1, n_heads=2,
+                                 d_model=32, d_ff=64)
+    encoder_result = lmlab.train(encoder_cfg, tiny_train, "markov", tmp_path / "encoder", show_progress=False)
+    assert lmlab.load_encoder(encoder_result.model_dir)[0].config.n_layers == 1
+    with pytest.raises(LmlabError, match="lmlab.train trains"):
+        lmlab.train(tiny_train, tiny_train, "markov", tmp_path / "nothing")
+
+
+def test_one_preset_registry_serves_every_kind(capsys):
+    assert isinstance(lmlab.preset("gpt2-tiny"), ModelConfig)
+    assert isinstance(lmlab.preset("bert-tiny", n_layers=1), EncoderConfig) and lmlab.preset("bert-tiny", n_layers=1).n_layers == 1
+    assert isinstance(lmlab.preset("t5-tiny"), EncoderDecoderConfig)
+    assert set(PRESETS) == set(DECODER_PRESETS) | set(ENCODER_PRESETS) | set(ENCODER_DECODER_PRESETS)
+    with pytest.raises(LmlabError, match="lmlab list --presets"):
+        lmlab.preset("gpt5")
+    assert run_cli("list", "--presets") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["name", "kind", "family"] and len(lines) == len(PRESETS) + 2
+    assert any(line.split()[:3] == ["bart-tiny", "encoder-decoder", "bart"] for line in lines)
