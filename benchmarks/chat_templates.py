@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from lmlab.io.gguf import read_gguf
+from lmlab.models.llama.gguf_file import read_gguf
 from lmlab.tokenizers.chat import render_chat
 from machine import alternating, device_name, downloaded
 

@@ -31,7 +31,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.eval.perplexity import mean_block_loss
 from lmlab.eval.plot import save_line_plot
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 
 from machine import device_name  # benchmarks/machine.py

@@ -47,7 +47,7 @@ from lmlab.config import EncoderConfig
 from lmlab.data.stdlib import stdlib_texts
 from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
 from lmlab.inference.embeddings import sentence_embeddings
-from lmlab.io.load import load_encoder
+from lmlab.models.load import load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.modules.pooling import mean_pooled_embedding

@@ -41,7 +41,7 @@ import transformers
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from lmlab.data.corpora import load_corpus
-from lmlab.io.arpa import write_arpa
+from lmlab.models.ngram.arpa import write_arpa
 from lmlab.models.ngram import fit_ngram, stream_runs
 from lmlab.tokenizers.bpe import train_bpe
 

@@ -6,7 +6,7 @@ import torch
 from lmlab.cli.main import main
 from lmlab.config import TrainConfig, preset
 from lmlab.data.markov import markov_corpus
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from lmlab.config import encoder_preset
-from lmlab.io.hf_encoder import save_hf_encoder_dir
+from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.bert.build import build_encoder
 from lmlab.tokenizers.wordpiece import train_wordpiece
 

@@ -8,7 +8,7 @@ import pytest
 import lmlab
 from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig, encoder_preset
 from lmlab.errors import LmlabError
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
 from lmlab.models.presets import PRESETS
 from lmlab.recipes.sft import sft

@@ -7,7 +7,7 @@ import torch
 from encoder_parity import real_diff
 from lmlab.config import encoder_preset
 from lmlab.errors import LmlabError
-from lmlab.io.load import load, load_encoder
+from lmlab.models.load import load, load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.modules.pooling import mean_pooled_embedding

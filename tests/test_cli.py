@@ -10,7 +10,7 @@ import time
 import pytest
 
 from lmlab.cli.main import main
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 from conftest import TINY_MODEL_ARGS, lmlab, one_line_error
 

@@ -11,8 +11,8 @@ import torch
 from lmlab.config import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.chat import chat_prompt

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lmlab.inference.embeddings import sentence_embeddings
-from lmlab.io.load import load_encoder
+from lmlab.models.load import load_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
 

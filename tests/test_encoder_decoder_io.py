@@ -12,9 +12,9 @@ from tokenizers.pre_tokenizers import Whitespace
 
 from lmlab.config import preset
 from lmlab.errors import LmlabError
-from lmlab.io.encoder_decoder import load_encoder_decoder, save_encoder_decoder
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset

@@ -12,7 +12,7 @@ from lmlab.config import preset
 from lmlab.data.cloze_passages import TEMPLATES, cloze_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import ClozeResult, last_sentence, predict_word, score_passage, split_passage, summary
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer

@@ -11,9 +11,9 @@ from lmlab.config import encoder_preset, preset
 from lmlab.data.facts import RELATIONS, Relation
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import candidates, precision_at, rank_causal, rank_masked
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.hf_encoder import save_pretraining_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.encoder_files import save_pretraining_dir
+from lmlab.models.load import load
 from lmlab.models.masked_lm import load_masked_lm
 from lmlab.models.decoder import build_decoder
 from lmlab.models.pretraining import build_for_pretraining

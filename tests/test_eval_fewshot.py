@@ -11,8 +11,8 @@ from lmlab.eval.answers import choice_hits, exact_match, extract_answer, majorit
 from lmlab.eval.fewshot import SEPARATOR, build_prompt, demonstrations, evaluate_cot, evaluate_fewshot
 from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.eval.prompt_tasks import TASKS, Example, PromptTask, load_task
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
-from lmlab.io.encoder_decoder import load_encoder_decoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.training.checkpoint import list_checkpoints
 

@@ -13,9 +13,9 @@ from gguf import GGMLQuantizationType as Q
 
 from lmlab.config import preset
 from lmlab.errors import LmlabError
-from lmlab.io import gguf as lmlab_gguf
-from lmlab.io.gguf import load_gguf, read_gguf
-from lmlab.io.load import load
+from lmlab.models.llama import gguf_file as lmlab_gguf
+from lmlab.models.llama.gguf_file import load_gguf, read_gguf
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.models.llama.gguf import config_to_gguf, to_gguf
 from lmlab.tokenizers.bpe import train_bpe

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.io import gguf as lmlab_gguf
-from lmlab.io.load import load
+from lmlab.models.llama import gguf_file as lmlab_gguf
+from lmlab.models.load import load
 from lmlab.tokenizers.bpe import train_bpe
 
 from conftest import lmlab, one_line_error

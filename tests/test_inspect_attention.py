@@ -18,8 +18,8 @@ from lmlab.eval.heatmap import axis_label, heatmap_grid, heatmap_image
 from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
-from lmlab.io.encoder_decoder import load_encoder_decoder, save_encoder_decoder
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models import bart, t5
 from lmlab.models.albert.build import build_albert
 from lmlab.models.bert import convert as bert_convert

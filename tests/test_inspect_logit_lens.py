@@ -16,8 +16,8 @@ from lmlab.errors import LmlabError
 from lmlab.eval.heatmap import heatmap_image
 from lmlab.eval.plot import _WHITE
 from lmlab.inspect.logit_lens import logit_lens
-from lmlab.io.encoder_decoder import save_encoder_decoder
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.encoder_decoder.files import save_encoder_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset

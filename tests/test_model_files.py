@@ -13,10 +13,10 @@ from safetensors.torch import load_file, save_file
 from lmlab.config import encoder_preset, preset
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import generate
-from lmlab.io.encoder_decoder import load_encoder_decoder, save_encoder_decoder
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.hf_encoder import save_hf_encoder_dir
-from lmlab.io.load import load, load_encoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.encoder_files import save_hf_encoder_dir
+from lmlab.models.load import load, load_encoder
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import load_tokenizer
 

@@ -8,7 +8,7 @@ Run with `pytest -m slow tests/test_parity_minilm.py`.
 import pytest
 import torch
 
-from lmlab.io.load import load_encoder
+from lmlab.models.load import load_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch, load_wordpiece, wordpiece_from_vocab
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lmlab.eval.perplexity import perplexity
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.modules.kv_cache import KVCache
 from lmlab.tokenizers.chat import chat_prompt
 

@@ -14,7 +14,7 @@ from encoder_parity import real_diff
 from lmlab.config import TrainConfig, encoder_preset
 from lmlab.data.corpora import load_corpus
 from lmlab.data.markov import markov_corpus
-from lmlab.io.load import load_encoder
+from lmlab.models.load import load_encoder
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import train_wordpiece

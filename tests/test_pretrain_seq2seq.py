@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from conftest import lmlab, one_line_error
 from lmlab.config import TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.io.encoder_decoder import load_encoder_decoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.recipes.pretrain_seq2seq import objective_pairs, pretrain_seq2seq, sentence_chunks

@@ -7,8 +7,8 @@ import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
 from lmlab.config import encoder_preset
-from lmlab.io.hf_encoder import save_pretraining_dir
-from lmlab.io.load import load_encoder
+from lmlab.models.encoder_files import save_pretraining_dir
+from lmlab.models.load import load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.pretraining import build_for_pretraining
 from lmlab.models.pretraining_names import pretraining_from_hf, pretraining_to_hf

@@ -16,7 +16,7 @@ from lmlab.data.sources import read_texts
 from lmlab.data.table_files import read_rows
 from lmlab.errors import LmlabError
 from lmlab.io import lines
-from lmlab.io.arpa import read_arpa
+from lmlab.models.ngram.arpa import read_arpa
 from lmlab.tokenizers.bpe import LONGEST_WORD, train_bpe, training_words
 from lmlab.tokenizers.wordpiece import train_wordpiece
 

@@ -92,7 +92,7 @@ def test_dpo_continuing_a_saved_adapter_takes_it_as_the_reference(base, tmp_path
 
 
 def test_sampled_pairs_put_the_better_reply_first(base):
-    from lmlab.io.load import load
+    from lmlab.models.load import load
     from lmlab.training.rewards import sampled_pairs
     from test_recipes_ppo import ascii_letters
     model, tokenizer = load(base)
@@ -106,7 +106,7 @@ def test_sampled_pairs_put_the_better_reply_first(base):
 
 def test_a_reference_reply_is_chosen_over_the_models_mistakes(base):
     from lmlab.data.tasks import perfect_reply, reward
-    from lmlab.io.load import load
+    from lmlab.models.load import load
     from lmlab.training.rewards import prompts_and_replies, sampled_pairs
     model, tokenizer = load(base)
     rows = prompts_and_replies("task", RUN)[:6]

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 from lmlab.config import preset
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.modules.peft import LoRALinear, adapters_disabled, load_peft
 from lmlab.recipes.sft import sft

@@ -9,7 +9,7 @@ from lmlab.data.char_vocab import EOS
 from lmlab.eval.heatmap import heatmap_image
 from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.seq2seq import translate_ids
-from lmlab.io.seq2seq import load_seq2seq_dir
+from lmlab.models.seq2seq.files import load_seq2seq_dir
 
 from conftest import lmlab, one_line_error
 from test_plot import read_png

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from lmlab.errors import LmlabError
-from lmlab.io.seq2seq import load_seq2seq_dir
+from lmlab.models.seq2seq.files import load_seq2seq_dir
 from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
 from lmlab.training.checkpoint import list_checkpoints
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.io.load import load
-from lmlab.io.neural_lm import save_neural_lm_dir
+from lmlab.models.load import load
+from lmlab.models.neural_lm_files import save_neural_lm_dir
 from lmlab.models.stateful import StatefulLM
 from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.tokenizers.bpe import train_bpe

@@ -17,7 +17,7 @@ import torch
 from lmlab.cli.main import main
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 from test_gguf import tiny_model, write_gguf
 

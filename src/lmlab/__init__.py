@@ -8,7 +8,7 @@ The front door for the common paths; each name is the library function a CLI com
     lmlab.train(lmlab.preset("llama-tiny"), lmlab.TrainConfig(max_steps=300), "markov", "runs/m")
 
 Names are imported on first use, so `import lmlab` stays cheap (no torch until a name needs it).
-The deep imports (`lmlab.io.load.load`, `lmlab.recipes.sft.sft`, …) remain the same functions.
+The deep imports (`lmlab.models.load.load`, `lmlab.recipes.sft.sft`, …) remain the same functions.
 """
 
 from importlib import import_module
@@ -18,9 +18,9 @@ __version__ = "0.1.0"
 # name -> the module it lives in
 _EXPORTS = {
     # models and their configs
-    "load": "lmlab.io.load",
-    "load_encoder": "lmlab.io.load",
-    "load_encoder_decoder": "lmlab.io.encoder_decoder",
+    "load": "lmlab.models.load",
+    "load_encoder": "lmlab.models.load",
+    "load_encoder_decoder": "lmlab.models.encoder_decoder.files",
     "preset": "lmlab.models.presets",
     "TrainConfig": "lmlab.config",
     # generation

@@ -12,7 +12,7 @@ from gguf import GGUFValueType as V
 
 from lmlab.config import preset
 from lmlab.data.tasks import task_examples
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.llama.gguf import config_to_gguf, to_gguf
 from lmlab.tokenizers.bpe import train_bpe

@@ -12,7 +12,7 @@ from dataclasses import replace
 from lmlab.cli.generate import add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.tokenizers.chat import chat_prompt
 
 EXIT = "/exit"

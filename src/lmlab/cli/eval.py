@@ -12,7 +12,7 @@ from lmlab.data.sources import read_texts
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.training.finetune import load_tuned
 from lmlab.training.task_score import kl_to_reference, task_score
 

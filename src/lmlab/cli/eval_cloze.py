@@ -6,7 +6,7 @@ import json
 from lmlab.data.cloze_passages import MAX_PASSAGES, cloze_passages, read_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import evaluate_cloze
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 DEFAULT_PASSAGES = 100
 

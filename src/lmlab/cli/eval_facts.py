@@ -6,7 +6,7 @@ import json
 from lmlab.data.facts import RELATIONS
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import evaluate_facts
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.models.masked_lm import is_encoder, load_masked_lm
 
 

@@ -7,7 +7,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
 from lmlab.eval.plot import save_line_plot
 from lmlab.eval.prompt_tasks import TASKS, load_task
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.io.outputs import check_file_output
 
 MAX_LIMIT = 100_000

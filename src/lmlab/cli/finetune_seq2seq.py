@@ -58,7 +58,7 @@ def run(args) -> None:
         print(f"  {label}: {result.before[name]:.3f} -> {result.after[name]:.3f}")
     if result.test:
         print(f"  test sequence accuracy: {result.test['test_seq_acc']:.3f} ({result.test['test_n']} pairs, greedy)")
-    print(f"model saved to {result.model_dir} (load it with lmlab.io.encoder_decoder.load_encoder_decoder)")
+    print(f"model saved to {result.model_dir} (load it with lmlab.models.encoder_decoder.files.load_encoder_decoder)")
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch, stream_text
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 
 def add_parser(subparsers) -> None:

@@ -5,7 +5,7 @@ import json
 import math
 
 from lmlab.generation.logprobs import top_logprobs
-from lmlab.io.load import load
+from lmlab.models.load import load
 
 
 def add_parser(subparsers) -> None:

@@ -9,9 +9,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.io.arpa import arpa_counts, read_arpa, write_arpa
-from lmlab.io.load import load
-from lmlab.io.ngram import save_ngram_dir
+from lmlab.models.ngram.arpa import arpa_counts, read_arpa, write_arpa
+from lmlab.models.load import load
+from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.io.outputs import check_dir_output, check_file_output, check_run_dir
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM, min_context_length
 from lmlab.models.ngram.vocabulary import BOS, EOS, UNK

@@ -18,7 +18,7 @@ from lmlab.data.tokens import tokenize_corpus
 from lmlab.eval.baselines import unigram_perplexity
 from lmlab.eval.perplexity import perplexity
 from lmlab.generation.generate import generate
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.recipes.pretrain import pretrain
 from lmlab.training.checkpoint import list_checkpoints
 

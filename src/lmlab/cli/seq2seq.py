@@ -10,7 +10,7 @@ from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.seq2seq import translate_ids
 from lmlab.io.outputs import check_file_output
-from lmlab.io.seq2seq import load_seq2seq_dir
+from lmlab.models.seq2seq.files import load_seq2seq_dir
 from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
 
 VISIBLE_SPACE = "_"  # how a space is labelled on a heatmap axis

@@ -6,7 +6,7 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.io.lines import read_lines
-from lmlab.io.load import load_encoder
+from lmlab.models.load import load_encoder
 
 
 def add_parser(subparsers) -> None:

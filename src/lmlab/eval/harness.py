@@ -25,7 +25,7 @@ from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch
 from lmlab.io.lines import read_text
-from lmlab.io.load import load
+from lmlab.models.load import load
 from lmlab.progress import progress_bar
 from lmlab.tokenizers.text import TextTokenizer
 

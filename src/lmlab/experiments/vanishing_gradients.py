@@ -22,7 +22,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
 from lmlab.io.atomic import atomic_write_text
-from lmlab.io.neural_lm import load_rnn_dir
+from lmlab.models.neural_lm_files import load_rnn_dir
 from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
-from lmlab.io.encoder_decoder import CONVERTERS, load_encoder_decoder
+from lmlab.models.encoder_decoder.files import CONVERTERS, load_encoder_decoder
 from lmlab.io.json_file import read_json_object
-from lmlab.io.load import zoo_or_path, load, load_encoder
+from lmlab.models.load import zoo_or_path, load, load_encoder
 from lmlab.models.encoders import ENCODER_FAMILIES
 
 KINDS = ("decoder", "encoder", "encoder-decoder")

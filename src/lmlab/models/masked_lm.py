@@ -16,8 +16,8 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files
-from lmlab.io.hf_encoder import load_hf_encoder_dir
-from lmlab.io.load import zoo_or_path
+from lmlab.models.encoder_files import load_hf_encoder_dir
+from lmlab.models.load import zoo_or_path
 from lmlab.io.weight_checks import safetensors_header
 from lmlab.models.encoders import ENCODER_FAMILIES, converter
 from lmlab.models.pretraining import EncoderForPreTraining, mlm_head
@@ -77,7 +77,7 @@ def _missing_head(directory: Path) -> str:
     model_type = read_config_json(directory, "").get("model_type")
     if model_type not in ENCODER_FAMILIES:
         raise LmlabError(f"'{directory}' holds a '{model_type}' model, not an encoder with an MLM head "
-                         f"({', '.join(ENCODER_FAMILIES)}); causal LMs load with lmlab.io.load.load")
+                         f"({', '.join(ENCODER_FAMILIES)}); causal LMs load with lmlab.models.load.load")
     header = safetensors_header(safetensors_files(directory))
     missing = [name for name in converter(model_type).MLM_HEAD.values() if name not in header]
     return ", ".join(missing[:2]) + (", …" if len(missing) > 2 else "")

@@ -7,7 +7,7 @@ from lmlab.models.bert import convert as bert
 from lmlab.models.gpt2 import convert as gpt2
 from lmlab.models.llama import convert as llama
 
-# bert is an encoder: lmlab.load refuses it, lmlab.io.load.load_encoder reads it
+# bert is an encoder: lmlab.load refuses it, lmlab.models.load.load_encoder reads it
 FAMILIES: dict[str, ModuleType] = {"gpt2": gpt2, "llama": llama, "bert": bert}
 
 

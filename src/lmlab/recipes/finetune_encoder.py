@@ -43,8 +43,8 @@ from lmlab.heads.sequence_classification import SequenceClassifier, classificati
 from lmlab.heads.span_extraction import SpanExtractor, best_spans, span_loss
 from lmlab.heads.token_classification import TokenClassifier, tagging_loss
 from lmlab.io.atomic import atomic_path, atomic_write_text
-from lmlab.io.hf_encoder import save_hf_encoder_dir
-from lmlab.io.load import load_encoder
+from lmlab.models.encoder_files import save_hf_encoder_dir
+from lmlab.models.load import load_encoder
 from lmlab.models.bert.build import build_encoder
 from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import ClsPooler

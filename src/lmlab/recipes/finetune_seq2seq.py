@@ -28,7 +28,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.seq2seq import sequence_accuracy
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
-from lmlab.io.encoder_decoder import save_encoder_decoder
+from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer
 from lmlab.training.checkpoint import resume_checkpoint

@@ -37,7 +37,7 @@ from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import mean_block_loss
 from lmlab.io.atomic import atomic_write_text
-from lmlab.io.neural_lm import save_neural_lm_dir
+from lmlab.models.neural_lm_files import save_neural_lm_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.models.window import WindowConfig, WindowLM

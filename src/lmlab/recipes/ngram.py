@@ -15,7 +15,7 @@ import numpy as np
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
-from lmlab.io.ngram import save_ngram_dir
+from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.models.ngram.fit import check_fit_settings, fit_ngram
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramLM
 from lmlab.models.ngram.runs import TokenRuns, stream_runs

@@ -23,7 +23,7 @@ from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import mean_block_loss
 from lmlab.io.atomic import atomic_write_text
-from lmlab.io.hf import save_hf_dir
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
 from lmlab.objectives.causal_lm import causal_lm

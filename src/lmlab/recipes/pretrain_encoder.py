@@ -5,7 +5,7 @@ pairs with a label for NSP / SOP, or full-sentence rows) -> a training and a hel
 each step a batch masked by the objective (tokens, whole words or spans; the mask static or
 re-drawn every epoch) -> the losses (MLM + NSP/SOP, or ELECTRA's MLM + 50 * RTD) -> AdamW steps
 with checkpoints that resume exactly (`training.loop`) -> an HF-layout model directory with its
-heads and tokenizer, which `lmlab.io.load.load_encoder` and transformers read.
+heads and tokenizer, which `lmlab.models.load.load_encoder` and transformers read.
 
 Every random choice is a function of the seed and the step or example: pairs are drawn once from
 the seed, an example's mask from (seed, example[, epoch]), ELECTRA's samples from (seed, step).
@@ -29,7 +29,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.segments import document_lines, full_sentence_rows, segments
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
-from lmlab.io.hf_encoder import save_electra_dirs, save_pretraining_dir
+from lmlab.models.encoder_files import save_electra_dirs, save_pretraining_dir
 from lmlab.models.pretraining import build_electra_for_pretraining, build_for_pretraining
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.dynamic_masking import example_generator, mask_each, seeded_generator

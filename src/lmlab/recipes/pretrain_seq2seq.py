@@ -34,7 +34,7 @@ from tokenizers import Tokenizer
 from lmlab.config import TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
-from lmlab.io.encoder_decoder import save_encoder_decoder
+from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.objectives.denoising import bart_default_noise, bart_denoising

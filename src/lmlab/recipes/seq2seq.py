@@ -20,7 +20,7 @@ from lmlab.data.seq2seq_tasks import TASKS, make_task
 from lmlab.errors import LmlabError
 from lmlab.eval.seq2seq import char_accuracy, sequence_accuracy
 from lmlab.generation.seq2seq import translate_texts
-from lmlab.io.seq2seq import Seq2SeqModel, save_seq2seq_dir
+from lmlab.models.seq2seq.files import Seq2SeqModel, save_seq2seq_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from lmlab.objectives.teacher_forcing import teacher_forcing

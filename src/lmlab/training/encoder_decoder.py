@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from lmlab.config import ENCODER_PRESETS, PRESETS
 from lmlab.errors import LmlabError
-from lmlab.io.encoder_decoder import load_encoder_decoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import (ENCODER_DECODER_PRESETS, EncoderDecoderConfig,

@@ -34,8 +34,8 @@ from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
-from lmlab.io.hf import save_hf_dir
-from lmlab.io.load import load
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.load import load
 from lmlab.modules.peft import apply_peft, base_fingerprint, load_peft, merge_lora, save_peft
 from lmlab.modules.peft.state import SETTINGS_FILE
 from lmlab.modules.transformer import TransformerDecoder

@@ -1,5 +1,5 @@
 """N-gram language models: counting, smoothing (MLE, add-k, Kneser-Ney, modified KN, stupid backoff),
-backoff scoring, and the `StatefulLM` interface. ARPA files are read and written by `lmlab.io.arpa`."""
+backoff scoring, and the `StatefulLM` interface. ARPA files are read and written by `lmlab.models.ngram.arpa`."""
 
 from lmlab.models.ngram.counts import NGramCounts, count_ngrams, counts_of_counts
 from lmlab.models.ngram.fit import fit_ngram

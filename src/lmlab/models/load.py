@@ -8,13 +8,13 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
-from lmlab.io.encoder_decoder import CONVERTERS
-from lmlab.io.gguf import load_gguf
-from lmlab.io.hf import load_hf_dir
-from lmlab.io.hf_encoder import load_hf_encoder_dir
+from lmlab.models.encoder_decoder.files import CONVERTERS
+from lmlab.models.llama.gguf_file import load_gguf
+from lmlab.models.decoder_files import load_hf_dir
+from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.io.json_file import read_json_object
-from lmlab.io.neural_lm import load_rnn_dir, load_window_dir
-from lmlab.io.ngram import load_ngram_dir
+from lmlab.models.neural_lm_files import load_rnn_dir, load_window_dir
+from lmlab.models.ngram.files import load_ngram_dir
 from lmlab.models.bert.model import BertEncoder
 from lmlab.models.encoders import ENCODER_FAMILIES
 from lmlab.models.stateful import StatefulLM
@@ -84,7 +84,7 @@ def _refuse_encoders(path: Path, model_type: str | None) -> None:
     if model_type in ENCODER_FAMILIES:
         name = model_type.upper()
         raise LmlabError(f"'{path}' holds a {name} encoder; {name} is not supported by lmlab.load, which loads gpt2 "
-                         "and llama decoders: use lmlab.io.load.load_encoder")
+                         "and llama decoders: use lmlab.models.load.load_encoder")
 
 
 # Models that lmlab trains but that are not next-token generators: model_type -> the command that uses them.
@@ -106,7 +106,7 @@ def _refuse_encoder_decoders(path: Path, model_type: str | None) -> None:
     """Encoder-decoders (BART, Marian, T5) need a source to encode; they load with their own reader."""
     if model_type in CONVERTERS:
         raise LmlabError(f"'{path}' holds a {model_type} encoder-decoder, which lmlab.load (decoder-only models) "
-                         "does not read: load it with lmlab.io.encoder_decoder.load_encoder_decoder and generate with "
+                         "does not read: load it with lmlab.models.encoder_decoder.files.load_encoder_decoder and generate with "
                          "lmlab.generation.encoder_decoder.generate_seq2seq, or fine-tune it with "
                          "`lmlab finetune --task seq2seq`")
 

@@ -1,0 +1,82 @@
+"""Decoder model directories in Hugging Face layout (GPT-2, Llama): what `lmlab train` writes so
+transformers can load it, and how lmlab loads HF GPT-2 and Llama checkpoints. `config.json` also carries
+our full config under "lmlab", for choices HF's schema has no field for.
+"""
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from lmlab.config import ModelConfig, config_from_dict, config_to_dict
+from lmlab.errors import LmlabError
+from lmlab.io.config_file import config_from
+from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
+from lmlab.models.decoder import build_decoder
+from lmlab.models.registry import family
+from lmlab.modules.transformer import TransformerDecoder
+from lmlab.tokenizers.bpe import special_token_ids
+from lmlab.tokenizers.text import TextTokenizer
+
+
+def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tokenizer | TextTokenizer | None = None
+                ) -> Path:
+    """Write `model` (and `tokenizer`: an HF `tokenizers.Tokenizer`, or a `TextTokenizer` with its special
+    tokens and chat template) as an HF model directory, atomically. config.json carries the tokenizer's
+    bos / eos / pad ids (eos: every id lmlab stops at), so transformers' `generate` stops where lmlab's does."""
+    cfg: ModelConfig = model.config
+    convert = family(cfg.family)
+    hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
+        "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
+    return write_hf_dir(directory, hf_config, convert.to_hf(model.state_dict(), cfg), tokenizer)
+
+
+def special_ids(tokenizer: Tokenizer | TextTokenizer | None, vocab_size: int) -> dict:
+    """HF's bos_token_id / eos_token_id / pad_token_id for `tokenizer` (None where it has no such token,
+    so transformers fills in none of its own); eos is a list when generation stops at several tokens."""
+    if isinstance(tokenizer, TextTokenizer):
+        bos, pad, stops = tokenizer.bos_id, tokenizer.pad_id, list(tokenizer.stop_ids)
+    else:
+        ids = special_token_ids(tokenizer) if tokenizer is not None else {}
+        bos, pad, stops = ids.get("bos"), ids.get("pad"), [ids["eos"]] if ids.get("eos") is not None else []
+    outside = [i for i in (bos, pad, *stops) if i is not None and not 0 <= i < vocab_size]
+    if outside:
+        raise LmlabError(f"the tokenizer's special token ids {outside} are outside the model's vocabulary of "
+                         f"{vocab_size}; train the model with --vocab-size of at least the tokenizer's size")
+    return {"bos_token_id": bos, "eos_token_id": stops[0] if len(stops) == 1 else (stops or None),
+            "pad_token_id": pad}
+
+
+def read_hf_config(directory: str | Path) -> ModelConfig:
+    """Our config for the HF model directory `directory`: every key present, typed and in range."""
+    hf = read_config_json(directory, "pass a model directory saved by lmlab or transformers")
+    source = str(Path(directory) / "config.json")
+    if "lmlab" in hf:
+        return config_from(source, lambda: config_from_dict(hf["lmlab"]))
+    model_type = hf.get("model_type")
+    convert = family(model_type if isinstance(model_type, str) else repr(model_type))
+    return config_from(source, lambda: convert.config_from_hf(hf))
+
+
+def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> TransformerDecoder:
+    """Build the model stored in an HF directory (config.json + *.safetensors), strictly: every weight
+    the config implies present with its shape, none left over, none NaN, checked on the file's header
+    before the model is built and the weights are read."""
+    directory = Path(directory)
+    cfg = read_hf_config(directory)
+    convert = family(cfg.family)
+    header = safetensors_header(safetensors_files(directory))
+    check_layer_bound({"n_layers": cfg.n_layers}, header, str(directory))
+    with torch.device("meta"):
+        model = build_decoder(cfg)
+    state, hf_state = checked_state(model, lambda hf: convert.from_hf(hf, cfg), header,
+                                    lambda: read_safetensors(directory), str(directory))
+    if cfg.tie_embeddings and "lm_head.weight" in hf_state and not torch.equal(hf_state["lm_head.weight"],
+                                                                                 state["token_embedding.weight"]):
+        raise LmlabError(f"{directory}: lm_head.weight differs from the token embedding but config.json ties them; "
+                         "set tie_word_embeddings to false in config.json")
+    model.load_state_dict(state, assign=True)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.token_embedding.weight
+    return model.to(dtype).eval()
