@@ -12,8 +12,9 @@ from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.models.decoder import build_decoder
 from lmlab.modules.peft import (LoRALinear, adapters_disabled, apply_lora, apply_peft, apply_prompt_tuning,
-                                base_fingerprint, count_parameters, describe, load_peft, merge_lora,
-                                peft_parameters, save_peft, trainable_parameters, unmerge_lora)
+                                count_parameters, describe, merge_lora,
+                                peft_parameters, trainable_parameters, unmerge_lora)
+from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,7 +15,8 @@ from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
-from lmlab.modules.peft import LoRALinear, adapters_disabled, load_peft
+from lmlab.models.peft_files import load_peft
+from lmlab.modules.peft import LoRALinear, adapters_disabled
 from lmlab.recipes.sft import sft
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer

@@ -36,8 +36,8 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
-from lmlab.modules.peft import apply_peft, base_fingerprint, load_peft, merge_lora, save_peft
-from lmlab.modules.peft.state import SETTINGS_FILE
+from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft, save_peft
+from lmlab.modules.peft import apply_peft, merge_lora
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat

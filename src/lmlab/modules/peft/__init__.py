@@ -4,8 +4,9 @@
     print(describe(model))                   # trainable 0.3M of 135.1M (0.22%)
     optimizer = AdamW(trainable_parameters(model))
     with adapters_disabled(model): ...       # the frozen base model (e.g. DPO's reference)
-    save_peft(model, "adapter", "lora", {"rank": 8}, fingerprint)   # fingerprint = base_fingerprint(base)
-    load_peft(build_decoder(cfg), "adapter")
+
+Adapter files (`save_peft`, `load_peft`, `base_fingerprint`) are in `lmlab.models.peft_files`: a
+building block knows nothing of files.
 
 Each method is a drop-in wrapper that can be switched off: lora.py (low-rank updates of linear
 layers), adapters.py (bottleneck MLPs after each sublayer), prefix.py (trained keys/values in
@@ -18,13 +19,12 @@ from lmlab.modules.peft.lora import LoRALinear, apply_lora, linear_layers, merge
 from lmlab.modules.peft.methods import METHODS, apply_peft, peft_method
 from lmlab.modules.peft.prefix import PrefixAttention, apply_prefix
 from lmlab.modules.peft.prompt import PromptAttention, PromptTuning, apply_prompt_tuning
-from lmlab.modules.peft.state import (base_fingerprint, count_parameters, describe, load_peft, save_peft,
-                                      trainable_parameters)
+from lmlab.modules.peft.params import count_parameters, describe, trainable_parameters
 
 __all__ = [
     "METHODS", "AdaptedSublayer", "Bottleneck", "LoRALinear", "PeftModule", "PrefixAttention", "PromptAttention",
     "PromptTuning", "adapters_disabled", "apply_adapters", "apply_lora", "apply_peft", "apply_prefix",
-    "apply_prompt_tuning", "base_fingerprint", "count_parameters", "describe", "freeze_base", "linear_layers",
-    "load_peft", "merge_lora", "peft_method", "peft_parameters", "save_peft", "trainable_parameters",
+    "apply_prompt_tuning", "count_parameters", "describe", "freeze_base", "linear_layers",
+    "merge_lora", "peft_method", "peft_parameters", "trainable_parameters",
     "unmerge_lora",
 ]
