@@ -47,7 +47,8 @@ from lmlab.generation import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, encoder_decoder_preset
+from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
+from lmlab.models.presets import preset
 from lmlab.training.host_memory import keep_freed_memory
 
 from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
@@ -91,7 +92,7 @@ def model_configs(quick: bool) -> dict[str, EncoderDecoderConfig]:
                  max_source_length=256, max_target_length=256)
     if quick:
         shape.update(vocab_size=512, n_encoder_layers=1, n_decoder_layers=1, d_model=64, d_ff=128)
-    return {"t5": encoder_decoder_preset("t5-tiny", **shape), "bart": encoder_decoder_preset("bart-tiny", **shape)}
+    return {"t5": preset("t5-tiny", **shape), "bart": preset("bart-tiny", **shape)}
 
 
 def hf_model(cfg: EncoderDecoderConfig) -> torch.nn.Module:

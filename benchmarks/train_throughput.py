@@ -41,7 +41,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from lmlab.config import ModelConfig, preset
+from lmlab.config import ModelConfig
+from lmlab.models.presets import preset
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder

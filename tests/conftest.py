@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from lmlab.cli.main import main
-from lmlab.config import TrainConfig, preset
+from lmlab.config import TrainConfig
+from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.bert.build import build_encoder
 from lmlab.tokenizers.wordpiece import train_wordpiece
@@ -19,7 +19,7 @@ def tiny_encoder_dir(directory: Path, vocab_size: int = 200) -> Path:
     """A random 2-layer, 32-wide BERT with a WordPiece trained on WORDS, saved in HF layout."""
     tokenizer = train_wordpiece([" ".join(WORDS)] * 3, vocab_size)
     torch.manual_seed(0)
-    encoder = build_encoder(encoder_preset("bert-tiny", vocab_size=tokenizer.get_vocab_size(), **TINY))
+    encoder = build_encoder(preset("bert-tiny", vocab_size=tokenizer.get_vocab_size(), **TINY))
     return save_hf_encoder_dir(encoder, directory, tokenizer)
 
 

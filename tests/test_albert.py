@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_files import save_pretraining_dir
 from lmlab.models.load import load_encoder
@@ -30,15 +30,15 @@ def n_params(model) -> int:
 
 
 def test_layers_share_one_set_of_weights_and_embeddings_are_factorised():
-    shallow, deep = build(encoder_preset("albert-tiny", **TINY | {"n_layers": 1})), build(
-        encoder_preset("albert-tiny", **TINY | {"n_layers": 12}))
+    shallow, deep = build(preset("albert-tiny", **TINY | {"n_layers": 1})), build(
+        preset("albert-tiny", **TINY | {"n_layers": 12}))
     assert n_params(shallow) == n_params(deep)
     assert deep.embeddings.token.weight.shape == (100, 16) and deep.embeddings.project.weight.shape == (32, 16)
 
 
 @pytest.mark.parity
 def test_hf_albert_weights_give_the_same_hidden_states_and_pooled_output():
-    cfg = encoder_preset("albert-tiny", **TINY)
+    cfg = preset("albert-tiny", **TINY)
     reference = randomized(transformers.AlbertModel(hf_config(cfg)))
     ours = build(cfg).eval()
     ours.load_state_dict(convert.from_hf(reference.state_dict(), cfg))
@@ -51,7 +51,7 @@ def test_hf_albert_weights_give_the_same_hidden_states_and_pooled_output():
 
 @pytest.mark.parity
 def test_albert_for_pretraining_gives_the_same_mlm_and_sop_logits_both_ways():
-    cfg = encoder_preset("albert-tiny", **TINY)
+    cfg = preset("albert-tiny", **TINY)
     reference = randomized(transformers.AlbertForPreTraining(hf_config(cfg)))
     ours = build_for_pretraining(cfg, sentence_pair=True).eval()
     ours.load_state_dict(pretraining_from_hf(reference.state_dict(), cfg, sentence_pair=True))
@@ -71,7 +71,7 @@ def test_albert_for_pretraining_gives_the_same_mlm_and_sop_logits_both_ways():
 
 @pytest.mark.parity
 def test_saved_albert_loads_in_transformers_and_with_load_encoder(tmp_path):
-    cfg = encoder_preset("albert-tiny", **TINY)
+    cfg = preset("albert-tiny", **TINY)
     torch.manual_seed(4)
     ours = build_for_pretraining(cfg, sentence_pair=True).eval()
     save_pretraining_dir(ours, tmp_path / "model")
@@ -88,4 +88,4 @@ def test_saved_albert_loads_in_transformers_and_with_load_encoder(tmp_path):
 
 def test_albert_with_several_layer_groups_is_refused():
     with pytest.raises(LmlabError, match="num_hidden_groups"):
-        convert.config_from_hf(convert.config_to_hf(encoder_preset("albert-tiny")) | {"num_hidden_groups": 2})
+        convert.config_from_hf(convert.config_to_hf(preset("albert-tiny")) | {"num_hidden_groups": 2})

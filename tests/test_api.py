@@ -6,7 +6,8 @@ import sys
 import pytest
 
 import lmlab
-from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig, encoder_preset
+from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
@@ -37,7 +38,7 @@ def test_train_picks_the_recipe_from_the_config(tmp_path, tiny_train):
                          show_progress=False)
     model, tokenizer = lmlab.load(result.model_dir)
     assert model.config.family == "llama" and tokenizer.vocab_size <= 300
-    encoder_cfg = encoder_preset("bert-tiny", vocab_size=300, context_length=32, n_layers=1, n_heads=2,
+    encoder_cfg = preset("bert-tiny", vocab_size=300, context_length=32, n_layers=1, n_heads=2,
                                  d_model=32, d_ff=64)
     encoder_result = lmlab.train(encoder_cfg, tiny_train, "markov", tmp_path / "encoder", show_progress=False)
     assert lmlab.load_encoder(encoder_result.model_dir)[0].config.n_layers == 1

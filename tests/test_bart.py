@@ -10,7 +10,7 @@ from encoder_decoder_parity import (TOLERANCE, encoder_and_logit_gaps, exported_
 from lmlab.errors import LmlabError
 from lmlab.models.bart import convert
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
+from lmlab.models.presets import preset
 
 transformers = pytest.importorskip("transformers")
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
@@ -36,7 +36,7 @@ def test_hf_weights_in_lmlab_give_equal_encoder_output_and_logits(overrides):
 
 def test_lmlab_weights_load_strictly_into_hf_with_equal_logits():
     torch.manual_seed(0)
-    cfg = encoder_decoder_preset("bart-tiny", vocab_size=48, d_model=16, d_ff=32, n_heads=2, max_source_length=16,
+    cfg = preset("bart-tiny", vocab_size=48, d_model=16, d_ff=32, n_heads=2, max_source_length=16,
                                  max_target_length=12)
     ours = build_encoder_decoder(cfg).eval()
     with torch.no_grad():
@@ -64,16 +64,16 @@ def test_hf_to_lmlab_to_hf_keeps_every_tensor_that_hf_reads():
 
 
 def test_config_round_trips_through_hf_fields():
-    cfg = encoder_decoder_preset("bart-base")
+    cfg = preset("bart-base")
     assert convert.config_from_hf(convert.config_to_hf(cfg)) == cfg
 
 
 def test_unequal_encoder_and_decoder_heads_are_refused_in_one_line():
-    hf = convert.config_to_hf(encoder_decoder_preset("bart-tiny")) | {"decoder_attention_heads": 2}
+    hf = convert.config_to_hf(preset("bart-tiny")) | {"decoder_attention_heads": 2}
     with pytest.raises(LmlabError, match="decoder_attention_heads=2"):
         convert.config_from_hf(hf)
 
 
 def test_a_pre_norm_model_is_refused_as_bart():
     with pytest.raises(LmlabError, match="norm_placement='pre'"):
-        convert.config_to_hf(encoder_decoder_preset("bart-tiny", norm_placement="pre"))
+        convert.config_to_hf(preset("bart-tiny", norm_placement="pre"))

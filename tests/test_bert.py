@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from encoder_parity import real_diff
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
 from lmlab.models.bert import convert
@@ -52,7 +52,7 @@ def padded_batch(vocab_size: int):
 
 @pytest.mark.parity
 def test_hf_weights_in_lmlab_give_same_hidden_states_and_pooled_output():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     reference, ours = hf_bert_and_ours(cfg)
     ids, mask, types = padded_batch(cfg.vocab_size)
     with torch.no_grad():
@@ -66,7 +66,7 @@ def test_hf_weights_in_lmlab_give_same_hidden_states_and_pooled_output():
 
 @pytest.mark.parity
 def test_without_a_mask_every_token_sees_both_sides_as_in_hf():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     reference, ours = hf_bert_and_ours(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -75,7 +75,7 @@ def test_without_a_mask_every_token_sees_both_sides_as_in_hf():
 
 @pytest.mark.parity
 def test_lmlab_weights_load_strictly_in_hf_and_give_same_outputs():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     torch.manual_seed(3)
     ours = build_encoder(cfg).eval()
     reference = transformers.BertModel(transformers.BertConfig(**convert.config_to_hf(cfg))).eval()
@@ -88,14 +88,14 @@ def test_lmlab_weights_load_strictly_in_hf_and_give_same_outputs():
 
 
 def test_names_round_trip_through_hf():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     state = build_encoder(cfg).state_dict()
     back = convert.from_hf(convert.to_hf(state, cfg), cfg)
     assert back.keys() == state.keys() and all(torch.equal(back[k], state[k]) for k in state)
 
 
 def test_padding_does_not_change_the_real_tokens():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     model = build_encoder(cfg).eval()
     ids = torch.randint(1, cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(4))
     padded = torch.cat([ids, torch.zeros(1, 3, dtype=torch.long)], dim=1)
@@ -108,7 +108,7 @@ def test_padding_does_not_change_the_real_tokens():
 
 def test_a_padded_batch_gives_each_row_the_outputs_and_gradients_it_gets_alone():
     """The batch runs unpadded (real tokens packed); each row alone has no padding (the cheap path)."""
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     model = build_encoder(cfg).eval()
     ids, mask, types = padded_batch(cfg.vocab_size)
     target = torch.randn(*ids.shape, cfg.d_model, generator=torch.Generator().manual_seed(5))
@@ -132,14 +132,14 @@ def test_mean_pooled_embedding_averages_real_tokens_and_has_unit_length():
 
 
 def test_encoder_without_pooler_says_so():
-    model = build_encoder(encoder_preset("bert-tiny", **TINY, pooler=False))
+    model = build_encoder(preset("bert-tiny", **TINY, pooler=False))
     with pytest.raises(LmlabError, match="no pooler"):
         model.pooled(torch.zeros(1, 3, dtype=torch.long))
 
 
 def test_unknown_encoder_setting_is_a_clear_error():
     with pytest.raises(LmlabError, match="unknown encoder setting"):
-        encoder_preset("bert-tiny", n_kv_heads=1)
+        preset("bert-tiny", n_kv_heads=1)
 
 
 @pytest.mark.parity
@@ -156,7 +156,7 @@ def test_tokenizer_from_vocab_txt_matches_hf_bert_tokenizer(tmp_path, lowercase)
 
 
 def test_saved_hf_bert_directory_loads_with_its_vocab_and_matches_hf(tmp_path):
-    cfg = encoder_preset("bert-tiny", **TINY | {"vocab_size": len(VOCAB)})
+    cfg = preset("bert-tiny", **TINY | {"vocab_size": len(VOCAB)})
     reference = hf_bert(cfg)
     reference.save_pretrained(tmp_path / "bert")
     (tmp_path / "bert" / "vocab.txt").write_text("\n".join(VOCAB) + "\n")

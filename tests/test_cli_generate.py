@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.models.decoder_files import save_hf_dir

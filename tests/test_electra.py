@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.models.encoder_files import save_electra_dirs
 from lmlab.models.load import load_encoder
 from lmlab.models.electra import convert
@@ -34,7 +34,7 @@ def hf_pair(cfg):
 
 
 def test_generator_is_narrower_and_shares_the_embedding_table():
-    cfg = encoder_preset("electra-tiny", **TINY)
+    cfg = preset("electra-tiny", **TINY)
     model = build_electra_for_pretraining(cfg)
     assert model.generator.config.d_model == 16 and model.discriminator.config.d_model == 32
     assert model.generator.embeddings.token.weight is model.discriminator.embeddings.token.weight
@@ -43,7 +43,7 @@ def test_generator_is_narrower_and_shares_the_embedding_table():
 
 @pytest.mark.parity
 def test_discriminator_and_generator_logits_match_hf():
-    cfg = encoder_preset("electra-tiny", **TINY)
+    cfg = preset("electra-tiny", **TINY)
     discriminator, generator = hf_pair(cfg)
     ours = build_electra_for_pretraining(cfg).eval()
     ours.load_state_dict(electra_from_hf(discriminator.state_dict(), generator.state_dict(), cfg))
@@ -57,7 +57,7 @@ def test_discriminator_and_generator_logits_match_hf():
 
 @pytest.mark.parity
 def test_lmlab_electra_loads_strictly_in_hf_and_saved_dirs_load(tmp_path):
-    cfg = encoder_preset("electra-tiny", **TINY)
+    cfg = preset("electra-tiny", **TINY)
     torch.manual_seed(5)
     ours = build_electra_for_pretraining(cfg).eval()
     discriminator_state, generator_state = electra_to_hf(ours)
@@ -80,5 +80,5 @@ def test_lmlab_electra_loads_strictly_in_hf_and_saved_dirs_load(tmp_path):
 
 
 def test_electra_small_is_the_published_discriminator_shape():
-    cfg = encoder_preset("electra-small")
+    cfg = preset("electra-small")
     assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.embedding_width) == (12, 256, 4, 1024, 128)

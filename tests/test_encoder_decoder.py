@@ -5,7 +5,8 @@ import torch
 
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.presets import preset
 from lmlab.modules.relative_position import relative_buckets
 
 FAMILIES = ["transformer-tiny", "t5-tiny", "bart-tiny"]
@@ -13,7 +14,7 @@ FAMILIES = ["transformer-tiny", "t5-tiny", "bart-tiny"]
 
 def tiny(name: str):
     torch.manual_seed(0)
-    cfg = encoder_decoder_preset(name, vocab_size=50, d_model=32, d_ff=64, max_source_length=16, max_target_length=12)
+    cfg = preset(name, vocab_size=50, d_model=32, d_ff=64, max_source_length=16, max_target_length=12)
     return build_encoder_decoder(cfg).eval()
 
 

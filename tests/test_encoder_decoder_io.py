@@ -10,14 +10,13 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,7 +26,7 @@ SMALL = dict(vocab_size=40, d_model=16, d_ff=32, n_heads=2, max_source_length=12
 
 def tiny(name: str, **overrides):
     torch.manual_seed(0)
-    model = build_encoder_decoder(encoder_decoder_preset(name, **(SMALL | overrides))).eval()
+    model = build_encoder_decoder(preset(name, **(SMALL | overrides))).eval()
     with torch.no_grad():  # non-trivial norms and logits bias, so every tensor must survive the trip
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.cloze_passages import TEMPLATES, cloze_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import ClozeResult, last_sentence, predict_word, score_passage, split_passage, summary

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from lmlab.config import encoder_preset, preset
+from lmlab.models.presets import preset
 from lmlab.data.facts import RELATIONS, Relation
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import candidates, precision_at, rank_causal, rank_masked
@@ -147,7 +147,7 @@ def test_masked_ranking_is_the_rank_at_mask_and_skips_multi_wordpiece_objects(be
 
 
 def test_an_lmlab_encoder_run_loads_with_its_mlm_head(vocab, tmp_path):
-    cfg = encoder_preset("bert-tiny", vocab_size=len(vocab), context_length=32, n_layers=2, n_heads=2, d_model=32,
+    cfg = preset("bert-tiny", vocab_size=len(vocab), context_length=32, n_layers=2, n_heads=2, d_model=32,
                          d_ff=64)
     torch.manual_seed(3)
     trained = build_for_pretraining(cfg, sentence_pair=True).eval()

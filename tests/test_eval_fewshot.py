@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.eval.answers import choice_hits, exact_match, extract_answer, majority, normalize
 from lmlab.eval.fewshot import SEPARATOR, build_prompt, demonstrations, evaluate_cot, evaluate_fewshot
 from lmlab.eval.loglikelihood import score_continuations, split_pair

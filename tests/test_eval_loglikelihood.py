@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.models.decoder import build_decoder

@@ -18,7 +18,7 @@ from gguf import GGUFValueType as V
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.models.llama.gguf import config_to_gguf
 from fuzz.inputs import DELETE, chat_tokenizer, data_files, tiny_decoder, write_gguf
 from fuzz.oracle import classify, run_cli

@@ -4,7 +4,7 @@ a batch gives what each prompt gets alone, and every bad setting is one clear er
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.generation.beam import beam_search

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig
 from lmlab.generation.beam import beam_steps
@@ -15,7 +15,6 @@ from lmlab.generation.encoder_decoder import generate_seq2seq
 from lmlab.generation.history import History
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 
 FAMILIES = ["transformer-tiny", "t5-tiny", "bart-tiny"]
 
@@ -24,7 +23,7 @@ def tiny(name: str, vocab_size: int = 40):
     """A small random model whose weights are large enough to give varied, confident outputs (the
     shared embedding smaller, or its tied logits make every model repeat its last token)."""
     torch.manual_seed(0)
-    cfg = encoder_decoder_preset(name, vocab_size=vocab_size, d_model=32, d_ff=64, max_source_length=16,
+    cfg = preset(name, vocab_size=vocab_size, d_model=32, d_ff=64, max_source_length=16,
                                  max_target_length=12)
     model = build_encoder_decoder(cfg).eval()
     torch.manual_seed(0)  # the weights below do not depend on how the builder initialises
@@ -215,7 +214,7 @@ HF_SETTINGS = {
 def hf_bart_and_ours():
     """A tiny random HF BART and the lmlab model holding its weights (a name map local to this test)."""
     transformers = pytest.importorskip("transformers")
-    cfg = encoder_decoder_preset("bart-tiny", vocab_size=40, d_model=32, d_ff=64, n_heads=4, max_source_length=16,
+    cfg = preset("bart-tiny", vocab_size=40, d_model=32, d_ff=64, n_heads=4, max_source_length=16,
                                  max_target_length=12, tie_embeddings=False)  # tied, random BART repeats itself
     torch.manual_seed(0)
     hf = transformers.BartForConditionalGeneration(transformers.BartConfig(

@@ -4,7 +4,7 @@ the token sequences of HF transformers' `generate(do_sample=False)`, one prompt 
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.models.decoder import build_decoder
 from lmlab.models.registry import family

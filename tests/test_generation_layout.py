@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.generation.layout import MAX_ROWS, PanelLinear, decoding_view
 from lmlab.models.decoder import build_decoder
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch, stream_text
 from lmlab.generation.detokenize import IncrementalDetokenizer

@@ -11,7 +11,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.llama import gguf_file as lmlab_gguf
 from lmlab.models.llama.gguf_file import load_gguf, read_gguf

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.heads.multiple_choice import MultipleChoice
 from lmlab.heads.regression import SequenceRegressor
 from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
@@ -16,7 +16,7 @@ from lmlab.models.bert.build import build_encoder
 transformers = pytest.importorskip("transformers")
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
 
-CFG = encoder_preset("bert-tiny", vocab_size=100, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
+CFG = preset("bert-tiny", vocab_size=100, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
 
 
 def reference(hf_class, **config):

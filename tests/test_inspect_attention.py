@@ -12,7 +12,7 @@ import torch
 from conftest import lmlab, one_line_error
 from encoder_decoder_parity import lmlab_copy, randomized as randomized_seq2seq
 from encoder_parity import randomized
-from lmlab.config import encoder_preset, preset
+from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.eval.heatmap import axis_label, heatmap_grid, heatmap_image
 from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
@@ -26,7 +26,6 @@ from lmlab.models.bert import convert as bert_convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.models.registry import family
 from lmlab.tokenizers.bpe import train_bpe
 
@@ -73,7 +72,7 @@ def test_decoder_maps_equal_hf_eager_output_attentions(name):
 
 @pytest.mark.parity
 def test_bert_maps_equal_hf_eager_output_attentions():
-    cfg = encoder_preset("bert-tiny", vocab_size=100, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
+    cfg = preset("bert-tiny", vocab_size=100, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
     reference = randomized(transformers.BertModel(transformers.BertConfig(
         **bert_convert.config_to_hf(cfg), attn_implementation="eager")))
     ours = build_encoder(cfg).eval()
@@ -130,7 +129,7 @@ def test_capturing_restores_the_fast_path_and_maps_are_causal_distributions():
 
 
 def test_a_shared_albert_block_gives_one_map_per_layer():
-    cfg = encoder_preset("albert-tiny", vocab_size=60, context_length=16, n_layers=3, n_heads=2, d_model=16,
+    cfg = preset("albert-tiny", vocab_size=60, context_length=16, n_layers=3, n_heads=2, d_model=16,
                          d_ff=32)
     model = build_albert(cfg).eval()
     maps = attention_maps(model, ids(60, 6, low=1)).self_maps
@@ -171,7 +170,7 @@ def model_dirs(tmp_path_factory):
     torch.manual_seed(0)
     decoder = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=64,
                                    n_layers=2, d_model=32, n_heads=2, d_ff=64))
-    seq2seq = build_encoder_decoder(encoder_decoder_preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
+    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
                                                            n_heads=2, max_source_length=12, max_target_length=10))
     with torch.no_grad():
         seq2seq.logits_bias[seq2seq.config.eos_id] = -100.0  # greedy decoding never stops early

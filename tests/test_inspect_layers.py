@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from lmlab.config import EncoderConfig, preset
+from lmlab.config import EncoderConfig
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.inspect.layers import patching, recording, stack_blocks
 from lmlab.models.decoder import build_decoder

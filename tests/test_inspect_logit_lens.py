@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from conftest import lmlab, one_line_error
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.heatmap import heatmap_image
@@ -20,7 +20,6 @@ from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.tokenizers.bpe import train_bpe
 
 from test_encoder_decoder_io import word_tokenizer
@@ -62,7 +61,7 @@ def test_layer_i_is_the_first_i_blocks_read_by_the_final_norm_and_head(layer):
 
 
 def test_models_without_a_single_decoder_stack_are_refused():
-    seq2seq = build_encoder_decoder(encoder_decoder_preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32, n_heads=2))
+    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32, n_heads=2))
     with pytest.raises(LmlabError, match="decoder-only"):
         logit_lens(seq2seq, torch.tensor([[3, 4]]))
     with pytest.raises(LmlabError, match="--top 98"):
@@ -90,7 +89,7 @@ def model_dirs(tmp_path_factory):
     torch.manual_seed(0)
     decoder = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=16,
                                    n_layers=2, d_model=32, n_heads=2, d_ff=64))
-    seq2seq = build_encoder_decoder(encoder_decoder_preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
+    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
                                                            n_heads=2))
     return {"decoder": save_hf_dir(decoder, root / "decoder", backend),
             "seq2seq": save_encoder_decoder(seq2seq, word_tokenizer(), root / "seq2seq")}

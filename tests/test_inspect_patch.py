@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.inspect.patching import causal_trace
 from lmlab.models.decoder import build_decoder
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lmlab.config import EncoderConfig, preset
+from lmlab.config import EncoderConfig
+from lmlab.models.presets import preset
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.inspect.saliency import classifier_saliency, next_token_saliency, saliency
 from lmlab.inspect.subject import load_subject

@@ -3,13 +3,12 @@
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.losses import linear_cross_entropy as lce
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss, Seq2SeqLoss, linear_cross_entropy
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.seq2seq_batch import seq2seq_batch
 
@@ -112,7 +111,7 @@ def test_without_gradients_it_gives_the_same_loss():
 def test_seq2seq_loss_module_matches_the_model_logits_path(name):
     """T5's scaled tied head and BART's logits bias: every gradient equals the logits path's."""
     torch.manual_seed(0)
-    model = build_encoder_decoder(encoder_decoder_preset(name))
+    model = build_encoder_decoder(preset(name))
     if model.logits_bias is not None:
         model.logits_bias.normal_()
     cfg = model.config

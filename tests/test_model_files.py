@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lmlab.config import encoder_preset, preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import generate
 from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
@@ -19,7 +19,6 @@ from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.load import load, load_encoder
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.models.encoders import build
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
@@ -136,7 +135,7 @@ def _tokenizer_dir(tmp_path, tokenizer):
 
 def test_encoder_config_with_fewer_layers_is_refused(tmp_path):
     torch.manual_seed(0)
-    encoder = build(encoder_preset("bert-tiny", vocab_size=50, context_length=16, d_model=32, d_ff=64)).eval()
+    encoder = build(preset("bert-tiny", vocab_size=50, context_length=16, d_model=32, d_ff=64)).eval()
     directory = save_hf_encoder_dir(encoder, tmp_path / "bert")
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1}))
@@ -151,7 +150,7 @@ def test_encoder_config_with_fewer_layers_is_refused(tmp_path):
 def test_encoder_decoder_config_with_fewer_decoder_layers_is_refused(tmp_path, name):
     torch.manual_seed(0)
     small = dict(vocab_size=40, d_model=16, d_ff=32, n_heads=2, max_source_length=12, max_target_length=10)
-    directory = save_encoder_decoder(build_encoder_decoder(encoder_decoder_preset(name, **small)), None, tmp_path / "m")
+    directory = save_encoder_decoder(build_encoder_decoder(preset(name, **small)), None, tmp_path / "m")
     config = json.loads((directory / "config.json").read_text())
     config["lmlab"]["n_decoder_layers"] -= 1
     (directory / "config.json").write_text(json.dumps(config))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.models.decoder import build_decoder
 from lmlab.modules.attention import CrossAttention, SelfAttention, attend, decoder_mask
 from lmlab.modules.kv_cache import KVCache

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.eval.baselines import unigram_perplexity
 from lmlab.eval.perplexity import perplexity
 from lmlab.losses.cross_entropy import cross_entropy

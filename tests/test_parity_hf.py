@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.models.decoder_files import load_hf_dir, save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.registry import family

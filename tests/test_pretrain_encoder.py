@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
 from encoder_parity import real_diff
-from lmlab.config import TrainConfig, encoder_preset
+from lmlab.config import TrainConfig
+from lmlab.models.presets import preset
 from lmlab.data.corpora import load_corpus
 from lmlab.data.markov import markov_corpus
 from lmlab.models.load import load_encoder
@@ -60,16 +61,16 @@ def test_bert_mlm_nsp_writes_a_model_lmlab_and_transformers_load_alike(tmp_path,
         assert real_diff(encoder(ids, mask), expected, mask) <= 1e-5
 
 
-@pytest.mark.parametrize("preset, objective, extra, architecture, accuracy", [
+@pytest.mark.parametrize("name, objective, extra, architecture, accuracy", [
     ("roberta-tiny", "mlm", ["--whole-word-masking"], "RobertaForMaskedLM", "mlm_acc"),
     ("albert-tiny", "mlm+sop", FACTORISED, "AlbertForPreTraining", "sop_acc"),
     ("electra-tiny", "rtd", FACTORISED, "ElectraForPreTraining", "rtd_acc"),
     ("bert-tiny", "span", [], "BertForPreTraining", "mlm_acc"),
 ])
-def test_each_preset_trains_with_its_objective(tmp_path, documents, preset, objective, extra, architecture, accuracy):
+def test_each_preset_trains_with_its_objective(tmp_path, documents, name, objective, extra, architecture, accuracy):
     transformers = pytest.importorskip("transformers")
     run = tmp_path / "run"
-    assert lmlab("train", "--model", preset, "--objective", objective, "--data", documents, "--out", run,
+    assert lmlab("train", "--model", name, "--objective", objective, "--data", documents, "--out", run,
                  *TINY_ARGS, *extra) == 0
     assert accuracy in rows(run)[1] and f"val_{accuracy}" in rows(run)[0]
     config = json.loads((run / "model" / "config.json").read_text())
@@ -78,13 +79,13 @@ def test_each_preset_trains_with_its_objective(tmp_path, documents, preset, obje
     if objective == "rtd":
         transformers.ElectraForMaskedLM.from_pretrained(run / "generator")
     encoder, _ = load_encoder(run)
-    assert encoder.config.family == preset.split("-")[0]
+    assert encoder.config.family == name.split("-")[0]
 
 
-@pytest.mark.parametrize("preset, objective, whole_word", [("roberta-tiny", "mlm", True),
+@pytest.mark.parametrize("name, objective, whole_word", [("roberta-tiny", "mlm", True),
                                                            ("electra-tiny", "rtd", False)])
-def test_resume_gives_bit_identical_weights(tmp_path, documents, preset, objective, whole_word):
-    cfg = encoder_preset(preset, **TINY, **({"embedding_size": 16} if preset == "electra-tiny" else {}))
+def test_resume_gives_bit_identical_weights(tmp_path, documents, name, objective, whole_word):
+    cfg = preset(name, **TINY, **({"embedding_size": 16} if name == "electra-tiny" else {}))
     train = TrainConfig(max_steps=6, batch_size=4, block_size=128, warmup_steps=1, eval_every=3, eval_batches=1,
                         checkpoint_every=2, log_every=1, val_fraction=0.1)
     # 128-token rows: ~20 training examples, so the 24 drawn in 6 steps cross into a second epoch,

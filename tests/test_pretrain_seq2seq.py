@@ -13,7 +13,7 @@ from conftest import lmlab, one_line_error
 from lmlab.config import TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
+from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.recipes.pretrain_seq2seq import objective_pairs, pretrain_seq2seq, sentence_chunks
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
@@ -52,7 +52,7 @@ def test_each_preset_trains_and_writes_a_model_that_loads_back(tmp_path, corpus_
 
 
 def test_resume_gives_bit_identical_weights(tmp_path, corpus_file):
-    cfg = encoder_decoder_preset("bart-tiny", **SHAPE)
+    cfg = preset("bart-tiny", **SHAPE)
     pretrain_seq2seq(cfg, TRAIN, str(corpus_file), tmp_path / "full", show_progress=False)
     first = pretrain_seq2seq(cfg, TRAIN, str(corpus_file), tmp_path / "split", stop_after=3, show_progress=False)
     assert not first.finished and first.step == 3 and first.model_dir is None
@@ -72,7 +72,7 @@ def test_chunks_are_whole_sentences_within_the_block():
 def test_objectives_corrupt_the_input_and_end_both_sides_with_eos(corpus_file):
     texts = corpus_file.read_text().splitlines()[:50]
     tok = train_seq2seq_bpe(texts, 420, "transformer", (*t5_sentinel_tokens(), MASK))
-    cfg = fit_to_tokenizer(encoder_decoder_preset("transformer-tiny"), tok)
+    cfg = fit_to_tokenizer(preset("transformer-tiny"), tok)
     chunk = tok.encode(" ".join(texts[:3])).ids[:60]
     sentinel0, mask = tok.token_to_id("<extra_id_0>"), tok.token_to_id(MASK)
     ends = {tok.token_to_id(".")}
@@ -87,7 +87,7 @@ def test_objectives_corrupt_the_input_and_end_both_sides_with_eos(corpus_file):
 def test_span_noise_sets_how_much_span_corruption_drops(corpus_file):
     texts = corpus_file.read_text().splitlines()[:50]
     tok = train_seq2seq_bpe(texts, 420, "t5", t5_sentinel_tokens())
-    cfg = fit_to_tokenizer(encoder_decoder_preset("t5-tiny"), tok)
+    cfg = fit_to_tokenizer(preset("t5-tiny"), tok)
     chunk = tok.encode(" ".join(texts[:5])).ids[:60]
     sentinels = set(tok.token_to_id(t) for t in t5_sentinel_tokens())
     for noise, dropped, spans in ((SpanNoise(), 9, 3), (SpanNoise(0.5, 8.0), 30, 4)):  # round(60 * d), round(n / l)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.models.encoder_files import save_pretraining_dir
 from lmlab.models.load import load_encoder
 from lmlab.models.bert import convert
@@ -25,7 +25,7 @@ def hf_config(cfg):
 
 @pytest.mark.parity
 def test_hf_bert_for_pretraining_weights_give_the_same_mlm_and_nsp_logits():
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     reference = randomized(transformers.BertForPreTraining(hf_config(cfg)))
     ours = build_for_pretraining(cfg, sentence_pair=True).eval()
     ours.load_state_dict(pretraining_from_hf(reference.state_dict(), cfg, sentence_pair=True))
@@ -39,7 +39,7 @@ def test_hf_bert_for_pretraining_weights_give_the_same_mlm_and_nsp_logits():
 
 @pytest.mark.parity
 def test_lmlab_heads_load_strictly_in_hf_bert_for_masked_lm():
-    cfg = encoder_preset("bert-tiny", **TINY, pooler=False)  # BertForMaskedLM has no pooler
+    cfg = preset("bert-tiny", **TINY, pooler=False)  # BertForMaskedLM has no pooler
     torch.manual_seed(1)
     ours = build_for_pretraining(cfg, sentence_pair=False).eval()
     reference = transformers.BertForMaskedLM(hf_config(cfg)).eval()
@@ -52,7 +52,7 @@ def test_lmlab_heads_load_strictly_in_hf_bert_for_masked_lm():
 
 
 def test_mlm_decoder_is_the_token_embedding_matrix():
-    model = build_for_pretraining(encoder_preset("bert-tiny", **TINY), sentence_pair=False)
+    model = build_for_pretraining(preset("bert-tiny", **TINY), sentence_pair=False)
     hidden = torch.randn(4, TINY["d_model"])
     logits = model.mlm_logits(hidden)
     logits.sum().backward()
@@ -62,7 +62,7 @@ def test_mlm_decoder_is_the_token_embedding_matrix():
 
 @pytest.mark.parity
 def test_saved_pretraining_dir_loads_in_transformers_and_lmlab(tmp_path):
-    cfg = encoder_preset("bert-tiny", **TINY)
+    cfg = preset("bert-tiny", **TINY)
     torch.manual_seed(2)
     ours = build_for_pretraining(cfg, sentence_pair=True).eval()
     save_pretraining_dir(ours, tmp_path / "model")

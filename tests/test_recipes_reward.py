@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.tasks import preference_pairs
 from lmlab.errors import LmlabError
 from lmlab.heads.reward import RewardModel, last_token_index

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import save_hf_dir

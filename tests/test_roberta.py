@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
-from lmlab.config import encoder_preset
+from lmlab.models.presets import preset
 from lmlab.models.encoder_files import save_pretraining_dir
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
@@ -30,12 +30,12 @@ def hf_config(cfg):
 def test_positions_start_after_the_pad_id_and_padding_keeps_the_pad_id():
     ids = torch.tensor([[0, 5, 6, 2, 1, 1]])
     assert roberta_positions(ids, pad_token_id=1).tolist() == [[2, 3, 4, 5, 1, 1]]
-    assert encoder_preset("roberta-base").max_tokens == 512 and encoder_preset("roberta-tiny").max_tokens == 513
+    assert preset("roberta-base").max_tokens == 512 and preset("roberta-tiny").max_tokens == 513
 
 
 @pytest.mark.parity
 def test_hf_roberta_weights_give_the_same_hidden_states_and_pooled_output():
-    cfg = encoder_preset("roberta-tiny", **TINY)
+    cfg = preset("roberta-tiny", **TINY)
     reference = randomized(transformers.RobertaModel(hf_config(cfg)))
     ours = build(cfg).eval()
     ours.load_state_dict(convert.from_hf(reference.state_dict(), cfg))
@@ -48,7 +48,7 @@ def test_hf_roberta_weights_give_the_same_hidden_states_and_pooled_output():
 
 @pytest.mark.parity
 def test_hf_roberta_for_masked_lm_gives_the_same_logits_both_ways():
-    cfg = encoder_preset("roberta-tiny", **TINY | {"pooler": False})
+    cfg = preset("roberta-tiny", **TINY | {"pooler": False})
     reference = randomized(transformers.RobertaForMaskedLM(hf_config(cfg)))
     ours = build_for_pretraining(cfg, sentence_pair=False).eval()
     ours.load_state_dict(pretraining_from_hf(reference.state_dict(), cfg, sentence_pair=False))
@@ -65,7 +65,7 @@ def test_hf_roberta_for_masked_lm_gives_the_same_logits_both_ways():
 
 @pytest.mark.parity
 def test_saved_roberta_loads_in_transformers_and_with_load_encoder(tmp_path):
-    cfg = encoder_preset("roberta-tiny", **TINY | {"pooler": False})
+    cfg = preset("roberta-tiny", **TINY | {"pooler": False})
     torch.manual_seed(3)
     ours = build_for_pretraining(cfg, sentence_pair=False).eval()
     save_pretraining_dir(ours, tmp_path / "model")

@@ -6,11 +6,11 @@ import math
 import pytest
 
 from conftest import lmlab, one_line_error
-from lmlab.config import EncoderConfig, ModelConfig, TrainConfig, preset
+from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation.config import GenerationConfig
 from lmlab.models.elmo.config import ElmoConfig
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
 from lmlab.models.rnn.config import RNNConfig
 from lmlab.models.window.config import WindowConfig
 from lmlab.models.word2vec.config import Word2VecConfig
@@ -36,8 +36,8 @@ ENCODER = dict(vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model
     (lambda: preset("llama-tiny", d_model=132, n_heads=4), "rotary positions need an even head size"),
     (lambda: EncoderConfig(**ENCODER | {"type_vocab_size": 0}), "--type-vocab-size 0 must be at least 1"),
     (lambda: EncoderConfig(**ENCODER | {"layer_norm_eps": -1.0}), "--layer-norm-eps -1.0 must be greater than 0"),
-    (lambda: encoder_decoder_preset("t5-tiny", n_decoder_layers=0), "--n-decoder-layers 0 must be at least 1"),
-    (lambda: encoder_decoder_preset("t5-tiny", max_source_length=2**32), "--max-source-length 4294967296 is more"),
+    (lambda: preset("t5-tiny", n_decoder_layers=0), "--n-decoder-layers 0 must be at least 1"),
+    (lambda: preset("t5-tiny", max_source_length=2**32), "--max-source-length 4294967296 is more"),
     (lambda: TrainConfig(batch_size=0), "--batch-size 0 must be at least 1"),
     (lambda: TrainConfig(grad_accum=0), "--grad-accum 0 must be at least 1"),
     (lambda: TrainConfig(lr=math.inf), "--lr inf must be a finite number"),

@@ -12,7 +12,8 @@ from torch import nn
 from encoder_parity import max_diff, randomized
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.presets import preset
 from lmlab.models.t5 import convert
 
 transformers = pytest.importorskip("transformers")
@@ -197,9 +198,9 @@ def test_a_transformers_5_config_of_t5_v1_1_reads_as_untied():
 
 def test_a_config_hf_t5_cannot_express_is_one_clear_error():
     with pytest.raises(LmlabError, match="norm='layernorm' cannot be saved as HF T5"):
-        convert.config_to_hf(encoder_decoder_preset("t5-tiny", norm="layernorm"))
+        convert.config_to_hf(preset("t5-tiny", norm="layernorm"))
     with pytest.raises(LmlabError, match="activation='gelu' with gated_ffn=True"):
-        convert.config_to_hf(encoder_decoder_preset("t5-tiny", activation="gelu", gated_ffn=True))
+        convert.config_to_hf(preset("t5-tiny", activation="gelu", gated_ffn=True))
     with pytest.raises(LmlabError, match="feed_forward_proj 'gated-mish'"):
         convert.config_from_hf(V1_0 | {"feed_forward_proj": "gated-mish"})
 

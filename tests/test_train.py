@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
 from lmlab.recipes.pretrain import pretrain

@@ -10,7 +10,7 @@ from encoder_decoder_parity import (TOLERANCE, encoder_and_logit_gaps, exported_
                                     lmlab_copy, randomized)
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
+from lmlab.models.presets import preset
 from lmlab.models.transformer import convert
 from lmlab.modules.positions import sinusoidal_table
 
@@ -31,7 +31,7 @@ def hf_marian(**overrides):
 
 def tiny_transformer(**overrides):
     torch.manual_seed(0)
-    cfg = encoder_decoder_preset("transformer-tiny", **(dict(vocab_size=48, d_model=16, d_ff=32, n_heads=2,
+    cfg = preset("transformer-tiny", **(dict(vocab_size=48, d_model=16, d_ff=32, n_heads=2,
                                                              max_source_length=16, max_target_length=12) | overrides))
     model = build_encoder_decoder(cfg).eval()
     with torch.no_grad():  # norms and biases away from 1 and 0, so a misplaced channel shows
@@ -89,6 +89,6 @@ def test_a_loaded_marian_is_a_transformer_that_saves_as_marian():
 
 
 def test_separate_source_and_target_vocabularies_are_refused_in_one_line():
-    hf = convert.config_to_hf(encoder_decoder_preset("transformer-tiny")) | {"share_encoder_decoder_embeddings": False}
+    hf = convert.config_to_hf(preset("transformer-tiny")) | {"share_encoder_decoder_embeddings": False}
     with pytest.raises(LmlabError, match="share_encoder_decoder_embeddings"):
         convert.config_from_hf(hf)

@@ -101,13 +101,6 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-def preset(name: str, **overrides) -> ModelConfig:
-    """The named preset, with `overrides` applied."""
-    if name not in PRESETS:
-        raise LmlabError(f"unknown model preset '{name}'; choose one of: {', '.join(PRESETS)}")
-    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
-
-
 @dataclass(frozen=True)
 class EncoderConfig:
     """The shape of a BERT-style encoder: post-norm blocks, learned positions, token types, GELU.
@@ -200,13 +193,6 @@ ENCODER_PRESETS: dict[str, EncoderConfig] = {
     "electra-small": EncoderConfig(family="electra", vocab_size=30522, context_length=512, n_layers=12, n_heads=4,
                                    d_model=256, d_ff=1024, embedding_size=128, pooler=False),
 }
-
-
-def encoder_preset(name: str, **overrides) -> EncoderConfig:
-    """The named encoder preset, with `overrides` applied."""
-    if name not in ENCODER_PRESETS:
-        raise LmlabError(f"unknown encoder preset '{name}'; choose one of: {', '.join(ENCODER_PRESETS)}")
-    return ENCODER_PRESETS[name].replace(**overrides) if overrides else ENCODER_PRESETS[name]
 
 
 @dataclass(frozen=True)

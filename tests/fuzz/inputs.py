@@ -10,7 +10,7 @@ import gguf
 import torch
 from gguf import GGUFValueType as V
 
-from lmlab.config import preset
+from lmlab.models.presets import preset
 from lmlab.data.tasks import task_examples
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder

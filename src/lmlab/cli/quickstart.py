@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from lmlab.config import TrainConfig, preset
+from lmlab.config import TrainConfig
+from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_TRAIN_DOCS
 from lmlab.data.markov import markov_corpus
 from lmlab.data.tokens import tokenize_corpus

@@ -7,7 +7,8 @@ from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train_result import print_result
 from lmlab.cli.train_seq2seq import SPAN_FLAGS, add_seq2seq_flags, run_encoder_decoder
-from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS, preset
+from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS
+from lmlab.models.presets import preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS

@@ -4,7 +4,8 @@ adds these flags and hands encoder presets to `run_encoder`."""
 
 import dataclasses
 
-from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig, encoder_preset
+from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig
+from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.recipes.pretrain_encoder import FAMILY_OBJECTIVES, pretrain_encoder
 from lmlab.recipes.pretrain_seq2seq import OBJECTIVES as SEQ2SEQ_OBJECTIVES
@@ -36,7 +37,7 @@ def run_encoder(args) -> None:
     if foreign:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder "
                          f"preset {args.model}; drop them")
-    model_cfg = encoder_preset(args.model, **_given(args, EncoderConfig))
+    model_cfg = preset(args.model, **_given(args, EncoderConfig))
     result = pretrain_encoder(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
                               objective=args.objective, whole_word=bool(args.whole_word_masking), masking=args.masking,
                               tokenizer=args.tokenizer, resume=args.resume, stop_after=args.stop_after,

@@ -8,7 +8,7 @@ from lmlab.cli.train_encoder import ENCODER_FLAGS, _given
 from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.config import encoder_decoder_preset
+from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
 
@@ -40,7 +40,7 @@ def run_encoder_decoder(args) -> None:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder-decoder "
                          f"preset {args.model} (its architecture is its family's); drop them")
     overrides = {field: value for name, value in model_flags.items() for field in SHAPE_FLAGS[name]}
-    model_cfg = encoder_decoder_preset(args.model, **overrides)
+    model_cfg = preset(args.model, **overrides)
     span = {name: getattr(args, name) for name in SPAN_FLAGS if getattr(args, name) is not None}
     objective = args.objective or FAMILY_OBJECTIVE[model_cfg.family]
     if span and objective != "span_corruption":

@@ -34,7 +34,8 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, encoder_decoder_preset
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
@@ -102,18 +103,18 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
                            checkpoint_every=s.pretrain_steps, keep_checkpoints=1, seed=s.seed)
     runs, results = out / "runs", {}
     corpus = write_number_corpus(out / "corpus.jsonl", s) if s.corpus == "numbers" else s.corpus
-    for preset in s.presets:
-        pre = pretrain_seq2seq(encoder_decoder_preset(preset, vocab_size=s.vocab_size), pretrain, corpus,
-                               runs / f"{preset}-pretrain", span_noise=s.span_noise, show_progress=show_progress)
+    for name in s.presets:
+        pre = pretrain_seq2seq(preset(name, vocab_size=s.vocab_size), pretrain, corpus,
+                               runs / f"{name}-pretrain", span_noise=s.span_noise, show_progress=show_progress)
         tuned = {
-            "pre-trained": finetune_seq2seq(str(pre.model_dir), s.task, runs / f"{preset}-pretrained", cfg=finetune,
+            "pre-trained": finetune_seq2seq(str(pre.model_dir), s.task, runs / f"{name}-pretrained", cfg=finetune,
                                             show_progress=show_progress),
-            "from scratch": finetune_seq2seq(preset, s.task, runs / f"{preset}-scratch", cfg=finetune,
-                                             tokenizer=runs / f"{preset}-pretrain" / TOKENIZER_FILE,
+            "from scratch": finetune_seq2seq(name, s.task, runs / f"{name}-scratch", cfg=finetune,
+                                             tokenizer=runs / f"{name}-pretrain" / TOKENIZER_FILE,
                                              show_progress=show_progress),
         }
-        objective = FAMILY_OBJECTIVE[ENCODER_DECODER_PRESETS[preset].family]
-        results[preset] = {"objective": objective, "pretrain_val_loss": pre.after.get("val_loss")} | {
+        objective = FAMILY_OBJECTIVE[ENCODER_DECODER_PRESETS[name].family]
+        results[name] = {"objective": objective, "pretrain_val_loss": pre.after.get("val_loss")} | {
             start: {"test_seq_acc": run.test["test_seq_acc"], "mean_val_seq_acc": _mean(_curve(run.model_dir.parent)),
                     "val_curve": _curve(run.model_dir.parent)}
             for start, run in tuned.items()}
@@ -159,11 +160,11 @@ def results_table(report: dict) -> str:
     lines = [f"| model | pre-training ({s['pretrain_steps']} steps on {s['corpus']}) | test acc., from scratch | "
              "test acc., pre-trained | mean val. acc., from scratch | mean val. acc., pre-trained |",
              "|---|---|---:|---:|---:|---:|"]
-    for preset, r in report["results"].items():
+    for name, r in report["results"].items():
         objective = r["objective"]
         if objective == "span_corruption":
             objective += f" ({s['noise_density']:.0%} in spans of {s['mean_span_length']:g})"
-        lines.append(f"| {preset} | {objective}, held-out loss {r['pretrain_val_loss']:.3f} | "
+        lines.append(f"| {name} | {objective}, held-out loss {r['pretrain_val_loss']:.3f} | "
                      f"{r['from scratch']['test_seq_acc']:.3f} | {r['pre-trained']['test_seq_acc']:.3f} | "
                      f"{r['from scratch']['mean_val_seq_acc']:.3f} | {r['pre-trained']['mean_val_seq_acc']:.3f} |")
     return "\n".join(lines) + "\n"

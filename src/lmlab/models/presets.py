@@ -1,9 +1,9 @@
 """Every named preset in one registry: decoders, encoders and encoder-decoders, by name.
 
-Each kind keeps its presets beside its config class (`config.PRESETS`, `config.ENCODER_PRESETS`,
-`models.encoder_decoder.config.ENCODER_DECODER_PRESETS`); this registry puts them under one set of
-names, so `lmlab.preset("bert-tiny")` and `lmlab train --model bert-tiny` need not know the kind, and
-`lmlab list --presets` shows them all.
+Each kind's table sits beside its config class (`config.PRESETS`, `config.ENCODER_PRESETS`,
+`models.encoder_decoder.config.ENCODER_DECODER_PRESETS`); `preset` is the one way to get a config
+from a name, whatever its kind, so `lmlab.preset("bert-tiny")` and `lmlab train --model bert-tiny`
+need not know it, and `lmlab list --presets` shows them all.
 """
 
 import dataclasses

@@ -28,7 +28,8 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
 
-from lmlab.config import ENCODER_PRESETS, encoder_preset
+from lmlab.config import ENCODER_PRESETS
+from lmlab.models.presets import preset
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
 from lmlab.data.encoder_tasks import (DEFAULT_COLUMNS, EMBEDDED_TASKS, Columns, Example, check_choice_counts,
@@ -327,7 +328,7 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
     if model in ENCODER_PRESETS and not Path(model).exists():
         tok = _read_tokenizer(tokenizer, 512) if tokenizer else train_wordpiece(texts, SCRATCH_VOCAB_SIZE)
         torch.manual_seed(seed)
-        encoder = build_encoder(encoder_preset(model, vocab_size=tok.get_vocab_size()))
+        encoder = build_encoder(preset(model, vocab_size=tok.get_vocab_size()))
         source = model
     else:
         path = Path(model)

@@ -20,8 +20,8 @@ from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import (ENCODER_DECODER_PRESETS, EncoderDecoderConfig,
-                                                 encoder_decoder_preset)
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
+from lmlab.models.presets import preset
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.objectives.seq2seq_batch import seq2seq_batch
 from lmlab.tokenizers.bpe import load_tokenizer
@@ -45,7 +45,7 @@ def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, ext
         if missing:
             raise LmlabError(f"tokenizer '{tokenizer}' lacks the special tokens {missing}; leave out --tokenizer "
                              "to train one with them")
-        cfg = fit_to_tokenizer(encoder_decoder_preset(model, **overrides), tok)
+        cfg = fit_to_tokenizer(preset(model, **overrides), tok)
         torch.manual_seed(seed)
         return build_encoder_decoder(cfg), tok, model
     check_model_name(model)

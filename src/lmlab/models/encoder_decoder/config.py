@@ -133,15 +133,6 @@ ENCODER_DECODER_PRESETS: dict[str, EncoderDecoderConfig] = {
 }
 
 
-def encoder_decoder_preset(name: str, **overrides) -> EncoderDecoderConfig:
-    """The named encoder-decoder preset, with `overrides` applied."""
-    if name not in ENCODER_DECODER_PRESETS:
-        raise LmlabError(f"unknown encoder-decoder preset '{name}'; choose one of: "
-                         f"{', '.join(ENCODER_DECODER_PRESETS)}")
-    cfg = ENCODER_DECODER_PRESETS[name]
-    return cfg.replace(**overrides) if overrides else cfg
-
-
 def config_to_dict(cfg: EncoderDecoderConfig) -> dict:
     return dataclasses.asdict(cfg)
 
