@@ -17,6 +17,7 @@ import torch
 
 from lmlab.errors import LmlabError
 from lmlab.generation.batch import new_cache
+from lmlab.generation.decode import last_logits
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,14 @@ def score_continuations(model: torch.nn.Module, context: Sequence[int],
     context = list(context)[-(limit - longest + 1):]  # the last continuation token is never fed
     device = next(model.parameters()).device
     cache = new_cache(model, 1, len(context) + longest - 1)
-    first = model.lm_head(model.hidden_states(torch.tensor([context], device=device), kv_cache=cache)[:, -1])  # (1, V)
+    first = last_logits(model, torch.tensor([context], device=device), cache=cache)  # (1, V)
     logits = first.expand(len(continuations), -1)[:, None]  # (N, 1, V): the first token of each continuation
     if longest > 1:
         cache.reorder(torch.zeros(len(continuations), dtype=torch.long, device=device))  # one copy per continuation
         fed = torch.tensor([list(c[:-1]) + [0] * (longest - len(c)) for c in continuations], device=device)  # (N, L-1)
-        logits = torch.cat([logits, model.lm_head(model.hidden_states(fed, kv_cache=cache))], dim=1)  # (N, L, V)
-    logprobs = logits.float().log_softmax(-1)
+        rest = model.lm_head(model.hidden_states(fed, kv_cache=cache)).float()  # (N, L-1, V)
+        logits = torch.cat([logits, rest], dim=1)  # (N, L, V)
+    logprobs = logits.log_softmax(-1)
     results = []
     for row, tokens in zip(logprobs, continuations):
         target = torch.tensor(tokens, device=device)

@@ -62,9 +62,10 @@ def token_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor], torch.Te
         logits = advance(token)
 
 
-def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None,
-                cache: KVCache) -> torch.Tensor:
-    """Run ids (B, T) through the model, filling `cache`; the logits (B, V) of the last position only
-    (the LM head on one position instead of T: a long prompt with a big vocabulary costs much less)."""
+def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+    """Run ids (B, T) through the model, filling `cache` when given; the float logits (B, V) of the last
+    position only (the LM head on one position instead of T: a long prompt with a big vocabulary costs
+    much less). Decoding, continuation scoring and the analysis tools all read the next token here."""
     hidden = model.hidden_states(ids, mask, kv_cache=cache)  # (B, T, C)
     return model.lm_head(hidden[:, -1]).float()  # (B, V)

@@ -4,6 +4,7 @@ import torch
 
 from lmlab.errors import LmlabError
 from lmlab.generation.batch import check_prompts
+from lmlab.generation.decode import last_logits
 
 
 @torch.no_grad()
@@ -14,7 +15,6 @@ def top_logprobs(model: torch.nn.Module, prompt_ids: list[int], top: int) -> lis
     if not 1 <= top <= vocab_size:
         raise LmlabError(f"top {top} must be between 1 and the vocabulary size ({vocab_size})")
     device = next(model.parameters()).device
-    hidden = model.hidden_states(torch.tensor([prompt_ids], device=device))  # (1, T, C)
-    logprobs = model.lm_head(hidden[0, -1]).float().log_softmax(dim=-1)  # (V,)
+    logprobs = last_logits(model, torch.tensor([prompt_ids], device=device))[0].log_softmax(dim=-1)  # (V,)
     values, ids = logprobs.topk(top)
     return list(zip(ids.tolist(), values.tolist()))

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
+from lmlab.generation.decode import last_logits
 from lmlab.inspect.layers import patching, recording
 from lmlab.inspect.saliency import single_token
 from lmlab.inspect.subject import prompt_ids
@@ -52,7 +53,7 @@ def causal_trace(model: nn.Module, tokenizer, clean: str, corrupt: str, target: 
     corrupt_t = torch.tensor([corrupt_ids], device=device)  # (1, T)
 
     def probs(ids: torch.Tensor) -> torch.Tensor:  # (1, T) -> next-token probabilities (vocab,)
-        return model.lm_head(model.hidden_states(ids)[0, -1]).float().softmax(-1)
+        return last_logits(model, ids)[0].softmax(-1)
 
     with torch.no_grad(), recording(model) as states:
         clean_probs = probs(clean_t)

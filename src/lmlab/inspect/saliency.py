@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
+from lmlab.generation.decode import last_logits
 from lmlab.inspect.subject import prompt_ids
 
 METHODS = ("grad", "grad-x-input", "integrated-gradients")
@@ -135,7 +136,7 @@ def next_token_saliency(model: nn.Module, tokenizer, text: str, target: str | No
     ids = torch.tensor([ids], device=device)  # (1, T)
 
     def log_probs(batch: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, vocab)
-        return model.lm_head(model.hidden_states(batch)[:, -1]).float().log_softmax(-1)
+        return last_logits(model, batch).log_softmax(-1)
 
     if target is None:
         with torch.no_grad():
