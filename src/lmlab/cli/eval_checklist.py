@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import torch
 
-from lmlab.data.encoder_batches import collate, encode_examples
+from lmlab.data.encoder_batches import encode_examples
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
 from lmlab.eval.checklist import BehaviourResult, checklist_suite, run_checklist, sentiment_labels
-from lmlab.recipes.finetune_encoder import FinetunedEncoder, load_finetuned
+from lmlab.recipes.finetune_encoder import FinetunedEncoder, batched_outputs, load_finetuned
 from lmlab.progress import progress_bar
 
 MAX_CASES = 10_000  # per test; the suite's templates hold fewer distinct sentences than that anyway
@@ -61,15 +61,11 @@ def classifier(tuned: FinetunedEncoder, batch_size: int = BATCH_SIZE):
         if features.truncated:
             print(f"lmlab: warning: {len(features.truncated)} of {len(texts)} test sentences are longer than the "
                   f"run's --max-length {tuned.max_length} tokens and were cut", file=sys.stderr)
-        order = sorted(range(len(texts)), key=lambda i: len(features.ids[i]))  # little padding per batch
         probabilities = np.zeros((len(texts), len(tuned.labels)))
         bar = progress_bar(len(texts), desc="checklist", unit="sentence")
-        head = tuned.head.eval()
+        tuned.head.eval()
         with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                indices = order[start:start + batch_size]
-                batch = {k: v.to(tuned.device) for k, v in collate(features, indices).items()}
-                logits = head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # (B, n_labels)
+            for indices, _, logits in batched_outputs(tuned, features, batch_size):  # logits (B, n_labels)
                 probabilities[indices] = logits.float().softmax(-1).cpu().numpy()
                 bar.update(len(indices))
         bar.close()

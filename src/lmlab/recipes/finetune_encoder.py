@@ -386,16 +386,22 @@ def predict_features(tuned: FinetunedEncoder, examples: list[Example], features:
     head = tuned.head
     training = head.training
     head.eval()
-    order = sorted(range(len(examples)), key=lambda i: len(features.ids[i]))  # little padding per batch
     predictions = [None] * len(examples)
-    for start in range(0, len(order), batch_size):
-        indices = order[start:start + batch_size]
-        batch = {k: v.to(tuned.device) for k, v in collate(features, indices).items()}
-        outputs = head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    for indices, batch, outputs in batched_outputs(tuned, features, batch_size):
         for row, i in enumerate(indices):
             predictions[i] = _prediction(tuned, examples[i], features, i, outputs, row, batch)
     head.train(training)
     return predictions
+
+
+def batched_outputs(tuned: FinetunedEncoder, features: Features, batch_size: int = 64):
+    """The head's outputs on every encoded example, in batches of similar lengths (little padding):
+    yields (example indices, the batch on the head's device, the head's outputs)."""
+    order = sorted(range(len(features.ids)), key=lambda i: len(features.ids[i]))
+    for start in range(0, len(order), batch_size):
+        indices = order[start:start + batch_size]
+        batch = {k: v.to(tuned.device) for k, v in collate(features, indices).items()}
+        yield indices, batch, tuned.head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
 
 
 def _prediction(tuned: FinetunedEncoder, example: Example, features: Features, i: int, outputs, row: int, batch):
