@@ -76,12 +76,12 @@ def probe(subject: Subject, task: ProbingTask, seed: int = 0, show_progress: boo
     features = extract(subject, task, show_progress)
     train, test = split_by_text(features.texts, seed)
     controls = control_labels(features.types, features.labels, seed)
+    majority = majority_accuracy(features.labels, train, test)  # the same at every layer
     layers = []
     for layer, states in enumerate(_progress(features.states, "probes", "layer", show_progress)):
         accuracy = probe_accuracy(states, features.labels, train, test)
         control = probe_accuracy(states, controls, train, test)
-        layers.append(LayerScore(layer, accuracy, control, accuracy - control,
-                                 majority_accuracy(features.labels, train, test)))
+        layers.append(LayerScore(layer, accuracy, control, accuracy - control, majority))
     return ProbeReport(task.name, task.level, dict(Counter(features.labels).most_common()), len(train), len(test),
                        features.skipped, layers)
 
