@@ -84,7 +84,12 @@ def test_tied_embeddings_with_a_different_hidden_size_is_one_error_line(tmp_path
     assert not out.exists()
 
 
-def test_beam_search_on_an_rnn_is_one_error_line(trained, capsys):
+@pytest.mark.parametrize("arch", ["lstm", "window"])
+def test_beam_search_on_a_stateful_model_is_deterministic(trained, capsys, arch):
     capsys.readouterr()
-    assert lmlab("generate", "--model", trained["lstm"], "--prompt", "Zini", "--beams", "2") == 2
-    one_line_error(capsys, "beam search is for transformer models", "rnn")
+    args = ["generate", "--model", trained[arch], "--prompt", "Zini", "--beams", "3", "--max-new-tokens", "4", "--json"]
+    assert lmlab(*args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert 1 <= len(first["token_ids"]) <= 4
+    assert lmlab(*args) == 0
+    assert json.loads(capsys.readouterr().out) == first

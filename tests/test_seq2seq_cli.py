@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from lmlab.data.char_vocab import EOS
 from lmlab.eval.heatmap import heatmap_image
 from lmlab.eval.seq2seq import attention_map
+from lmlab.generation.config import GenerationConfig
 from lmlab.generation.seq2seq import translate_ids
 from lmlab.models.seq2seq.files import load_seq2seq_dir
 
@@ -48,9 +48,9 @@ def test_translate_prints_the_output_and_saves_its_attention_map(run_dir, tmp_pa
     assert "map.png" in saved
     trained = load_seq2seq_dir(run_dir)
     source = trained.src_vocab.encode("1234")
-    expected = translate_ids(trained.model, [source], trained.max_len, num_beams=3)[0]
-    assert output == trained.tgt_vocab.decode(expected.ids)
-    produced = expected.ids + [EOS] * expected.ended
+    expected = translate_ids(trained.model, [source], GenerationConfig(max_new_tokens=trained.max_len, num_beams=3))[0]
+    assert output == trained.tgt_vocab.decode(expected.token_ids)
+    produced = expected.sampled_ids
     weights = attention_map(trained.model, source, produced)
     image = heatmap_image(weights.numpy(), [trained.tgt_vocab.token(i) for i in produced],
                           ["1", "2", "3", "4", "</s>"], title="additive attention", value_range=(0.0, 1.0))

@@ -1,5 +1,6 @@
-"""Greedy and beam decoding of the encoder-decoder: beam K=1 is greedy, a wide beam is exhaustive
-search, and beam search finds outputs at least as likely as greedy's."""
+"""Greedy and beam decoding of the RNN encoder-decoder: beam K=1 is greedy, a wide beam is exhaustive
+search, and beam search finds outputs at least as likely as greedy's (log-probabilities checked by an
+independent teacher-forced pass)."""
 
 import itertools
 
@@ -10,7 +11,8 @@ from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
 from lmlab.data.digits import reverse_task
 from lmlab.data.pairs import TaskSizes
 from lmlab.errors import LmlabError
-from lmlab.generation.seq2seq import beam_translate, greedy_translate, translate_ids
+from lmlab.generation.config import GenerationConfig
+from lmlab.generation.seq2seq import beam_translate, translate_ids, translate_texts
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from lmlab.objectives.teacher_forcing import teacher_forcing
@@ -38,34 +40,45 @@ def half_trained(one_thread):
     return model.eval(), [vocab.encode(s) for s, _ in splits.test]
 
 
-def test_beam_search_with_one_beam_is_greedy(half_trained):
-    model, sources = half_trained
-    for source, greedy in zip(sources, greedy_translate(model, sources, max_len=8)):
-        beam = beam_translate(model, source, max_len=8, num_beams=1)
-        assert (beam.ids, beam.ended) == (greedy.ids, greedy.ended)
-        assert beam.score == pytest.approx(greedy.score, abs=1e-5)  # batched vs single: float32 rounding
+def greedy(model, sources, max_len=8):
+    return translate_ids(model, sources, GenerationConfig(max_new_tokens=max_len))
 
 
-def test_beam_search_output_is_at_least_as_likely_as_greedy(half_trained):
-    model, sources = half_trained
-    greedy = greedy_translate(model, sources, max_len=8)
-    beams = [beam_translate(model, source, max_len=8, num_beams=4, length_penalty=0.0) for source in sources]
-    assert all(b.score >= g.score - 1e-5 for b, g in zip(beams, greedy))  # float32 rounding: batched vs single
-    assert any(b.score > g.score + 1e-6 for b, g in zip(beams, greedy))  # and it sometimes does better
-
-
-def test_batched_greedy_gives_the_same_outputs_as_one_by_one(half_trained):
-    model, sources = half_trained
-    batched = greedy_translate(model, sources, max_len=8)
-    single = [greedy_translate(model, [source], max_len=8)[0] for source in sources]
-    assert [t.ids for t in batched] == [t.ids for t in single]
-    torch.testing.assert_close([t.score for t in batched], [t.score for t in single], rtol=0, atol=1e-5)
+def beams(model, sources, num_beams, length_penalty=1.0, max_len=8):
+    config = GenerationConfig(max_new_tokens=max_len, num_beams=num_beams, length_penalty=length_penalty, eos_id=EOS)
+    return beam_translate(model, sources, config)
 
 
 def sequence_logprob(model, source: list[int], output: list[int]) -> float:
     """log p(output | source) by one teacher-forced pass: an independent check of the decoders' sums."""
     logits = model(torch.tensor([source]), torch.tensor([[BOS] + output[:-1]]))
     return logits[0].double().log_softmax(-1).gather(1, torch.tensor(output)[:, None]).sum().item()
+
+
+def test_beam_search_with_one_beam_is_greedy(half_trained):
+    model, sources = half_trained
+    for source, g, beam in zip(sources, greedy(model, sources), beams(model, sources, 1, length_penalty=0.0)):
+        assert (beam.token_ids, beam.finish_reason) == (g.token_ids, g.finish_reason)
+        assert beam.score == pytest.approx(sequence_logprob(model, source, g.sampled_ids), abs=1e-5)
+
+
+def test_beam_search_output_is_at_least_as_likely_as_greedy(half_trained):
+    model, sources = half_trained
+    with torch.no_grad():
+        g = [sequence_logprob(model, s, out.sampled_ids) for s, out in zip(sources, greedy(model, sources))]
+        b = [sequence_logprob(model, s, out.sampled_ids)
+             for s, out in zip(sources, beams(model, sources, 4, length_penalty=0.0))]
+    assert all(x >= y - 1e-5 for x, y in zip(b, g))  # float32 rounding: batched vs single
+    assert any(x > y + 1e-6 for x, y in zip(b, g))  # and it sometimes does better
+
+
+def test_batched_decoding_gives_the_same_outputs_as_one_by_one(half_trained):
+    model, sources = half_trained
+    assert [t.token_ids for t in greedy(model, sources)] == [greedy(model, [s])[0].token_ids for s in sources]
+    batched = beams(model, sources, 3)
+    single = [beams(model, [s], 3)[0] for s in sources]
+    assert [t.token_ids for t in batched] == [t.token_ids for t in single]
+    torch.testing.assert_close([t.score for t in batched], [t.score for t in single], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0])
@@ -75,17 +88,26 @@ def test_beam_wider_than_every_candidate_is_exhaustive_search(length_penalty):
     model = build_seq2seq(Seq2SeqConfig(7, V, embed_dim=4, hidden=8, attention="dot")).eval()
     source = [4, 5, 6, EOS]
     others = [t for t in range(V) if t != EOS]
-    candidates = [(list(ids) + [EOS], True) for n in range(max_len) for ids in itertools.product(others, repeat=n)]
-    candidates += [(list(ids), False) for ids in itertools.product(others, repeat=max_len)]
+    candidates = [list(ids) + [EOS] for n in range(max_len) for ids in itertools.product(others, repeat=n)]
+    candidates += [list(ids) for ids in itertools.product(others, repeat=max_len)]
     with torch.no_grad():
-        scored = [(sequence_logprob(model, source, ids) / len(ids) ** length_penalty, ids) for ids, _ in candidates]
+        scored = [(sequence_logprob(model, source, ids) / len(ids) ** length_penalty, ids) for ids in candidates]
     best_score, best = max(scored)
-    beam = beam_translate(model, source, max_len, num_beams=1000, length_penalty=length_penalty)
-    assert beam.ids + [EOS] * beam.ended == best
-    assert beam.score / (len(beam.ids) + beam.ended) ** length_penalty == pytest.approx(best_score, abs=1e-6)
+    beam = beams(model, [source], 1000, length_penalty, max_len)[0]
+    assert beam.sampled_ids == best
+    assert beam.score == pytest.approx(best_score, abs=1e-6)
+
+
+def test_sampling_is_reproducible_by_seed_and_follows_the_temperature(half_trained):
+    model, sources = half_trained
+    config = GenerationConfig(max_new_tokens=8, temperature=5.0, seed=1)
+    first = translate_ids(model, sources, config)
+    assert first == translate_ids(model, sources, config)
+    assert first != greedy(model, sources)  # so hot that some character differs from greedy's
 
 
 def test_fewer_than_one_beam_is_refused(half_trained):
-    model, sources = half_trained
-    with pytest.raises(LmlabError, match="num_beams=0"):
-        translate_ids(model, sources, max_len=8, num_beams=0)
+    model, _ = half_trained
+    vocab = CharVocab.from_texts("0123456789")
+    with pytest.raises(LmlabError, match="--beams 0 must be at least 1"):
+        translate_texts(model, vocab, vocab, ["123"], max_len=8, num_beams=0)

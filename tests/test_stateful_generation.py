@@ -53,8 +53,8 @@ def test_sampling_is_reproducible_by_seed():
     assert generate(model, [1], **config) == generate(model, [1], **config)
 
 
-def test_beams_are_refused_with_one_line():
-    with pytest.raises(LmlabError, match="beam search is for transformer models"):
+def test_beams_on_a_state_that_cannot_follow_them_are_refused_with_one_line():
+    with pytest.raises(LmlabError, match="beam search needs a model whose state can follow the beams"):
         generate(NextIsPlusOne(), [1], max_new_tokens=3, num_beams=2)
     with pytest.raises(LmlabError, match="beam search"):
         list(stream_text(NextIsPlusOne(), None, [1], GenerationConfig(max_new_tokens=3, num_beams=2)))

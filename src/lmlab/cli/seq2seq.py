@@ -8,6 +8,7 @@ from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
 from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
+from lmlab.generation.config import GenerationConfig
 from lmlab.generation.seq2seq import translate_ids
 from lmlab.io.outputs import check_file_output
 from lmlab.models.seq2seq.files import load_seq2seq_dir
@@ -75,12 +76,13 @@ def run_translate(args) -> None:
     if args.heatmap and trained.model.config.attention == "none":
         raise LmlabError("this model was trained with --attention none, so it has no attention map; drop --heatmap")
     source = trained.src_vocab.encode(args.text)
-    output = translate_ids(trained.model, [source], trained.max_len, args.beams, args.length_penalty)[0]
-    print(trained.tgt_vocab.decode(output.ids))
+    config = GenerationConfig(max_new_tokens=trained.max_len, num_beams=args.beams, length_penalty=args.length_penalty)
+    output = translate_ids(trained.model, [source], config)[0]
+    print(trained.tgt_vocab.decode(output.token_ids))
     if args.heatmap:
-        eos = [trained.model.config.eos_id] if output.ended else []
-        weights = attention_map(trained.model, source, output.ids + eos)  # (T, S)
-        rows = [_label(trained.tgt_vocab.token(i)) for i in output.ids + eos]
+        produced = output.sampled_ids  # with the final </s> when it ended there
+        weights = attention_map(trained.model, source, produced)  # (T, S)
+        rows = [_label(trained.tgt_vocab.token(i)) for i in produced]
         cols = [_label(trained.src_vocab.token(i)) for i in source]
         kind = trained.model.config.attention
         save_heatmap(args.heatmap, weights.numpy(), rows, cols, title=f"{kind} attention", value_range=(0.0, 1.0))

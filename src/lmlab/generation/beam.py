@@ -10,7 +10,9 @@ length**length_penalty; the best of the pool is the answer. The rules follow HF 
   - early_stopping=True stops a prompt once its pool holds K hypotheses; False stops once the best
     running beam, at its current length, cannot beat the worst of a full pool; "never" assumes it
     could still grow to max_new_tokens (with length_penalty > 0).
-The KV cache follows the surviving beams with `KVCache.reorder`.
+The KV cache follows the surviving beams with `KVCache.reorder`. `beam_steps` is the loop itself,
+for any model that gives next-token logits and can keep chosen rows of its cache or state: decoders
+(here), encoder-decoders (`encoder_decoder.py`, `seq2seq.py`) and stateful LMs (`stateful.py`).
 """
 
 from collections.abc import Callable
@@ -63,12 +65,13 @@ def beam_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor, torch.Tens
     first_k = torch.arange(C, device=device) < K  # (C,): the candidates that may finish
 
     # Running beams: all K start as the prompt, but only beam 0 may be extended at first
-    # (the others are copies and would give the same candidates K times).
-    scores = torch.full((B, K), IMPOSSIBLE, device=device)
+    # (the others are copies and would give the same candidates K times). Scores add up in the
+    # logits' dtype (float32; the RNN seq2seq passes float64).
+    scores = torch.full((B, K), IMPOSSIBLE, dtype=logits.dtype, device=device)
     scores[:, 0] = 0.0
     tokens = torch.zeros((B, K, N), dtype=torch.long, device=device)
     # The finished pool: up to K hypotheses per prompt, best first.
-    pool_scores = torch.full((B, K), IMPOSSIBLE, device=device)
+    pool_scores = torch.full((B, K), IMPOSSIBLE, dtype=logits.dtype, device=device)
     pool_tokens = torch.zeros((B, K, N), dtype=torch.long, device=device)
     pool_lengths = torch.zeros((B, K), dtype=torch.long, device=device)
     pool_filled = torch.zeros((B, K), dtype=torch.bool, device=device)

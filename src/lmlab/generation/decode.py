@@ -5,9 +5,13 @@ before it, so a step costs O(length) instead of re-running the whole sequence (O
 A step is mostly matrix-vector products that stream the weights from memory; it runs under
 inference mode (no autograd bookkeeping), through the model's `decoding_view` (`layout.py`),
 which streams the weights about twice as fast on the CPU.
+
+`token_steps` is the loop itself, the only greedy / sampling loop in lmlab: decoders (here),
+encoder-decoders (`encoder_decoder.py`, `seq2seq.py`) and stateful LMs (`stateful.py`) each give it
+their first logits and an `advance(token)`; `generations` collects its tokens into `Generation`s.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -15,6 +19,7 @@ from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
+from lmlab.generation.output import Generation
 from lmlab.generation.sampling import next_token
 from lmlab.modules.kv_cache import KVCache
 
@@ -60,6 +65,22 @@ def token_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor], torch.Te
             return
         history.extend(token)
         logits = advance(token)
+
+
+def generations(steps: Iterable[torch.Tensor], stop_ids: tuple[int, ...], batch_size: int) -> list[Generation]:
+    """Run a token loop (`token_steps`, yielding (B,) per step) to its end and cut each row at its first
+    stop id: one `Generation` per row, for callers that want whole outputs rather than a stream."""
+    token_ids: list[list[int]] = [[] for _ in range(batch_size)]
+    stops: list[int | None] = [None] * batch_size
+    for tokens in steps:
+        for row, token in enumerate(tokens.tolist()):
+            if stops[row] is not None:
+                continue
+            if token in stop_ids:
+                stops[row] = token
+            else:
+                token_ids[row].append(token)
+    return [Generation(ids, "length" if stop is None else "stop", stop) for ids, stop in zip(token_ids, stops)]
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None,

@@ -20,7 +20,7 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.generation.beam import beam_steps
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.decode import token_steps
+from lmlab.generation.decode import generations, token_steps
 from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.models.encoder_decoder.model import EncoderDecoder
@@ -67,14 +67,7 @@ def generate_seq2seq(model: EncoderDecoder, input_ids: torch.Tensor, attention_m
 
         return [g.token_ids for g in beam_steps(logits, advance, history, config, K, N)]
 
-    outputs: list[list[int]] = [[] for _ in range(B)]
-    stopped = [False] * B
-    for tokens in token_steps(logits, next_logits, history, config, N):
-        for row, token in enumerate(tokens.tolist()):
-            stopped[row] = stopped[row] or token in config.stop_ids
-            if not stopped[row]:
-                outputs[row].append(token)
-    return outputs
+    return [g.token_ids for g in generations(token_steps(logits, next_logits, history, config, N), config.stop_ids, B)]
 
 
 def check_sources(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,

@@ -4,7 +4,8 @@
     generate_batch(model, [ids1, ids2], config, tokenizer)      -> [Generation, Generation]
     for piece in stream_text(model, tokenizer, ids, config): print(piece, end="")
 
-Greedy and sampling run `decode_steps`; num_beams > 1 runs `beam_search`. With a tokenizer, each
+Greedy and sampling run `decode_steps` (`stateful_decode_steps` for n-gram, window and RNN LMs);
+num_beams > 1 runs `beam_search` (`stateful_beam_search`). With a tokenizer, each
 row's tokens also pass through an `IncrementalDetokenizer`, which finds the stop strings.
 """
 
@@ -18,7 +19,7 @@ from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import decode_steps
 from lmlab.generation.detokenize import IncrementalDetokenizer
 from lmlab.generation.output import Generation
-from lmlab.generation.stateful import stateful_decode_steps
+from lmlab.generation.stateful import stateful_beam_search, stateful_decode_steps
 from lmlab.models.stateful import StatefulLM
 
 
@@ -40,8 +41,9 @@ def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: Gen
         raise LmlabError("stop strings are matched in text; pass the tokenizer to generate_batch")
     if isinstance(model, StatefulLM) and len(prompts) > 1:  # a state per row: decode the rows one by one
         return [generate_batch(model, [prompt], config, tokenizer)[0] for prompt in prompts]
-    if config.num_beams > 1 and not isinstance(model, StatefulLM):
-        results = beam_search(model, prompts, config)
+    if config.num_beams > 1:
+        results = ([stateful_beam_search(model, prompts[0], config)] if isinstance(model, StatefulLM)
+                   else beam_search(model, prompts, config))
         if tokenizer is None:
             return results
         return [Generation(r.token_ids, r.finish_reason, r.stop, tokenizer.decode(r.token_ids), r.score)

@@ -3,6 +3,9 @@ RNN/LSTM/GRU), so that one `lmlab.load`, one perplexity and one generation loop 
 
 A transformer reads its whole prefix at every step (through its KV cache); these models carry a
 state instead: the last n-1 tokens for an n-gram or a window LM, the hidden vectors for an RNN.
+Beam search also needs `reorder_state(state, rows) -> state`, the state of batch rows `rows` (R,) in
+that order; n-gram, window and RNN LMs have it. It is not part of the protocol: a model without it
+still loads, scores and generates greedily or by sampling.
 """
 
 from typing import Any, Protocol, runtime_checkable

@@ -64,6 +64,10 @@ class RNNLM(nn.Module):
         keep = (~rows).to(state[0].dtype)[None, :, None]  # (1, B, 1)
         return tuple(part * keep for part in state)
 
+    def reorder_state(self, state: State, rows: torch.Tensor) -> State:
+        """The state of the sequences `rows` (R,) of the batch, in that order (beam search's survivors)."""
+        return tuple(part[:, rows] for part in state)  # (n_layers, R, hidden) each
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Next-token logits (B, T, V) for ids (B, T), starting from the zero state."""
         return self.unroll(ids, self.initial_state(ids.shape[0]))[0]

@@ -41,6 +41,10 @@ class WindowLM(nn.Module):
         """`state` with the sequences where `rows` (B,) bool is True set back to "no token read yet"."""
         return (torch.where(rows[:, None], NO_TOKEN, state[0]),)  # (B, n - 1)
 
+    def reorder_state(self, state: State, rows: torch.Tensor) -> State:
+        """The state of the sequences `rows` (R,) of the batch, in that order (beam search's survivors)."""
+        return (state[0][rows],)  # (R, n - 1)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Next-token logits (B, T, V) for ids (B, T), as if the text started at ids[:, 0]."""
         return self.unroll(ids, self.initial_state(ids.shape[0]))[0]
