@@ -10,8 +10,14 @@ from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderCon
 from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
+from lmlab.models.elmo.config import ELMO_PRESETS
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
+from lmlab.models.ngram.model import NGRAM_PRESETS
 from lmlab.models.presets import PRESETS
+from lmlab.models.rnn.config import RNN_PRESETS, RNNConfig
+from lmlab.models.seq2seq.config import SEQ2SEQ_PRESETS
+from lmlab.models.window.config import WINDOW_PRESETS
+from lmlab.models.word2vec.config import WORD2VEC_PRESETS
 from lmlab.recipes.sft import sft
 
 from conftest import TINY_MODEL, lmlab as run_cli
@@ -50,10 +56,14 @@ def test_one_preset_registry_serves_every_kind(capsys):
     assert isinstance(lmlab.preset("gpt2-tiny"), ModelConfig)
     assert isinstance(lmlab.preset("bert-tiny", n_layers=1), EncoderConfig) and lmlab.preset("bert-tiny", n_layers=1).n_layers == 1
     assert isinstance(lmlab.preset("t5-tiny"), EncoderDecoderConfig)
-    assert set(PRESETS) == set(DECODER_PRESETS) | set(ENCODER_PRESETS) | set(ENCODER_DECODER_PRESETS)
+    assert isinstance(lmlab.preset("lstm-small"), RNNConfig) and lmlab.preset("lstm-small").cell == "lstm"
+    tables = [DECODER_PRESETS, ENCODER_PRESETS, ENCODER_DECODER_PRESETS, NGRAM_PRESETS, WINDOW_PRESETS, RNN_PRESETS,
+              SEQ2SEQ_PRESETS, ELMO_PRESETS, WORD2VEC_PRESETS]
+    assert set(PRESETS) == set().union(*tables) and len(PRESETS) == sum(len(table) for table in tables)
     with pytest.raises(LmlabError, match="lmlab list --presets"):
         lmlab.preset("gpt5")
     assert run_cli("list", "--presets") == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["name", "kind", "family"] and len(lines) == len(PRESETS) + 2
+    assert lines[0].split()[:3] == ["name", "kind", "family"] and len(lines) == len(PRESETS) + 1
     assert any(line.split()[:3] == ["bart-tiny", "encoder-decoder", "bart"] for line in lines)
+    assert any(line.split()[:3] == ["lstm-small", "classic", "rnn"] for line in lines)

@@ -1,24 +1,39 @@
 """`lmlab list`: the model zoo — what each name is, where it comes from, and whether it is here;
-`lmlab list --presets`: every named preset `lmlab train --model` and `lmlab.preset` accept."""
+`lmlab list --presets`: every named preset `lmlab.preset` accepts, of every kind;
+`lmlab list --families`: every family lmlab builds and reads, and what reads a saved one;
+`lmlab list --objectives`: every training objective, the kind of model it trains and whose default it is."""
 
 from lmlab.io import zoo
 from lmlab.models.presets import PRESETS, summary
-
-CLASSIC = "classic LMs (sizes by flags): lmlab train --arch ngram|window|rnn|lstm|gru"
+from lmlab.models.registry import FAMILIES
+from lmlab.objectives.registry import REGISTRY as OBJECTIVES
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("list", help="list the models in the zoo and which are downloaded")
-    p.add_argument("--presets", action="store_true", help="list the named model presets instead: decoders, "
-                                                          "encoders and encoder-decoders")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--presets", action="store_true", help="list the named model presets instead: decoders, "
+                                                              "encoders, encoder-decoders and classic models")
+    shown.add_argument("--families", action="store_true", help="list the model families instead: their kind, "
+                                                               "saved model_type, reader and presets")
+    shown.add_argument("--objectives", action="store_true", help="list the training objectives instead: the kind of "
+                                                                 "model each trains and the families it is the "
+                                                                 "default of (`lmlab train --objective`)")
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
     if args.presets:
-        _print_table([tuple(str(v) for v in summary(name).values()) for name in PRESETS],
-                     ("name", "kind", "family", "layers", "d_model", "heads", "vocab", "context"))
-        print(CLASSIC)
+        rows = [tuple(summary(name).values()) for name in PRESETS]
+        _print_table(rows, ("name", "kind", "family", "layers", "d_model", "heads", "vocab", "context", "settings"))
+        return
+    if args.families:
+        rows = [(f.name, f.kind, f.model_type, f.reader, ", ".join(f.presets) or "-") for f in FAMILIES.values()]
+        _print_table(rows, ("name", "kind", "model_type", "read with", "presets"))
+        return
+    if args.objectives:
+        rows = [(o.name, o.kind, ", ".join(o.default_for) or "-", o.about) for o in OBJECTIVES.values()]
+        _print_table(rows, ("name", "kind", "default of", "what it trains"))
         return
     rows = []
     for entry in zoo.ZOO.values():

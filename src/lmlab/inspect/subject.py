@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.files import CONVERTERS, load_encoder_decoder
+from lmlab.models import registry
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.io.json_file import read_json_object
 from lmlab.models.load import zoo_or_path, load, load_encoder
-from lmlab.models.encoders import ENCODER_FAMILIES
 
 KINDS = ("decoder", "encoder", "encoder-decoder")
 
@@ -47,10 +47,10 @@ def load_subject(name_or_path: str | Path) -> Subject:
     model_type = None
     if (model_dir / "config.json").is_file():
         model_type = read_json_object(model_dir / "config.json", "").get("model_type")
-    if model_type in ENCODER_FAMILIES:
+    if model_type in registry.model_types("encoder"):
         model, tokenizer = load_encoder(path)
         return Subject(model.eval(), tokenizer, "encoder")
-    if model_type in CONVERTERS:
+    if model_type in registry.model_types("encoder-decoder"):
         model, tokenizer = load_encoder_decoder(path)
         return Subject(model.eval(), tokenizer, "encoder-decoder")
     model, tokenizer = load(path)

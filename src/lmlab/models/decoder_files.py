@@ -14,7 +14,7 @@ from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.decoder import build_decoder
-from lmlab.models.registry import family
+from lmlab.models import registry
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import special_token_ids
 from lmlab.tokenizers.text import TextTokenizer
@@ -26,7 +26,7 @@ def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tok
     tokens and chat template) as an HF model directory, atomically. config.json carries the tokenizer's
     bos / eos / pad ids (eos: every id lmlab stops at), so transformers' `generate` stops where lmlab's does."""
     cfg: ModelConfig = model.config
-    convert = family(cfg.family)
+    convert = registry.lookup(cfg.family, kind="decoder").convert
     hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
         "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
     return write_hf_dir(directory, hf_config, convert.to_hf(model.state_dict(), cfg), tokenizer)
@@ -55,7 +55,8 @@ def read_hf_config(directory: str | Path) -> ModelConfig:
     if "lmlab" in hf:
         return config_from(source, lambda: config_from_dict(hf["lmlab"]))
     model_type = hf.get("model_type")
-    convert = family(model_type if isinstance(model_type, str) else repr(model_type))
+    convert = registry.lookup(model_type if isinstance(model_type, str) else repr(model_type), str(directory),
+                              kind="decoder").convert
     return config_from(source, lambda: convert.config_from_hf(hf))
 
 
@@ -65,7 +66,7 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     before the model is built and the weights are read."""
     directory = Path(directory)
     cfg = read_hf_config(directory)
-    convert = family(cfg.family)
+    convert = registry.lookup(cfg.family, kind="decoder").convert
     header = safetensors_header(safetensors_files(directory))
     check_layer_bound({"n_layers": cfg.n_layers}, header, str(directory))
     with torch.device("meta"):

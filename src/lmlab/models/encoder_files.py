@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 
 from lmlab.config import EncoderConfig
-from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
-from lmlab.models.encoders import ENCODER_FAMILIES, build, converter
+from lmlab.models import registry
+from lmlab.models.encoders import build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
 
@@ -28,10 +28,8 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
     directory = Path(directory)
     hf = read_config_json(directory, "pass an HF encoder model directory")
     model_type = hf.get("model_type")
-    if not isinstance(model_type, str) or model_type not in ENCODER_FAMILIES:
-        raise LmlabError(f"'{directory}' holds a '{model_type}' model, not an encoder ({', '.join(ENCODER_FAMILIES)}); "
-                         "load decoders with lmlab.load")
-    convert = converter(model_type)
+    convert = registry.lookup(model_type if isinstance(model_type, str) else repr(model_type), str(directory),
+                              kind="encoder").convert
     source = str(directory)
     files = safetensors_files(directory)
     header = {k.removeprefix(convert.BASE_PREFIX): v for k, v in safetensors_header(files).items()}

@@ -1,6 +1,6 @@
-"""`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders."""
+"""`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders.
+Which reader a model directory needs is its config.json's `model_type`, looked up in the registry."""
 
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -8,27 +8,18 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
-from lmlab.models.encoder_decoder.files import CONVERTERS
 from lmlab.models.llama.gguf_file import load_gguf
 from lmlab.models.decoder_files import load_hf_dir
 from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.io.json_file import read_json_object
-from lmlab.models.neural_lm_files import load_rnn_dir, load_window_dir
-from lmlab.models.ngram.files import load_ngram_dir
 from lmlab.models.bert.model import BertEncoder
-from lmlab.models.encoders import ENCODER_FAMILIES
+from lmlab.models import registry
+from lmlab.models.family import LOAD, Family
 from lmlab.models.stateful import StatefulLM
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
-
-# The pre-transformer families: config.json's "model_type" -> a reader of such a model directory.
-STATEFUL_LOADERS: dict[str, Callable[[Path], StatefulLM]] = {
-    "ngram": load_ngram_dir,
-    "window": load_window_dir,
-    "rnn": load_rnn_dir,
-}
 
 
 def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
@@ -49,27 +40,31 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     if not (path / "config.json").is_file():
         raise LmlabError(f"'{name_or_path}' holds no finished model (no config.json); if it is a run that was "
                          "stopped, finish it with `lmlab train … --resume`")
-    model_type = _model_type(path)
-    _refuse_encoders(path, model_type)
-    _refuse_other_tools(path, model_type)
-    _refuse_encoder_decoders(path, model_type)
+    family = _family(path)
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
-    if model_type in STATEFUL_LOADERS:
-        model = STATEFUL_LOADERS[model_type](path)
-    else:
-        model = load_hf_dir(path, dtype)
+    model = family.read(path) if family and family.read else load_hf_dir(path, dtype)
     tokenizer = TextTokenizer.from_dir(path)
     _check_tokenizer_fits(tokenizer.vocab_size, model.config.vocab_size, path)
     return model, tokenizer
 
 
-def _model_type(path: Path) -> str | None:
+def _family(path: Path) -> Family | None:
+    """The registry's record of the model in `path` if it is one `lmlab.load` reads; any other family is one
+    line naming what reads it. None when config.json names no model_type (read_hf_config reports why)."""
     try:
         model_type = read_json_object(path / "config.json", "").get("model_type")
     except LmlabError:
         return None  # read_hf_config reports a broken config.json
-    return model_type if isinstance(model_type, str) else None
+    if not isinstance(model_type, str):
+        return None
+    family = registry.lookup(model_type, str(path))
+    if family.reader != LOAD:
+        then = (" and generate with lmlab.generation.encoder_decoder.generate_seq2seq, or fine-tune it with "
+                "`lmlab finetune --task seq2seq`") if family.kind == "encoder-decoder" else ""
+        raise LmlabError(f"'{path}' holds a {family.title}, which is not supported by lmlab.load (nor lmlab "
+                         f"generate, eval perplexity): use {family.reader}{then}")
+    return family
 
 
 def _check_tokenizer_fits(tokens: int, vocab_size: int, source: Path) -> None:
@@ -77,38 +72,6 @@ def _check_tokenizer_fits(tokens: int, vocab_size: int, source: Path) -> None:
     if tokens > vocab_size:
         raise LmlabError(f"{source}: the tokenizer has {tokens} tokens but the model's vocabulary only {vocab_size}; "
                          "put the model's own tokenizer next to its weights")
-
-
-def _refuse_encoders(path: Path, model_type: str | None) -> None:
-    """Encoder-only models (BERT, RoBERTa, …) have no LM head to generate with; say so before anything fails."""
-    if model_type in ENCODER_FAMILIES:
-        name = model_type.upper()
-        raise LmlabError(f"'{path}' holds a {name} encoder; {name} is not supported by lmlab.load, which loads gpt2 "
-                         "and llama decoders: use lmlab.models.load.load_encoder")
-
-
-# Models that lmlab trains but that are not next-token generators: model_type -> the command that uses them.
-OTHER_TOOLS: dict[str, str] = {
-    "seq2seq-rnn": "lmlab seq2seq translate --model DIR --text …",
-    "elmo": "lmlab elmo embed --model DIR --text …",
-    "word2vec": "lmlab word2vec neighbors --model DIR --word …",
-}
-
-
-def _refuse_other_tools(path: Path, model_type: str | None) -> None:
-    """A seq2seq, ELMo or word2vec directory has its own command; name it instead of failing on the weights."""
-    if model_type in OTHER_TOOLS:
-        raise LmlabError(f"'{path}' holds a {model_type} model, which lmlab.load (and lmlab generate, eval "
-                         f"perplexity) does not read; use `{OTHER_TOOLS[model_type]}`")
-
-
-def _refuse_encoder_decoders(path: Path, model_type: str | None) -> None:
-    """Encoder-decoders (BART, Marian, T5) need a source to encode; they load with their own reader."""
-    if model_type in CONVERTERS:
-        raise LmlabError(f"'{path}' holds a {model_type} encoder-decoder, which lmlab.load (decoder-only models) "
-                         "does not read: load it with lmlab.models.encoder_decoder.files.load_encoder_decoder and generate with "
-                         "lmlab.generation.encoder_decoder.generate_seq2seq, or fine-tune it with "
-                         "`lmlab finetune --task seq2seq`")
 
 
 def load_encoder(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, Tokenizer]:

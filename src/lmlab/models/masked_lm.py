@@ -19,7 +19,8 @@ from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files
 from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.models.load import zoo_or_path
 from lmlab.io.weight_checks import safetensors_header
-from lmlab.models.encoders import ENCODER_FAMILIES, converter
+from lmlab.models import registry
+from lmlab.models.encoders import converter
 from lmlab.models.pretraining import EncoderForPreTraining, mlm_head
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
@@ -31,7 +32,7 @@ def is_encoder(name_or_path: str | Path) -> bool:
     path = zoo_or_path(name_or_path)
     for directory in (path / "model", path):
         if (directory / "config.json").is_file():
-            return read_config_json(directory, "").get("model_type") in ENCODER_FAMILIES
+            return read_config_json(directory, "").get("model_type") in registry.model_types("encoder")
     return False
 
 
@@ -75,9 +76,9 @@ def load_masked_lm(name_or_path: str | Path, dtype: torch.dtype = torch.float32
 def _missing_head(directory: Path) -> str:
     """The HF names of the MLM head tensors `directory` lacks ('' when it has them all)."""
     model_type = read_config_json(directory, "").get("model_type")
-    if model_type not in ENCODER_FAMILIES:
+    if model_type not in registry.model_types("encoder"):
         raise LmlabError(f"'{directory}' holds a '{model_type}' model, not an encoder with an MLM head "
-                         f"({', '.join(ENCODER_FAMILIES)}); causal LMs load with lmlab.models.load.load")
+                         f"({', '.join(registry.model_types('encoder'))}); causal LMs load with lmlab.models.load.load")
     header = safetensors_header(safetensors_files(directory))
     missing = [name for name in converter(model_type).MLM_HEAD.values() if name not in header]
     return ", ".join(missing[:2]) + (", …" if len(missing) > 2 else "")

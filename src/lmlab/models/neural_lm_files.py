@@ -1,6 +1,6 @@
 """Model directories of the window and recurrent LMs: config.json (the config's fields, with
 "model_type" "window" or "rnn"), model.safetensors and tokenizer.json. `lmlab.load` reads them
-through `STATEFUL_LOADERS`."""
+through the registry (`models/window/family.py`, `models/rnn/family.py`)."""
 
 import dataclasses
 import json

@@ -1,39 +1,55 @@
-"""Every named preset in one registry: decoders, encoders and encoder-decoders, by name.
+"""Every named preset in one registry, of every kind: decoders, encoders, encoder-decoders and the
+classic models (n-gram, window, RNN/LSTM/GRU, RNN seq2seq, word2vec, ELMo).
 
-Each kind's table sits beside its config class (`config.PRESETS`, `config.ENCODER_PRESETS`,
-`models.encoder_decoder.config.ENCODER_DECODER_PRESETS`); `preset` is the one way to get a config
-from a name, whatever its kind, so `lmlab.preset("bert-tiny")` and `lmlab train --model bert-tiny`
-need not know it, and `lmlab list --presets` shows them all.
+Each table sits beside its config class (`config.PRESETS`, `config.ENCODER_PRESETS`,
+`models.encoder_decoder.config.ENCODER_DECODER_PRESETS`, `models.rnn.config.RNN_PRESETS`, …) and each
+family's record (`models.registry`) holds its own; `preset` is the one way to get a config from a
+name, whatever its kind, and `lmlab list --presets` shows them all with their kind and family.
 """
 
 import dataclasses
+from typing import Any
 
-from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig
+from lmlab.config import checked_replace
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
+from lmlab.models.family import Family
+from lmlab.models.registry import FAMILIES
 
-KINDS = {"decoder": DECODER_PRESETS, "encoder": ENCODER_PRESETS, "encoder-decoder": ENCODER_DECODER_PRESETS}
-PRESETS: dict[str, ModelConfig | EncoderConfig | EncoderDecoderConfig] = {
-    name: cfg for presets in KINDS.values() for name, cfg in presets.items()}
-assert len(PRESETS) == sum(len(p) for p in KINDS.values()), "a preset name is used by two kinds"
+FAMILY_OF: dict[str, Family] = {name: family for family in FAMILIES.values() for name in family.presets}
+PRESETS: dict[str, Any] = {name: family.presets[name] for name, family in FAMILY_OF.items()}
+assert len(PRESETS) == sum(len(family.presets) for family in FAMILIES.values()), "two families use one preset name"
 
 
-def preset(name: str, **overrides) -> ModelConfig | EncoderConfig | EncoderDecoderConfig:
-    """The config of the preset `name`, of whichever kind, with `overrides` applied."""
+def preset(name: str, **overrides) -> Any:
+    """The config of the preset `name`, of whichever kind, with `overrides` applied (checked like the preset)."""
+    family = family_of(name)
+    cfg = PRESETS[name]
+    if not overrides:
+        return cfg
+    return cfg.replace(**overrides) if family.kind != "classic" else checked_replace(cfg, family.name, overrides)
+
+
+def family_of(name: str) -> Family:
+    """The registry's record of the family the preset `name` belongs to; an unknown name is one error."""
     if name not in PRESETS:
         raise LmlabError(f"unknown preset '{name}'; choose one of: {', '.join(PRESETS)} (`lmlab list --presets`)")
-    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
+    return FAMILY_OF[name]
 
 
 def kind(name: str) -> str:
-    """'decoder', 'encoder' or 'encoder-decoder': which kind of model the preset `name` builds."""
-    return next(k for k, presets in KINDS.items() if name in presets)
+    """'decoder', 'encoder', 'encoder-decoder' or 'classic': which kind of model the preset `name` builds."""
+    return family_of(name).kind
 
 
-def summary(name: str) -> dict:
-    """What `lmlab list --presets` shows of a preset: kind, family, layers, width, heads, vocabulary, context."""
-    cfg = dataclasses.asdict(PRESETS[name])
-    layers = cfg.get("n_layers") or f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}"
+def summary(name: str) -> dict[str, str]:
+    """What `lmlab list --presets` shows of a preset: kind, family, layers, width, heads, vocabulary,
+    context ("-" where the family has none) and the settings that tell its family's presets apart."""
+    family, cfg = FAMILY_OF[name], dataclasses.asdict(PRESETS[name])
+    layers = cfg.get("n_layers") or (f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}"
+                                     if "n_encoder_layers" in cfg else None)
+    width = next((cfg[key] for key in ("d_model", "dim", "embed_dim") if key in cfg), None)
     context = cfg.get("context_length") or cfg.get("max_source_length")
-    return {"name": name, "kind": kind(name), "family": cfg["family"], "layers": layers, "d_model": cfg["d_model"],
-            "heads": cfg["n_heads"], "vocab": cfg["vocab_size"], "context": context}
+    shown = {"name": name, "kind": family.kind, "family": family.name, "layers": layers, "d_model": width,
+             "heads": cfg.get("n_heads"), "vocab": cfg.get("vocab_size"), "context": context,
+             "settings": " ".join(f"{trait}={cfg[trait]}" for trait in family.traits)}
+    return {key: "-" if value in (None, "") else str(value) for key, value in shown.items()}

@@ -41,3 +41,13 @@ class ElmoConfig:
     @property
     def n_filters(self) -> int:
         return sum(n for _, n in self.filters)
+
+
+# Named shapes (`lmlab.preset`, `lmlab list --presets`); vocab_size becomes the training data's at training time.
+ELMO_PRESETS: dict[str, ElmoConfig] = {
+    "elmo-tiny": ElmoConfig(vocab_size=4096),  # `lmlab elmo train` without shape flags
+    # Peters et al. (2018): 2048 filters over 50 bytes, 2 x 4096-cell LSTMs projected to 512, the 1B Word vocabulary
+    "elmo-original": ElmoConfig(vocab_size=793471, d_model=512, lstm_cells=4096, n_layers=2, char_dim=16,
+                                filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)),
+                                n_highway=2, max_chars=50),
+}

@@ -5,12 +5,11 @@
 transformers loads the directory (BartForConditionalGeneration, MarianMTModel, …); config.json
 also carries our full config under "lmlab", for choices HF's schema has no field for.
 `load_encoder_decoder` reads such a directory back, or one written by transformers'
-`save_pretrained`, through the converter module of its `model_type` (CONVERTERS): each offers
-config_from_hf, config_to_hf, from_hf and to_hf.
+`save_pretrained`, through the converter module the registry gives for its `model_type`: each
+offers config_from_hf, config_to_hf, from_hf and to_hf.
 """
 
 from pathlib import Path
-from types import ModuleType
 
 import torch
 from tokenizers import Tokenizer
@@ -19,30 +18,20 @@ from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
-from lmlab.models.bart import convert as bart
+from lmlab.models import registry
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_from_dict, config_to_dict
 from lmlab.models.encoder_decoder.model import EncoderDecoder
-from lmlab.models.encoders import ENCODER_FAMILIES
-from lmlab.models.registry import FAMILIES
-from lmlab.models.t5 import convert as t5
-from lmlab.models.transformer import convert as marian
+from lmlab.models.family import LOAD, LOAD_ENCODER, Family
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 
-CONVERTERS: dict[str, ModuleType] = {"bart": bart, "marian": marian, "t5": t5}  # HF model_type -> its converter module
-
-# the HF model_type a family is saved as, where the two names differ
-_SAVED_AS = {"transformer": marian.MODEL_TYPE}
-
-# model_types of decoder-only models lmlab reads (with lmlab.load): HF ones and its own pre-transformer LMs
-_DECODER_ONLY = tuple(name for name in FAMILIES if name not in ENCODER_FAMILIES) + ("ngram", "window", "rnn")
 
 
 def save_encoder_decoder(model: EncoderDecoder, tokenizer: Tokenizer | str | Path | None, out_dir: str | Path) -> Path:
     """Write `model` and `tokenizer` (an HF `tokenizers.Tokenizer` or the path of a tokenizer.json)
     as an HF model directory that `load_encoder_decoder` and transformers read, atomically."""
     cfg: EncoderDecoderConfig = model.config
-    convert = converter(_SAVED_AS.get(cfg.family, cfg.family))
+    convert = registry.lookup(cfg.family, kind="encoder-decoder").convert
     dtype = str(model.lm_head.weight.dtype).removeprefix("torch.")
     hf_config = convert.config_to_hf(cfg) | {"torch_dtype": dtype, "lmlab": config_to_dict(cfg)}
     if isinstance(tokenizer, (str, Path)):
@@ -59,7 +48,7 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     if (path / "model" / "config.json").is_file():
         path = path / "model"
     hf = _read_config(path)
-    convert = converter(_encoder_decoder_type(path, hf))
+    convert = _encoder_decoder_family(path, hf).convert
     source = str(path / "config.json")
     if "lmlab" in hf:
         cfg = config_from(source, lambda: config_from_dict(hf["lmlab"]))
@@ -79,13 +68,6 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     return model.to(dtype).eval(), tokenizer
 
 
-def converter(model_type: str) -> ModuleType:
-    """The HF conversion module of an encoder-decoder model_type (bart, marian, …)."""
-    if model_type not in CONVERTERS:
-        raise LmlabError(f"'{model_type}' is not an encoder-decoder lmlab reads; it reads: {', '.join(CONVERTERS)}")
-    return CONVERTERS[model_type]
-
-
 def _read_config(path: Path) -> dict:
     if not path.is_dir():
         raise LmlabError(f"encoder-decoder model directory '{path}' not found; pass a directory written by "
@@ -93,20 +75,20 @@ def _read_config(path: Path) -> dict:
     return read_config_json(path, "pass a directory written by save_encoder_decoder or transformers' save_pretrained")
 
 
-def _encoder_decoder_type(path: Path, hf: dict) -> str:
-    """The directory's model_type, or one clear line saying why it is not an encoder-decoder lmlab reads."""
+def _encoder_decoder_family(path: Path, hf: dict) -> Family:
+    """The registry's record of the directory's model_type, or one clear line saying why it is not an
+    encoder-decoder lmlab reads."""
     model_type = hf.get("model_type")
-    readable = ", ".join(CONVERTERS)
-    if model_type in CONVERTERS:
-        return model_type
-    if model_type in _DECODER_ONLY:
-        raise LmlabError(f"'{path}' holds a {model_type} model, which is a decoder-only model; seq2seq needs an "
-                         f"encoder-decoder ({readable})")
-    if model_type in ENCODER_FAMILIES:
-        raise LmlabError(f"'{path}' holds a {model_type} model, which is an encoder-only model; seq2seq needs an "
-                         f"encoder-decoder ({readable})")
-    raise LmlabError(f"'{path}' holds a model of model_type {model_type!r}, which lmlab does not read as an "
-                     f"encoder-decoder; it reads: {readable}")
+    family = registry.lookup(model_type if isinstance(model_type, str) else repr(model_type), str(path))
+    readable = ", ".join(registry.model_types("encoder-decoder"))
+    if family.kind == "encoder-decoder":
+        return family
+    roles = {LOAD: "a decoder-only model", LOAD_ENCODER: "an encoder-only model"}
+    if family.reader in roles:
+        raise LmlabError(f"'{path}' holds a {family.model_type} model, which is {roles[family.reader]}; seq2seq "
+                         f"needs an encoder-decoder ({readable})")
+    raise LmlabError(f"'{path}' holds a {family.title}, which lmlab does not read as an encoder-decoder; it reads: "
+                     f"{readable} (read this one with {family.reader})")
 
 
 def _read_tokenizer(path: Path) -> Tokenizer:

@@ -71,6 +71,15 @@ class NGramConfig:
         return cls(**dict(values, discounts=tuple(tuple(d) for d in values.get("discounts", ()))))
 
 
+# Named settings (`lmlab.preset`, `lmlab list --presets`); vocab_size becomes the tokenizer's and the
+# discounts are fitted on the counts at training time.
+NGRAM_PRESETS: dict[str, NGramConfig] = {
+    "trigram-kn": NGramConfig(order=3, smoothing="kn", vocab_size=8192),  # `lmlab train --arch ngram`'s default
+    "bigram-laplace": NGramConfig(order=2, smoothing="addk", vocab_size=8192, add_k=1.0),
+    "5gram-mkn": NGramConfig(order=5, smoothing="mkn", vocab_size=8192),
+}
+
+
 class NGramLM(torch.nn.Module):
     """An n-gram language model (any smoothing) as a StatefulLM."""
 
@@ -103,6 +112,10 @@ class NGramLM(torch.nn.Module):
     def initial_state(self, batch_size: int) -> torch.Tensor:
         """No tokens read yet: an empty (B, 0) history."""
         return torch.zeros(batch_size, 0, dtype=torch.long)
+
+    def reorder_state(self, state: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The histories of the sequences `rows` (R,) of the batch, in that order (beam search's survivors)."""
+        return state[rows.to(state.device)]  # (R, S)
 
     def step(self, ids: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Read ids (B, T) after the history `state`; return the next-token log-scores (B, V) and the

@@ -23,3 +23,14 @@ class RNNConfig:
         if self.cell not in ("rnn", "lstm", "gru"):
             raise LmlabError(f"unknown recurrent cell '{self.cell}'; choose rnn, lstm or gru")
         check_lm_shape(self, ("vocab_size", "d_model", "hidden", "n_layers", "context_length"))
+
+
+# Named shapes (`lmlab.preset`, `lmlab list --presets`); vocab_size becomes the tokenizer's at training time.
+# The -small ones are `lmlab train --arch rnn|lstm|gru` without size flags.
+RNN_PRESETS: dict[str, RNNConfig] = {
+    "rnn-small": RNNConfig(cell="rnn", vocab_size=4096),
+    "lstm-small": RNNConfig(cell="lstm", vocab_size=4096),
+    "gru-small": RNNConfig(cell="gru", vocab_size=4096),
+    # the medium LSTM of Zaremba et al. (2014) on the Penn Treebank: 2 x 650 units, dropout 0.5
+    "lstm-medium": RNNConfig(cell="lstm", vocab_size=10000, d_model=650, hidden=650, n_layers=2, dropout=0.5),
+}

@@ -39,3 +39,11 @@ class Seq2SeqConfig:
             raise LmlabError("vocabulary sizes, embed_dim and attention_dim must be at least 1")
         if not 0 <= self.dropout < 1:
             raise LmlabError(f"--dropout {self.dropout} must lie in [0, 1)")
+
+
+# Named shapes, one per attention (`lmlab.preset`, `lmlab list --presets`): `lmlab seq2seq train`'s
+# default sizes; the vocabularies become the task's characters at training time.
+SEQ2SEQ_PRESETS: dict[str, Seq2SeqConfig] = {
+    f"seq2seq-{attention}": Seq2SeqConfig(src_vocab_size=128, tgt_vocab_size=128, attention=attention)
+    for attention in ATTENTION_KINDS
+}

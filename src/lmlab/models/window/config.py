@@ -19,3 +19,10 @@ class WindowConfig:
 
     def __post_init__(self):
         check_lm_shape(self, ("vocab_size", "window", "d_model", "hidden", "context_length"))
+
+
+# Named shapes (`lmlab.preset`, `lmlab list --presets`); vocab_size becomes the tokenizer's at training time.
+WINDOW_PRESETS: dict[str, WindowConfig] = {
+    "window-small": WindowConfig(vocab_size=4096),  # `lmlab train --arch window` without size flags
+    "window-tiny": WindowConfig(vocab_size=4096, window=3, d_model=32, hidden=64),
+}

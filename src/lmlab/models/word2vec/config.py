@@ -42,3 +42,10 @@ class Word2VecConfig:
     @property
     def start_lr(self) -> float:
         return DEFAULT_LR[self.method] if self.lr is None else self.lr
+
+
+# Named settings (`lmlab.preset`, `lmlab list --presets`): `lmlab word2vec train`'s defaults, per method.
+WORD2VEC_PRESETS: dict[str, Word2VecConfig] = {
+    "word2vec-sgns": Word2VecConfig(method="sgns"),
+    "word2vec-cbow": Word2VecConfig(method="cbow"),
+}

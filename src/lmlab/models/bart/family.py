@@ -1,0 +1,9 @@
+"""BART's record in the registry: a post-norm encoder-decoder with learned positions, pre-trained by denoising."""
+
+from lmlab.models.bart import convert
+from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.family import LOAD_ENCODER_DECODER, Family
+
+FAMILY = Family("bart", "encoder-decoder", LOAD_ENCODER_DECODER, build=build_encoder_decoder, convert=convert,
+                presets={name: cfg for name, cfg in ENCODER_DECODER_PRESETS.items() if cfg.family == "bart"})

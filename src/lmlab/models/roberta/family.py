@@ -1,0 +1,9 @@
+"""RoBERTa's record in the registry: BERT's encoder with positions numbered after the pad id."""
+
+from lmlab.config import ENCODER_PRESETS
+from lmlab.models.roberta import convert
+from lmlab.models.roberta.build import build_roberta
+from lmlab.models.family import LOAD_ENCODER, Family
+
+FAMILY = Family("roberta", "encoder", LOAD_ENCODER, build=build_roberta, convert=convert,
+                presets={name: cfg for name, cfg in ENCODER_PRESETS.items() if cfg.family == "roberta"})
