@@ -1,26 +1,27 @@
 """Dynamic masking draws a new mask each epoch, the same one when an epoch is replayed (resume),
 independently of the batch an example is in; static masking keeps one mask for every epoch."""
 
-from functools import partial
-
 import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
 
-from lmlab.objectives.dynamic_masking import example_generator, mask_each
-from lmlab.objectives.masked_lm import masked_lm
+from lmlab.objectives.dynamic_masking import example_key
+from lmlab.objectives.masked_lm import masked_lm_objective
 
-V, MASK = 1000, 4
-mask = partial(masked_lm, mask_id=MASK, vocab_size=V)
-
-
-def batch(rows: int = 6, T: int = 64):
-    ids = torch.randint(5, V, (rows, T), generator=torch.Generator().manual_seed(0))
-    return ids, torch.zeros_like(ids, dtype=torch.bool)
+V = 1000
+VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4} | {f"w{i}": i for i in range(5, V)}
+mask = masked_lm_objective(Tokenizer(WordLevel(VOCAB, unk_token="[UNK]")))
 
 
-def masked(examples: list[int], epoch: int | None, seed: int = 0):
-    ids, special = batch()
-    rows = (ids[examples], special[examples])
-    return mask_each(mask, rows, [example_generator(seed, e, epoch) for e in examples])
+def batch(rows: int = 6, T: int = 64) -> list[list[int]]:
+    return torch.randint(5, V, (rows, T), generator=torch.Generator().manual_seed(0)).tolist()
+
+
+def masked(examples: list[int], epoch: int | None, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) (B, T) of the examples, each masked with its own key."""
+    rows = batch()
+    pairs = [mask(rows[e], example_key(seed, e, epoch)) for e in examples]
+    return torch.tensor([i for i, _ in pairs]), torch.tensor([t for _, t in pairs])
 
 
 def test_dynamic_masks_differ_between_epochs_and_repeat_within_one():

@@ -1,26 +1,25 @@
 """The encoder half of `lmlab train`: `--model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|…`
-pre-trains an encoder preset with `--objective` (mlm, mlm+nsp, mlm+sop, span, rtd). `cli.train`
+pre-trains an encoder preset with `--objective` (an encoder objective of `objectives.registry`). `cli.train`
 adds these flags and hands encoder presets to `run_encoder`."""
 
 import dataclasses
 
+from lmlab.cli.config_flags import config_overrides
 from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
-from lmlab.recipes.pretrain_encoder import FAMILY_OBJECTIVES, pretrain_encoder
-from lmlab.recipes.pretrain_seq2seq import OBJECTIVES as SEQ2SEQ_OBJECTIVES
+from lmlab.objectives.registry import objectives_for
+from lmlab.recipes.pretrain_encoder import pretrain_encoder
 
 ENCODER_FLAGS = ("objective", "whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
-OBJECTIVES = sorted({o for objectives in FAMILY_OBJECTIVES.values() for o in objectives}) + list(SEQ2SEQ_OBJECTIVES)
 
 
 def add_encoder_flags(p) -> None:
     """--objective, --whole-word-masking, --masking and the encoder-only model settings."""
     group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(ENCODER_PRESETS) + ")")
-    group.add_argument("--objective", choices=OBJECTIVES,
-                       help="mlm, mlm+nsp (BERT), mlm+sop (ALBERT), span (SpanBERT), rtd (ELECTRA); encoder-"
-                            "decoders: span_corruption (T5), denoising (BART), gap_sentences (Pegasus); default: the "
-                            "preset's own")
+    group.add_argument("--objective", metavar="NAME",
+                       help="encoders: " + ", ".join(r.name for r in objectives_for("encoder")) + "; encoder-decoders: "
+                            + ", ".join(r.name for r in objectives_for("encoder-decoder")) + "; default: the preset's own")
     group.add_argument("--whole-word-masking", action="store_true", default=None, help="mask whole words, never single pieces")
     group.add_argument("--masking", choices=["static", "dynamic"],
                        help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")
@@ -33,12 +32,12 @@ def add_encoder_flags(p) -> None:
 def run_encoder(args) -> None:
     """Pre-train the encoder preset `args.model` with the flags' objective and settings."""
     encoder_fields = {f.name for f in dataclasses.fields(EncoderConfig)}
-    foreign = sorted(name for name in _given(args, ModelConfig) if name not in encoder_fields)
+    foreign = sorted(name for name in config_overrides(args, ModelConfig) if name not in encoder_fields)
     if foreign:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder "
                          f"preset {args.model}; drop them")
-    model_cfg = preset(args.model, **_given(args, EncoderConfig))
-    result = pretrain_encoder(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
+    model_cfg = preset(args.model, **config_overrides(args, EncoderConfig))
+    result = pretrain_encoder(model_cfg, TrainConfig(**config_overrides(args, TrainConfig)), args.data, args.out,
                               objective=args.objective, whole_word=bool(args.whole_word_masking), masking=args.masking,
                               tokenizer=args.tokenizer, resume=args.resume, stop_after=args.stop_after,
                               device=args.device)
@@ -50,7 +49,3 @@ def run_encoder(args) -> None:
                        for k, v in result.after.items() if k.endswith("_acc"))
     print(f"done: {result.step} steps; held-out {scores}. Model saved to {result.model_dir}")
 
-
-def _given(args, cls) -> dict:
-    """The fields of dataclass `cls` that were given as flags."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}

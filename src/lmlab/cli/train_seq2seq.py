@@ -4,13 +4,15 @@ denoising) or `--objective span_corruption|denoising|gap_sentences`; `--noise-de
 `--mean-span-length` set how much span corruption drops. `cli.train` adds these flags
 (`add_seq2seq_flags`) and hands encoder-decoder presets to `run_encoder_decoder`."""
 
-from lmlab.cli.train_encoder import ENCODER_FLAGS, _given
+from lmlab.cli.config_flags import config_overrides
+from lmlab.cli.train_encoder import ENCODER_FLAGS
 from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise
-from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
+from lmlab.objectives.registry import choose_objective
+from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
 
 SPAN_FLAGS = ("noise_density", "mean_span_length")  # span corruption's settings (SpanNoise)
 
@@ -33,7 +35,7 @@ def add_seq2seq_flags(p) -> None:
 
 def run_encoder_decoder(args) -> None:
     """Pre-train the encoder-decoder preset `args.model` with its (or `--objective`'s) objective."""
-    model_flags = _given(args, ModelConfig)
+    model_flags = config_overrides(args, ModelConfig)
     foreign = sorted(name for name in model_flags if name not in SHAPE_FLAGS)
     foreign += [name for name in ENCODER_FLAGS if name != "objective" and getattr(args, name) is not None]
     if foreign:
@@ -42,11 +44,11 @@ def run_encoder_decoder(args) -> None:
     overrides = {field: value for name, value in model_flags.items() for field in SHAPE_FLAGS[name]}
     model_cfg = preset(args.model, **overrides)
     span = {name: getattr(args, name) for name in SPAN_FLAGS if getattr(args, name) is not None}
-    objective = args.objective or FAMILY_OBJECTIVE[model_cfg.family]
-    if span and objective != "span_corruption":
+    objective = choose_objective("encoder-decoder", model_cfg.family, args.objective)
+    if span and "noise" not in objective.settings:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in span)} apply to span_corruption, not to "
-                         f"{objective}; drop them or pass --objective span_corruption")
-    result = pretrain_seq2seq(model_cfg, TrainConfig(**_given(args, TrainConfig)), args.data, args.out,
+                         f"{objective.name}; drop them or pass --objective span_corruption")
+    result = pretrain_seq2seq(model_cfg, TrainConfig(**config_overrides(args, TrainConfig)), args.data, args.out,
                               objective=args.objective, tokenizer=args.tokenizer, resume=args.resume,
                               stop_after=args.stop_after, device=args.device, span_noise=SpanNoise(**span))
     print_result(result, args.out)

@@ -22,7 +22,9 @@ from collections.abc import Callable, Collection
 from functools import partial
 
 from lmlab.errors import LmlabError
-from lmlab.objectives.sentences import split_sentences
+from lmlab.objectives.objective import Key, Objective, Tokens, python_rng
+from lmlab.objectives.sentences import sentence_end_ids, split_sentences
+from lmlab.tokenizers.seq2seq import MASK
 
 NoiseFn = Callable[[list[int], random.Random], list[int]]
 
@@ -126,3 +128,13 @@ def bart_default_noise(mask_id: int, sentence_end_ids: Collection[int]) -> Noise
 def bart_denoising(tokens: list[int], rng: random.Random, noise: NoiseFn) -> tuple[list[int], list[int]]:
     """BART's training pair: (noise(tokens), tokens), the clean document as the decoder's target."""
     return noise(tokens, rng), list(tokens)
+
+
+def denoising_objective(tokenizer) -> Objective:
+    """`bart_denoising` with `bart_default_noise`, bound to a tokenizer holding <mask> (and the
+    sentence ends it has): objective(tokens, key) -> (noisy tokens, tokens), noise from the key's rng."""
+    noise = bart_default_noise(tokenizer.token_to_id(MASK), sentence_end_ids(tokenizer))
+
+    def objective(tokens: Tokens, key: Key) -> tuple[Tokens, Tokens]:
+        return bart_denoising(tokens, python_rng(key), noise)
+    return objective

@@ -16,6 +16,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from lmlab.errors import LmlabError
+from lmlab.objectives.objective import Key, Objective, Tokens
+from lmlab.objectives.sentences import sentence_end_ids, split_sentences
+from lmlab.tokenizers.seq2seq import MASK
+
+PEGASUS_RATIO = 0.3  # the share of a document's sentences Pegasus masks
 
 
 def rouge1_f1(candidate: list[int], reference: list[int]) -> float:
@@ -64,7 +69,7 @@ STRATEGIES: dict[str, Callable[[list[list[int]], int, random.Random | None], lis
     "principal": principal, "lead": lead, "random": uniform}
 
 
-def gap_sentences(sentences: list[list[int]], mask_sentence_id: int, ratio: float = 0.3,
+def gap_sentences(sentences: list[list[int]], mask_sentence_id: int, ratio: float = PEGASUS_RATIO,
                   strategy: str = "principal", rng: random.Random | None = None) -> tuple[list[int], list[int]]:
     """Pegasus's pre-training pair (inputs, targets) for one document given as its sentences.
 
@@ -81,3 +86,13 @@ def gap_sentences(sentences: list[list[int]], mask_sentence_id: int, ratio: floa
     inputs = [t for i, s in enumerate(sentences) for t in ([mask_sentence_id] if i in picked else s)]
     targets = [t for i, s in enumerate(sentences) if i in picked for t in s]
     return inputs, targets
+
+
+def gap_sentences_objective(tokenizer, ratio: float = PEGASUS_RATIO) -> Objective:
+    """`gap_sentences` ("principal", so the key draws nothing) bound to a tokenizer holding <mask>,
+    the tokens cut into sentences at its sentence ends: objective(tokens, key) -> (inputs, targets)."""
+    mask, ends = tokenizer.token_to_id(MASK), sentence_end_ids(tokenizer)
+
+    def objective(tokens: Tokens, key: Key) -> tuple[Tokens, Tokens]:
+        return gap_sentences(split_sentences(tokens, ends), mask, ratio)
+    return objective

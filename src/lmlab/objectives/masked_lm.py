@@ -14,6 +14,8 @@ the same way.
 
 import torch
 
+from lmlab.objectives.masking_row import MaskingIds
+from lmlab.objectives.objective import Key, Objective, Tokens, torch_generator
 from lmlab.targets import IGNORE_INDEX
 
 MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of the chosen tokens; the remaining 10% stay unchanged
@@ -40,3 +42,15 @@ def corrupt(ids: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: i
     inputs = torch.where(chosen & (how >= MASK_SHARE) & (how < MASK_SHARE + RANDOM_SHARE), random_ids, inputs)
     targets = torch.where(chosen, ids, IGNORE_INDEX)
     return inputs, targets
+
+
+def masked_lm_objective(tokenizer) -> Objective:
+    """`masked_lm` bound to a WordPiece tokenizer: objective(row, key) -> (inputs, targets), the
+    row (T,) as the batch pads it, the mask drawn from the key's generator."""
+    vocab = MaskingIds.of(tokenizer)
+
+    def objective(tokens: Tokens, key: Key) -> tuple[Tokens, Tokens]:
+        ids, special = vocab.row(tokens)  # (1, T) each
+        inputs, targets = masked_lm(ids, special, vocab.mask_id, vocab.vocab_size, torch_generator(key))
+        return inputs[0].tolist(), targets[0].tolist()
+    return objective

@@ -17,6 +17,7 @@ that token counts as the reply's.
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.objectives.objective import Key
 from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
@@ -79,6 +80,21 @@ def sft_batch(tokenizer: TextTokenizer, examples: list[list[dict]], block_size: 
     tokens = torch.tensor([ids + [pad_id] * n for (ids, _), n in zip(rows, padding)])  # (B, block_size + 1)
     labels = torch.tensor([lab + [IGNORE_INDEX] * n for (_, lab), n in zip(rows, padding)])  # (B, block_size + 1)
     return tokens[:, :-1], labels[:, 1:]
+
+
+def sft_objective(tokenizer: TextTokenizer, block_size: int):
+    """SFT on one chat, bound to a chat tokenizer and a block size: objective(messages, key) ->
+    (inputs, targets), the row `sft_batch` gives that chat, unpadded (at most block_size tokens;
+    targets IGNORE_INDEX off the assistant's replies). The example is a chat, not tokens; nothing
+    is drawn, so the key is not read."""
+    if block_size < 1:
+        raise LmlabError(f"block size {block_size} must be at least 1")
+
+    def objective(messages: list[dict], key: Key) -> tuple[list[int], list[int]]:
+        ids, labels = chat_tokens(tokenizer, messages)
+        ids, labels = ids[: block_size + 1], labels[: block_size + 1]
+        return ids[:-1], labels[1:]
+    return objective
 
 
 def response_batch(queries: list[list[int]], responses: list[list[int]],

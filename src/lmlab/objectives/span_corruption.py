@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lmlab.errors import LmlabError
+from lmlab.objectives.objective import Key, Objective, Tokens, python_rng
 
 T5_SENTINELS = 100
 
@@ -122,3 +123,13 @@ def span_corruption(tokens: list[int], sentinel_ids: Sequence[int], rng: random.
         kept_from = end
     inputs += tokens[kept_from:]
     return inputs, targets
+
+
+def span_corruption_objective(tokenizer, noise: SpanNoise = SpanNoise()) -> Objective:
+    """`span_corruption` bound to a tokenizer holding `t5_sentinel_tokens()` and to `noise`:
+    objective(tokens, key) -> (inputs, targets), the spans drawn from the key's rng."""
+    sentinels = [tokenizer.token_to_id(t) for t in t5_sentinel_tokens()]
+
+    def objective(tokens: Tokens, key: Key) -> tuple[Tokens, Tokens]:
+        return span_corruption(tokens, sentinels, python_rng(key), noise.noise_density, noise.mean_span_length)
+    return objective

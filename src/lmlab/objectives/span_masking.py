@@ -11,6 +11,8 @@ extractive tasks (question answering, coreference) ask of a representation.
 import torch
 
 from lmlab.objectives.masked_lm import corrupt
+from lmlab.objectives.masking_row import word_masking_objective
+from lmlab.objectives.objective import Objective
 from lmlab.objectives.whole_word import word_ids
 
 GEOMETRIC_P, MAX_SPAN = 0.2, 10
@@ -71,3 +73,8 @@ def span_masked_lm(ids: torch.Tensor, special: torch.Tensor, continuation: torch
                    rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
     """SpanBERT masking: ids, special, continuation (B, T) -> (inputs, targets) as `masked_lm`."""
     return corrupt(ids, span_chosen(special, continuation, generator, rate), mask_id, vocab_size, generator)
+
+
+def span_masking_objective(tokenizer) -> Objective:
+    """`span_masked_lm` bound to a WordPiece tokenizer: objective(row, key) -> (inputs, targets)."""
+    return word_masking_objective(tokenizer, span_masked_lm)

@@ -10,13 +10,8 @@ overshoot it ends the choice), then every chosen token gets BERT's 80/10/10 (`ma
 import torch
 
 from lmlab.objectives.masked_lm import corrupt
-
-
-def continuation_table(vocab: dict[str, int]) -> torch.Tensor:
-    """(V,) bool, True for the ids of continuation pieces ("##…"): index it with token ids (B, T)."""
-    table = torch.zeros(max(vocab.values()) + 1, dtype=torch.bool)
-    table[[i for token, i in vocab.items() if token.startswith("##")]] = True
-    return table
+from lmlab.objectives.masking_row import word_masking_objective
+from lmlab.objectives.objective import Objective
 
 
 def word_ids(continuation: torch.Tensor) -> torch.Tensor:
@@ -50,3 +45,8 @@ def whole_word_masked_lm(ids: torch.Tensor, special: torch.Tensor, continuation:
     """Masked LM over whole words: ids, special, continuation (B, T) -> (inputs, targets) as `masked_lm`."""
     chosen = whole_word_chosen(special, continuation, generator, rate)
     return corrupt(ids, chosen, mask_id, vocab_size, generator)
+
+
+def whole_word_objective(tokenizer) -> Objective:
+    """`whole_word_masked_lm` bound to a WordPiece tokenizer: objective(row, key) -> (inputs, targets)."""
+    return word_masking_objective(tokenizer, whole_word_masked_lm)
