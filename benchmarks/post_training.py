@@ -127,7 +127,8 @@ def finetune_config(job: Job) -> FinetuneConfig:
     so neither side evaluates; max_steps is one more than the steps run (see the module docstring)."""
     return FinetuneConfig(peft="lora", lora_rank=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0,
                           lora_targets=LMLAB_TARGETS, max_steps=job.steps + 1, batch_size=job.batch_size,
-                          block_size=job.max_length, lr=LR, val_fraction=0.0, eval_every=job.steps + 1,
+                          block_size=job.max_length, optim=FinetuneConfig.optim.replace(lr=LR, beta2=ADAM_BETA2),
+                          val_fraction=0.0, eval_every=job.steps + 1,
                           checkpoint_every=job.steps + 1, task_size=job.batch_size * job.steps,
                           task_max_operand=99, task_eval_size=1)
 
@@ -271,9 +272,9 @@ def run_trl(job: Job, memory: PeakMemory) -> dict:
         settings = dict(
             output_dir=out, max_steps=job.steps, per_device_train_batch_size=job.batch_size,
             gradient_accumulation_steps=1, max_length=job.max_length, learning_rate=LR, optim="adamw_torch_fused",
-            adam_beta2=ADAM_BETA2, weight_decay=cfg.weight_decay, max_grad_norm=cfg.grad_clip,
-            lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": cfg.min_lr_ratio},
-            warmup_steps=cfg.warmup_steps, gradient_checkpointing=False, bf16=False, use_cpu=device.type == "cpu",
+            adam_beta2=cfg.optim.beta2, weight_decay=cfg.optim.weight_decay, max_grad_norm=cfg.optim.grad_clip,
+            lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": cfg.optim.min_lr_ratio},
+            warmup_steps=cfg.optim.warmup_steps, gradient_checkpointing=False, bf16=False, use_cpu=device.type == "cpu",
             train_sampling_strategy="sequential", dataloader_num_workers=0, eval_strategy="no", save_strategy="no",
             report_to="none", logging_steps=job.steps + 1, logging_first_step=True, disable_tqdm=True, seed=cfg.seed)
         data = datasets.Dataset.from_list(trl_rows(job, cfg))

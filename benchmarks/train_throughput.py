@@ -5,9 +5,10 @@ with the identical config (`config_to_hf`), copies the weights across so both st
 checks the first loss agrees), then times full training steps:
 
   lmlab: exactly the pre-training recipe's step — causal_lm -> CausalLMLoss (the model's hidden
-         states, then the LM head and cross-entropy fused in chunks) -> backward -> clip_grad_norm_
-         -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> LR schedule; and, as the
-         recipe does on a CPU, malloc keeps the memory a step frees (training/host_memory.py).
+         states, then the LM head and cross-entropy fused in chunks), stepped by the training loop
+         every recipe uses (`training.loop.run_steps`, in memory: backward -> clip_grad_norm_ ->
+         fused AdamW -> zero_grad(set_to_none) -> LR schedule); and, as the recipe does on a CPU,
+         malloc keeps the memory a step frees (training/host_memory.py).
   HF:    what a transformers user gets — model.train(), model(input_ids, labels=input_ids).loss
          -> backward -> clip_grad_norm_(1.0) -> fused torch AdamW (the optimizer HF's Trainer
          picks by default, `adamw_torch_fused`) -> zero_grad; glibc's default malloc settings.
@@ -41,7 +42,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from lmlab.config import ModelConfig
+from lmlab.config import ModelConfig, OptimConfig
 from lmlab.models.presets import preset
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
@@ -50,7 +51,7 @@ from lmlab.models.registry import family
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.training.compile import maybe_compile
 from lmlab.training.host_memory import keep_freed_memory
-from lmlab.training.optim import build_optimizer, lr_multiplier
+from lmlab.training.loop import LoopConfig, run_steps, start_session
 
 from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
@@ -139,27 +140,24 @@ def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, repeats: int = 
 
 
 class LmlabTrainer:
-    """The pre-training recipe's step (recipes/pretrain.py), on batches of T+1 tokens, optionally
-    under torch.compile."""
+    """The pre-training recipe's step (recipes/pretrain.py): its loss, optionally under torch.compile,
+    one optimizer step of the training loop per call, on batches of T+1 tokens."""
 
-    def __init__(self, model: torch.nn.Module, autocast, compile: bool = False):
-        self.model, self.autocast = model, autocast
+    def __init__(self, model: torch.nn.Module, bf16: bool, batch_size: int, compile: bool = False):
         self.loss = maybe_compile(CausalLMLoss(model), compile)
-        self.optimizer = build_optimizer(model, LR, WEIGHT_DECAY)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_multiplier(s, 100, 10_000, "cosine", 0.1))
+        optim = OptimConfig(lr=LR, warmup_steps=100, weight_decay=WEIGHT_DECAY, grad_clip=GRAD_CLIP)
+        self.session = start_session(None, model, optim, LoopConfig(max_steps=10_000, batch_size=batch_size,
+                                                                    bf16=bf16), settings={})
 
     def step(self, block: torch.Tensor) -> float:
-        inputs, targets = causal_lm(block)  # (B, T) each
-        with self.autocast():
-            loss = self.loss(inputs, targets)
-            loss.backward()
-        loss_value = loss.item()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP).item()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        return loss_value
+        losses = []
+
+        def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+            losses.append(self.loss(*causal_lm(block)))  # inputs, targets: (B, T) each
+            return losses[-1], {}
+
+        run_steps(self.session, step_loss, stop_after=1, show_progress=False)
+        return losses[-1].item()
 
 
 class HFTrainer:
@@ -213,7 +211,7 @@ def run_worker(args: argparse.Namespace) -> None:
     if args.worker != "hf":
         keep_freed_memory(device)  # what lmlab's training recipes do
     trainer = (HFTrainer(hf, autocast) if args.worker.startswith("hf") else
-               LmlabTrainer(ours, autocast, compile=args.worker == "lmlab+compile"))
+               LmlabTrainer(ours, args.bf16, args.batch_size, compile=args.worker == "lmlab+compile"))
     del ours, hf  # the trainer holds the one model it trains
     batches = benchmark_batches(cfg, args, device)
     warmup_s = timed_steps(trainer, batches, args.warmup, device)

@@ -75,4 +75,4 @@ def test_another_kind_of_runs_checkpoint_is_refused(tmp_path, corpus_file, capsy
     save_checkpoint(tmp_path / "checkpoints", 1, {"trainable": {}, "settings": {"recipe": "sft"}}, 1)  # sft's
     assert lmlab("train", "--model", "gpt2-tiny", *TINY_MODEL_ARGS, "--data", corpus_file, "--out", tmp_path,
                  "--resume") == 2
-    one_line_error(capsys, "step_0000001.pt", "has no 'train_config'", "another kind of run")
+    one_line_error(capsys, "holds a sft run, not a pretrain run", "resume it with the command that started it")

@@ -144,16 +144,32 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path, corpus_file):
     assert (out / "model" / "model.safetensors").is_file()
 
 
-def test_two_processes_give_the_losses_of_one(tmp_path, corpus_file):
-    common = ["train", "--model", "gpt2-tiny", "--data", corpus_file, *TINY_MODEL_ARGS, "--max-steps", "4",
-              "--batch-size", "8", "--block-size", "16", "--log-every", "1", "--device", "cpu"]
-    assert lmlab(*common, "--out", tmp_path / "one") == 0
+DDP_RUN = ["train", "--model", "gpt2-tiny", *TINY_MODEL_ARGS, "--max-steps", "4", "--batch-size", "8",
+           "--block-size", "16", "--log-every", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory, corpus_file):
+    """A run of two torchrun processes (gloo on the CPU), each taking half of every step's batch."""
+    out = tmp_path_factory.mktemp("ddp") / "two"
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          "-m", "lmlab.cli.main", *map(str, common), "--out", str(tmp_path / "two")],
+                          "-m", "lmlab.cli.main", *map(str, DDP_RUN), "--data", str(corpus_file), "--out", str(out)],
                          capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert ddp.returncode == 0, ddp.stderr[-3000:]
+    return out
 
-    def losses(run):
-        return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
 
-    assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
+def losses(run) -> list[float]:
+    return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_processes_give_the_losses_of_one(tmp_path, corpus_file, two_processes):
+    assert lmlab(*DDP_RUN, "--data", corpus_file, "--out", tmp_path / "one") == 0
+    assert losses(two_processes) == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
+
+
+def test_two_micro_batches_give_the_losses_of_two_processes(tmp_path, corpus_file, two_processes):
+    """Gradient accumulation cuts the same global batch as torchrun does: the same losses, step by step."""
+    assert lmlab(*DDP_RUN, "--grad-accum", "2", "--data", corpus_file, "--out", tmp_path / "accum") == 0
+    assert len(losses(two_processes)) == 4
+    assert losses(tmp_path / "accum") == pytest.approx(losses(two_processes), rel=1e-5)

@@ -7,7 +7,7 @@ import torch
 from tokenizers import Tokenizer, models
 
 from lmlab.data import tokens as tokens_module
-from lmlab.data.blocks import batch_starts, gather, shard, split_blocks
+from lmlab.data.blocks import batch_starts, gather, split_blocks
 from lmlab.data.markov import build_markov_source, markov_corpus
 from lmlab.data.sources import read_texts
 from lmlab.data.stdlib import stdlib_texts
@@ -253,10 +253,3 @@ def test_gather_returns_windows_that_share_boundary_tokens():
     assert batch[0].tolist() == list(range(11))
     assert batch[0, -1] == batch[1, 0]
 
-
-def test_shards_split_the_global_batch_into_contiguous_slices():
-    starts = np.arange(12) * 5
-    shards = [shard(starts, rank, 4) for rank in range(4)]
-    assert np.array_equal(np.concatenate(shards), starts)
-    with pytest.raises(LmlabError, match="global batch size 12 is not divisible by world size 5"):
-        shard(starts, 0, 5)

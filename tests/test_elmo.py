@@ -1,11 +1,13 @@
 """ELMo: the character CNN and highway gates, the direction each LM reads, the scalar mix, training,
 resuming, files, and the tagger on frozen features."""
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
+from lmlab.config import OptimConfig
 from lmlab.data.analogies import analogy_corpus
 from lmlab.errors import LmlabError
 from lmlab.models.elmo.char_cnn import CharCNN, Highway
@@ -15,13 +17,13 @@ from lmlab.models.elmo.files import load_elmo
 from lmlab.models.elmo.model import ElmoLM, reverse_padded
 from lmlab.models.elmo.scalar_mix import ScalarMix
 from lmlab.recipes.elmo import ElmoTrainConfig, train_elmo
-from lmlab.recipes.elmo_probe import probe_topics
+from lmlab.recipes.elmo_probe import topic_data, probe_topics, train_tagger
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]
 TINY = dict(d_model=16, lstm_cells=24, char_dim=8, filters=((1, 8), (2, 8), (3, 16)), max_chars=12)
-TINY_TRAIN = dict(steps=30, batch_size=8, block_size=12, lr=1e-2, warmup_steps=3, eval_every=15, eval_batches=2,
-                  checkpoint_every=10)
+TINY_TRAIN = dict(max_steps=30, batch_size=8, block_size=12, eval_every=15, eval_batches=2, checkpoint_every=10,
+                  optim=OptimConfig(lr=1e-2, warmup_steps=3, weight_decay=0.01))
 
 
 def tiny_model(seed: int = 0, vocab_size: int = 50) -> ElmoLM:
@@ -135,9 +137,13 @@ def texts():
     return analogy_corpus(400, seed=3)
 
 
+def metrics(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
 def test_tiny_elmo_lowers_both_losses_and_saves_a_loadable_model(texts, tmp_path):
     run = train_elmo(texts, TINY, ElmoTrainConfig(**TINY_TRAIN), tmp_path / "run", show_progress=False)
-    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    rows = metrics(tmp_path / "run")
     for key in ("forward_loss", "backward_loss"):
         first = sum(r[key] for r in rows[:3]) / 3
         last = sum(r[key] for r in rows[-3:]) / 3
@@ -147,8 +153,8 @@ def test_tiny_elmo_lowers_both_losses_and_saves_a_loadable_model(texts, tmp_path
     assert model.cfg.vocab_size == len(vocab) and (tmp_path / "run" / "loss.png").exists()
 
 
-def test_stopped_and_resumed_run_gives_the_same_weights(texts, tmp_path):
-    cfg = ElmoTrainConfig(**TINY_TRAIN | {"steps": 12, "checkpoint_every": 4})
+def test_stopped_and_resumed_run_gives_the_same_weights_and_losses(texts, tmp_path):
+    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 12, "checkpoint_every": 4})
     straight = train_elmo(texts, TINY, cfg, tmp_path / "a", show_progress=False)
     first = train_elmo(texts, TINY, cfg, tmp_path / "b", stop_after=5, show_progress=False)
     assert first.model_dir is None and first.step == 5
@@ -156,13 +162,47 @@ def test_stopped_and_resumed_run_gives_the_same_weights(texts, tmp_path):
     a, _ = load_elmo(straight.model_dir)
     b, _ = load_elmo(resumed.model_dir)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    losses = [[(r["step"], r["forward_loss"], r["backward_loss"]) for r in metrics(tmp_path / run)]
+              for run in ("a", "b")]
+    assert losses[0] == losses[1] and len(losses[0]) == 12  # the resumed log continues from step 5
+    assert (resumed.forward_ppl, resumed.backward_ppl) == (straight.forward_ppl, straight.backward_ppl)
 
 
-def test_resume_with_a_different_shape_is_refused(texts, tmp_path):
-    cfg = ElmoTrainConfig(**TINY_TRAIN | {"steps": 4})
+def test_logged_loss_is_the_sum_of_both_directions_with_throughput(texts, tmp_path):
+    train_elmo(texts, TINY, ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 3}), tmp_path / "r", show_progress=False)
+    rows = metrics(tmp_path / "r")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert r["loss"] == pytest.approx(r["forward_loss"] + r["backward_loss"])
+        assert r["words_per_s"] > 0 and r["lr"] > 0
+    assert "val_forward_loss" in rows[-1] and "val_backward_loss" in rows[-1]
+
+
+def test_gradient_accumulation_follows_the_same_losses(texts, tmp_path):
+    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 4})
+    train_elmo(texts, TINY, cfg, tmp_path / "one", show_progress=False)
+    train_elmo(texts, TINY, dataclasses.replace(cfg, grad_accum=2), tmp_path / "two", show_progress=False)
+    one, two = metrics(tmp_path / "one"), metrics(tmp_path / "two")
+    for key in ("loss", "val_forward_loss"):
+        assert [r.get(key) for r in one] == pytest.approx([r.get(key) for r in two], rel=1e-4)
+
+
+def test_grad_accum_that_does_not_divide_the_batch_is_refused():
+    with pytest.raises(LmlabError, match="--grad-accum 3"):
+        ElmoTrainConfig(batch_size=8, grad_accum=3)
+
+
+def test_resume_with_a_different_shape_or_learning_rate_is_refused(texts, tmp_path):
+    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 4})
     train_elmo(texts, TINY, cfg, tmp_path / "r", stop_after=2, show_progress=False)
     with pytest.raises(LmlabError, match="d_model"):
         train_elmo(texts, TINY | {"d_model": 8}, cfg, tmp_path / "r", resume=True, show_progress=False)
+    with pytest.raises(LmlabError, match="lr"):
+        train_elmo(texts, TINY, dataclasses.replace(cfg, optim=cfg.optim.replace(lr=1e-3)), tmp_path / "r",
+                   resume=True, show_progress=False)
+    resumed = train_elmo(texts, TINY, dataclasses.replace(cfg, max_steps=5), tmp_path / "r", resume=True,
+                         show_progress=False)  # training longer is the same run
+    assert resumed.step == 5 and resumed.model_dir is not None
 
 
 def test_config_refuses_lstm_cells_not_above_d_model():
@@ -175,3 +215,22 @@ def test_probe_reports_both_accuracies_and_normalised_mix_weights():
     assert 0 <= result.mix_accuracy <= 1 and 0 <= result.token_accuracy <= 1
     assert len(result.mix_weights) == 3 and sum(result.mix_weights) == pytest.approx(1.0)
     assert result.test_tokens > 100
+
+
+def test_probe_tagger_trains_as_adam_at_a_constant_rate():
+    model = tiny_model()
+    train, test = topic_data(model, 30, seed=5), topic_data(model, 30, seed=6)
+    torch.manual_seed(0)
+    expected_mix = ScalarMix(3)
+    classify = torch.nn.Linear(2 * TINY["d_model"], 4)
+    adam = torch.optim.Adam([*expected_mix.parameters(), *classify.parameters()], lr=0.05, fused=True)
+    for _ in range(15):
+        logits = classify(expected_mix(train[0]))[train[1]]
+        torch.nn.functional.cross_entropy(logits, train[2][train[1]]).backward()
+        adam.step()
+        adam.zero_grad()
+    predicted = classify(expected_mix(test[0])).argmax(-1)
+    mix = ScalarMix(3)
+    accuracy = train_tagger(mix, train, test, steps=15, lr=0.05, seed=0)
+    assert accuracy == (predicted[test[1]] == test[2][test[1]]).float().mean().item()
+    assert torch.equal(mix.weights, expected_mix.weights) and torch.equal(mix.gamma, expected_mix.gamma)

@@ -10,17 +10,22 @@ from conftest import lmlab, one_line_error
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]
-TINY = ["--d-model", "16", "--lstm-cells", "24", "--char-dim", "8", "--max-chars", "12", "--steps", "6",
+TINY = ["--d-model", "16", "--lstm-cells", "24", "--char-dim", "8", "--max-chars", "12", "--max-steps", "6",
         "--batch-size", "4", "--block-size", "10", "--eval-every", "3", "--eval-batches", "1",
         "--checkpoint-every", "3"]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def corpus(tmp_path_factory):
     data = tmp_path_factory.mktemp("elmo") / "corpus.txt"
     data.write_text("\n\n".join(analogy_corpus(200, seed=7)))
+    return data
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, corpus):
     out = tmp_path_factory.mktemp("elmo") / "run"
-    assert lmlab("elmo", "train", "--data", data, "--out", out, *TINY) == 0
+    assert lmlab("elmo", "train", "--data", corpus, "--out", out, *TINY) == 0
     return out
 
 
@@ -57,4 +62,17 @@ def test_bad_shape_is_refused_before_reading_data(tmp_path, capsys):
     assert lmlab("elmo", "train", "--data", "analogies", "--out", tmp_path / "r", "--d-model", "32",
                  "--lstm-cells", "16") == 2
     one_line_error(capsys, "lstm_cells")
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_another_learning_rate_names_it(run_dir, corpus, capsys):
+    capsys.readouterr()
+    assert lmlab("elmo", "train", "--data", corpus, "--out", run_dir, *TINY, "--lr", "0.5", "--resume") == 2
+    one_line_error(capsys, "optim.lr")
+
+
+def test_grad_accum_that_does_not_divide_the_batch_is_refused_before_work(tmp_path, capsys):
+    assert lmlab("elmo", "train", "--data", "analogies", "--out", tmp_path / "r", "--batch-size", "4",
+                 "--grad-accum", "3") == 2
+    one_line_error(capsys, "--grad-accum 3")
     assert not (tmp_path / "r").exists()

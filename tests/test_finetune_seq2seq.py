@@ -18,7 +18,8 @@ TINY_ARGS = ["--max-steps", "4", "--batch-size", "8", "--train-size", "40", "--v
              "--eval-every", "2", "--checkpoint-every", "2", "--vocab-size", "300", "--max-new-tokens", "6",
              "--log-every", "1"]
 TINY = Seq2SeqFinetuneConfig(max_steps=4, batch_size=8, train_size=40, val_size=6, test_size=6, eval_every=2,
-                             checkpoint_every=2, vocab_size=300, max_new_tokens=6, log_every=1, warmup_steps=1)
+                             checkpoint_every=2, vocab_size=300, max_new_tokens=6, log_every=1,
+                             optim=Seq2SeqFinetuneConfig.optim.replace(warmup_steps=1))
 
 
 def rows(run) -> list[dict]:

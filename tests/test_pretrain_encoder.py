@@ -19,6 +19,7 @@ from lmlab.models.load import load_encoder
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import train_wordpiece
+from lmlab.config import OptimConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -86,7 +87,7 @@ def test_each_preset_trains_with_its_objective(tmp_path, documents, name, object
                                                            ("electra-tiny", "rtd", False)])
 def test_resume_gives_bit_identical_weights(tmp_path, documents, name, objective, whole_word):
     cfg = preset(name, **TINY, **({"embedding_size": 16} if name == "electra-tiny" else {}))
-    train = TrainConfig(max_steps=6, batch_size=4, block_size=128, warmup_steps=1, eval_every=3, eval_batches=1,
+    train = TrainConfig(max_steps=6, batch_size=4, block_size=128, optim=OptimConfig(warmup_steps=1), eval_every=3, eval_batches=1,
                         checkpoint_every=2, log_every=1, val_fraction=0.1)
     # 128-token rows: ~20 training examples, so the 24 drawn in 6 steps cross into a second epoch,
     # where dynamic masks are drawn again.

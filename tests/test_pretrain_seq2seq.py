@@ -3,7 +3,6 @@ trains with its own objective (or --objective's), writes a model that loads back
 weights bit for bit; bad input is one line, exit 2, nothing written."""
 
 import json
-import random
 
 import pytest
 import torch
@@ -15,10 +14,12 @@ from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
-from lmlab.recipes.pretrain_seq2seq import objective_pairs, pretrain_seq2seq, sentence_chunks
+from lmlab.objectives.registry import REGISTRY, build_objective
+from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq, sentence_chunks, training_pairs
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.seq2seq import MASK, train_seq2seq_bpe
 from lmlab.training.encoder_decoder import fit_to_tokenizer
+from lmlab.config import OptimConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,7 +27,7 @@ SHAPE = dict(vocab_size=420, n_encoder_layers=1, n_decoder_layers=1, n_heads=2, 
 TINY_ARGS = ["--vocab-size", "420", "--n-layers", "1", "--n-heads", "2", "--d-model", "32", "--d-ff", "64",
              "--max-steps", "4", "--batch-size", "4", "--block-size", "32", "--warmup-steps", "1", "--eval-every", "2",
              "--eval-batches", "1", "--checkpoint-every", "2", "--log-every", "1"]
-TRAIN = TrainConfig(max_steps=4, batch_size=4, block_size=32, warmup_steps=1, eval_every=2, eval_batches=1,
+TRAIN = TrainConfig(max_steps=4, batch_size=4, block_size=32, optim=OptimConfig(warmup_steps=1), eval_every=2, eval_batches=1,
                     checkpoint_every=2, log_every=1)
 
 
@@ -75,12 +76,13 @@ def test_objectives_corrupt_the_input_and_end_both_sides_with_eos(corpus_file):
     cfg = fit_to_tokenizer(preset("transformer-tiny"), tok)
     chunk = tok.encode(" ".join(texts[:3])).ids[:60]
     sentinel0, mask = tok.token_to_id("<extra_id_0>"), tok.token_to_id(MASK)
-    ends = {tok.token_to_id(".")}
-    inputs, targets = objective_pairs("span_corruption", tok, cfg, ends)(chunk, random.Random(0))
+    def pairs(name):
+        return training_pairs(build_objective(REGISTRY[name], tok), cfg)(chunk, (0,))
+    inputs, targets = pairs("span_corruption")
     assert sentinel0 in inputs and targets[0] == sentinel0 and inputs[-1] == targets[-1] == cfg.eos_id
-    inputs, targets = objective_pairs("denoising", tok, cfg, ends)(chunk, random.Random(0))
+    inputs, targets = pairs("denoising")
     assert targets == chunk + [cfg.eos_id] and mask in inputs and inputs[-1] == cfg.eos_id
-    inputs, targets = objective_pairs("gap_sentences", tok, cfg, ends)(chunk, random.Random(0))
+    inputs, targets = pairs("gap_sentences")
     assert mask in inputs and 0 < len(targets) < len(chunk)
 
 
@@ -91,7 +93,8 @@ def test_span_noise_sets_how_much_span_corruption_drops(corpus_file):
     chunk = tok.encode(" ".join(texts[:5])).ids[:60]
     sentinels = set(tok.token_to_id(t) for t in t5_sentinel_tokens())
     for noise, dropped, spans in ((SpanNoise(), 9, 3), (SpanNoise(0.5, 8.0), 30, 4)):  # round(60 * d), round(n / l)
-        _, targets = objective_pairs("span_corruption", tok, cfg, set(), noise)(chunk, random.Random(0))
+        objective = build_objective(REGISTRY["span_corruption"], tok, noise=noise)
+        _, targets = training_pairs(objective, cfg)(chunk, (0,))
         assert sum(t in sentinels for t in targets) == spans and len(targets) - 1 - spans == dropped
 
 
@@ -119,7 +122,7 @@ def test_span_noise_outside_its_range_is_one_clear_error(density, span):
     (["--objective", "mlm"], ["objective 'mlm' is unknown for an encoder-decoder", "span_corruption"]),
     (["--whole-word-masking"], ["--whole-word-masking do not apply to encoder-decoder preset t5-tiny"]),
     (["--n-kv-heads", "1"], ["--n-kv-heads do not apply to encoder-decoder preset t5-tiny"]),
-    (["--bf16"], ["bf16=True is not supported by encoder-decoder pre-training"]),
+    (["--compile"], ["--compile is not supported by encoder-decoder pre-training"]),
     (["--block-size", "4"], ["--block-size 4 must be at least 8"]),
     (["--noise-density", "1.5"], ["noise_density 1.5 must be between 0 and 1"]),
     (["--objective", "denoising", "--mean-span-length", "8"], ["--mean-span-length apply to span_corruption, not to denoising"]),

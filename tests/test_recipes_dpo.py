@@ -28,7 +28,7 @@ def base(tmp_path_factory):
 
 @pytest.mark.parametrize("method", ["lora", "none"])
 def test_dpo_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path, method):
-    cfg = RUN.replace(peft=method, lr=LR[method])
+    cfg = RUN.replace(peft=method, optim=RUN.optim.replace(lr=LR[method]))
     dpo(base, "task", tmp_path / "full", cfg, show_progress=False)
     dpo(base, "task", tmp_path / "split", cfg, stop_after=2, show_progress=False)
     dpo(base, "task", tmp_path / "split", cfg, resume=True, show_progress=False)
@@ -38,7 +38,7 @@ def test_dpo_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path, met
 
 @pytest.mark.parametrize("method", ["lora", "none"])
 def test_dpo_starts_at_log_2_and_learns_to_prefer_the_chosen_answers(base, tmp_path, method):
-    result = dpo(base, "task", tmp_path / "r", RUN.replace(peft=method, lr=LR[method], max_steps=8), beta=0.5,
+    result = dpo(base, "task", tmp_path / "r", RUN.replace(peft=method, optim=RUN.optim.replace(lr=LR[method]), max_steps=8), beta=0.5,
                  show_progress=False)
     assert result.before["val_loss"] == pytest.approx(math.log(2), abs=1e-4)
     assert result.before["val_margin"] == pytest.approx(0.0, abs=1e-4)
@@ -49,9 +49,9 @@ def test_dpo_starts_at_log_2_and_learns_to_prefer_the_chosen_answers(base, tmp_p
 
 
 def test_without_peft_the_reference_log_probs_are_computed_once_and_checkpointed(base, tmp_path):
-    dpo(base, "task", tmp_path / "r", RUN.replace(peft="none", lr=LR["none"]), stop_after=3, show_progress=False)
+    dpo(base, "task", tmp_path / "r", RUN.replace(peft="none", optim=RUN.optim.replace(lr=LR["none"])), stop_after=3, show_progress=False)
     first = load_checkpoint(list_checkpoints(tmp_path / "r" / "checkpoints")[-1])["state"]["reference"]
-    dpo(base, "task", tmp_path / "r", RUN.replace(peft="none", lr=LR["none"]), resume=True, show_progress=False)
+    dpo(base, "task", tmp_path / "r", RUN.replace(peft="none", optim=RUN.optim.replace(lr=LR["none"])), resume=True, show_progress=False)
     last = load_checkpoint(list_checkpoints(tmp_path / "r" / "checkpoints")[-1])["state"]["reference"]
     n_pairs = len(load_pairs("task", RUN))
     assert first["train"].shape[1] == 2 and len(first["train"]) + len(first["val"]) == n_pairs
@@ -119,7 +119,7 @@ def test_a_reference_reply_is_chosen_over_the_models_mistakes(base):
 
 
 def test_dpo_on_sampled_pairs_learns_and_resumes_exactly(base, tmp_path):
-    cfg = RUN.replace(peft="lora", lr=LR["lora"])
+    cfg = RUN.replace(peft="lora", optim=RUN.optim.replace(lr=LR["lora"]))
     kwargs = dict(beta=0.5, sample_pairs=4, sample_max_new_tokens=8, reward_fn="test_recipes_ppo:ascii_letters", show_progress=False)
     full = dpo(base, "task", tmp_path / "full", cfg, **kwargs)
     dpo(base, "task", tmp_path / "split", cfg, stop_after=2, **kwargs)

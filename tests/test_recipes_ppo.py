@@ -10,14 +10,15 @@ from safetensors.torch import load_file
 from lmlab.objectives.sft import response_batch
 from lmlab.recipes.ppo import PPOConfig, ppo
 from lmlab.recipes.reward import reward
+from lmlab.config import OptimConfig
 
 from conftest import lmlab, one_line_error
 from test_recipes_sft import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOY = TINY_RUN.replace(peft="none", lr=1e-2, batch_size=16, max_steps=60, eval_every=1000, checkpoint_every=1000,
-                       warmup_steps=1, task_eval_size=1)
+TOY = TINY_RUN.replace(peft="none", optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), batch_size=16, max_steps=60, eval_every=1000, checkpoint_every=1000,
+                       task_eval_size=1)
 TOY_PPO = PPOConfig(max_new_tokens=8, kl_coef=0.01)
 
 

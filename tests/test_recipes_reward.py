@@ -16,14 +16,15 @@ from lmlab.models.decoder import build_decoder
 from lmlab.recipes.reward import load_rankings, ranking_loss, reward
 from lmlab.training.finetune import split_examples, with_reply
 from lmlab.training.loop import evaluated
-from lmlab.training.reward_model import HEAD_FILE, chat_rewards, load_reward_model
+from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
+from lmlab.training.reward_model import chat_rewards
 
 from conftest import lmlab, one_line_error
 from test_recipes_sft import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3, lr=3e-2)
+RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3, optim=TINY_RUN.optim.replace(lr=3e-2))
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,11 @@ def test_ranking_loss_averages_every_pair_of_a_prompt_then_the_prompts():
 @pytest.mark.parametrize("method", ["lora", "none"])
 def test_reward_model_learns_to_order_held_out_answers_and_loads_back(base, tmp_path, method):
     out = tmp_path / "rm"
-    result = reward(base, "task", out, RUN.replace(peft=method, lr=3e-2 if method == "lora" else 3e-3), k=4,
+    result = reward(base, "task", out, RUN.replace(peft=method, optim=RUN.optim.replace(lr=3e-2 if method == "lora" else 3e-3)), k=4,
                     show_progress=False)
     assert result.after["val_accuracy"] > result.before["val_accuracy"] + 0.2
     assert result.after["val_loss"] < result.before["val_loss"]
-    assert (out / HEAD_FILE).is_file() and (out / ("adapter" if method == "lora" else "model")).is_dir()
+    assert (out / REWARD_HEAD_FILE).is_file() and (out / ("adapter" if method == "lora" else "model")).is_dir()
     reward_model, tokenizer = load_reward_model(out)
     _, val = split_examples(load_rankings("task", RUN, 4), RUN.val_fraction, RUN.seed)
 
@@ -75,7 +76,7 @@ def test_reward_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path):
     reward(base, "task", tmp_path / "full", RUN, show_progress=False)
     reward(base, "task", tmp_path / "split", RUN, stop_after=4, show_progress=False)
     reward(base, "task", tmp_path / "split", RUN, resume=True, show_progress=False)
-    for name in (HEAD_FILE, "adapter/peft.safetensors"):
+    for name in (REWARD_HEAD_FILE, "adapter/peft.safetensors"):
         a, b = load_file(tmp_path / "full" / name), load_file(tmp_path / "split" / name)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

@@ -21,8 +21,10 @@ from lmlab.recipes.sft import sft
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.checkpoint import list_checkpoints
-from lmlab.training.finetune import FinetuneConfig, load_tunable, load_tuned, run_settings
-from lmlab.training.loop import run_steps, start_session
+from lmlab.models.tuned_files import load_tuned
+from lmlab.training.finetune import FinetuneConfig, load_tunable, run_settings, start_tuning
+from lmlab.training.loop import run_steps
+from lmlab.config import OptimConfig
 from conftest import lmlab, one_line_error
 from test_zoo import real_model
 
@@ -31,7 +33,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A tiny run on the addition task with operands up to 9 (100 questions): 4 steps of 4 chats.
-TINY_RUN = FinetuneConfig(max_steps=4, batch_size=4, block_size=48, lr=1e-2, warmup_steps=1, eval_every=2,
+TINY_RUN = FinetuneConfig(max_steps=4, batch_size=4, block_size=48,
+                          optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), eval_every=2,
                           checkpoint_every=2, lora_rank=4, task_size=60, task_max_operand=9, task_eval_size=4)
 TINY_FLAGS = ["--max-steps", "4", "--batch-size", "4", "--block-size", "48", "--lr", "0.01", "--warmup-steps", "1",
               "--eval-every", "2", "--checkpoint-every", "2", "--lora-rank", "4", "--task-size", "60",
@@ -99,7 +102,8 @@ def test_sft_run_directory_holds_adapter_merged_model_metrics_and_curve(base, tm
 
 @pytest.mark.parametrize("method,lr,drop", [("none", 1e-2, 1.0), ("lora", 3e-2, 0.2)])  # LoRA on random weights is slow
 def test_sft_lowers_the_held_out_loss_on_the_replies(base, tmp_path, method, lr, drop):
-    cfg = TINY_RUN.replace(peft=method, max_steps=12, eval_every=12, checkpoint_every=12, lr=lr)
+    cfg = TINY_RUN.replace(peft=method, max_steps=12, eval_every=12, checkpoint_every=12,
+                           optim=TINY_RUN.optim.replace(lr=lr))
     result = sft(base, "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["val_loss"] < result.before["val_loss"] - drop
 
@@ -119,9 +123,9 @@ def test_every_peft_method_trains_and_saves_its_result(base, tmp_path, method):
 
 def test_ctrl_c_ends_the_session_after_the_step_in_flight_with_a_checkpoint(base, tmp_path):
     tuned = load_tunable(base, TINY_RUN)
-    session = start_session(tmp_path, tuned.model, TINY_RUN, run_settings("sft", tuned, "x", [], TINY_RUN), None)
+    session = start_tuning(tmp_path, tuned.model, TINY_RUN, run_settings("sft", tuned, "x", [], TINY_RUN), None)
 
-    def step_loss(step):
+    def step_loss(step, part, parts):
         if step == 1:
             os.kill(os.getpid(), signal.SIGINT)
         return sum(p.sum() for p in tuned.model.parameters() if p.requires_grad) * 0.0, {}
@@ -199,7 +203,8 @@ def test_resume_with_other_settings_or_data_is_refused(base, tmp_path):
 def test_sft_with_lora_teaches_smollm2_the_answer_format(tmp_path):
     """End to end on the real SmolLM2-135M-Instruct: a few minutes of LoRA on the addition task
     raise the held-out task reward (it starts below 0: the model answers in prose)."""
-    cfg = FinetuneConfig(max_steps=40, batch_size=8, block_size=64, lr=2e-3, eval_every=40, checkpoint_every=40,
+    cfg = FinetuneConfig(max_steps=40, batch_size=8, block_size=64,
+                         optim=FinetuneConfig.optim.replace(lr=2e-3), eval_every=40, checkpoint_every=40,
                          task_size=400, task_eval_size=32)
     result = sft(real_model("smollm2-135m-instruct"), "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["task_reward"] > result.before["task_reward"] + 0.3

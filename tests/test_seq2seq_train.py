@@ -14,7 +14,8 @@ from lmlab.training.checkpoint import list_checkpoints
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 REVERSE = Seq2SeqTrainConfig(task="reverse", train_size=2000, val_size=100, test_size=200, embed_dim=16, hidden=48,
-                             attention_dim=16, max_steps=100, batch_size=32, lr=1e-2, warmup_steps=10,
+                             attention_dim=16, max_steps=100, batch_size=32,
+                             optim=Seq2SeqTrainConfig.optim.replace(lr=1e-2, warmup_steps=10),
                              eval_every=100, checkpoint_every=100, log_every=10)
 TINY = REVERSE.replace(train_size=200, val_size=20, test_size=20, hidden=16, max_steps=6, eval_every=3,
                        checkpoint_every=2, log_every=1, dropout=0.1)

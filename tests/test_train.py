@@ -6,6 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from lmlab.config import OptimConfig
 from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
@@ -14,6 +15,8 @@ from lmlab.training.checkpoint import list_checkpoints
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
 from conftest import TINY_MODEL
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def weights(run_dir):
@@ -53,8 +56,8 @@ def test_run_directory_holds_model_metrics_curve_and_last_k_checkpoints(tmp_path
 
 
 def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_gpt2, tiny_train):
-    pretrain(tiny_gpt2, tiny_train.replace(max_steps=40, eval_every=5, lr=3e-3), str(corpus_file), tmp_path / "r",
-             show_progress=False)
+    train = tiny_train.replace(max_steps=40, eval_every=5, optim=tiny_train.optim.replace(lr=3e-3))
+    pretrain(tiny_gpt2, train, str(corpus_file), tmp_path / "r", show_progress=False)
     val = [json.loads(line)["val_loss"] for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
            if "val_loss" in line]
     assert val[-1] < val[0] - 1.0
@@ -63,15 +66,15 @@ def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_gpt2, tiny_
 def test_resume_with_a_different_config_is_refused(tmp_path, corpus_file, tiny_gpt2, tiny_train):
     pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "r", stop_after=2, show_progress=False)
     with pytest.raises(LmlabError, match="different config.*lr"):
-        pretrain(tiny_gpt2, tiny_train.replace(lr=5e-3), str(corpus_file), tmp_path / "r", resume=True,
-                 show_progress=False)
+        pretrain(tiny_gpt2, tiny_train.replace(optim=tiny_train.optim.replace(lr=5e-3)), str(corpus_file),
+                 tmp_path / "r", resume=True, show_progress=False)
     with pytest.raises(LmlabError, match="already holds a run"):
         pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "r", show_progress=False)
 
 
 def test_weight_decay_skips_norms_biases_and_embeddings(tiny_gpt2):
     model = build_decoder(tiny_gpt2)
-    decay, no_decay = build_optimizer(model, 1e-3, 0.1).param_groups
+    decay, no_decay = build_optimizer(model, OptimConfig(lr=1e-3, weight_decay=0.1)).param_groups
     decayed = {id(p) for p in decay["params"]}
     names = {n for n, p in model.named_parameters() if id(p) in decayed}
     assert names and all(n.endswith("weight") and "norm" not in n and "embedding" not in n for n in names)

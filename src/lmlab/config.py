@@ -196,6 +196,39 @@ ENCODER_PRESETS: dict[str, EncoderConfig] = {
 
 
 @dataclass(frozen=True)
+class OptimConfig:
+    """AdamW and its learning-rate schedule. Each recipe's config holds one (`cfg.optim`), with
+    defaults that suit it; on the command line its fields are flags of their own (`--lr`, `--beta2`)."""
+
+    lr: float = 6e-4  # the peak learning rate, reached after warmup
+    warmup_steps: int = 100
+    warmup_ratio: float | None = None  # share of max_steps to warm up over; replaces warmup_steps when set
+    schedule: Literal["cosine", "linear"] = "cosine"  # the decay after warmup
+    min_lr_ratio: float = 0.1  # the learning rate at max_steps, as a share of lr
+    weight_decay: float = 0.1  # decoupled, on linear-layer matrices only
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # the gradient's global norm is clipped to this
+
+    def __post_init__(self):
+        check_types(self)
+        at_least(self, 0, "warmup_steps", "weight_decay")
+        positive(self, "lr", "grad_clip")
+        fraction(self, "min_lr_ratio", upper_included=True)
+        fraction(self, "beta1")
+        fraction(self, "beta2")
+        if self.warmup_ratio is not None:
+            fraction(self, "warmup_ratio")
+
+    def replace(self, **changes) -> "OptimConfig":
+        return dataclasses.replace(self, **changes)
+
+    def warmup(self, max_steps: int) -> int:
+        """Warmup steps of a run of `max_steps`."""
+        return self.warmup_steps if self.warmup_ratio is None else round(self.warmup_ratio * max_steps)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything about a pre-training run except the model's shape and the data's location."""
 
@@ -203,12 +236,7 @@ class TrainConfig:
     batch_size: int = 16  # sequences per optimizer step, over all processes and micro-batches
     grad_accum: int = 1  # micro-batches per optimizer step
     block_size: int | None = None  # tokens per training sequence; None = the model's context length
-    lr: float = 6e-4
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 100
-    schedule: Literal["cosine", "linear"] = "cosine"
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
+    optim: OptimConfig = OptimConfig()
     val_fraction: float = 0.05
     eval_every: int = 200
     eval_batches: int = 10
@@ -223,29 +251,16 @@ class TrainConfig:
         check_types(self)
         at_least(self, 1, "max_steps", "batch_size", "grad_accum", "block_size", "eval_every", "eval_batches",
                  "checkpoint_every", "keep_checkpoints", "log_every")
-        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_least(self, 0, "seed")
         at_most(self, MAX_CONTEXT, "block_size")
         at_most(self, MAX_BATCH, "batch_size")
         at_most(self, MAX_SEED, "seed")
-        positive(self, "lr", "grad_clip")
-        fraction(self, "min_lr_ratio", upper_included=True)
         fraction(self, "val_fraction")
         if self.batch_size % self.grad_accum:
             raise LmlabError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
-
-
-# TrainConfig settings that may change between a run and its resumption (they do not touch the weights).
-RESUMABLE_CHANGES = {"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints", "log_every",
-                     "compile"}
-
-
-def config_from_train_dict(d: dict) -> TrainConfig:
-    """The TrainConfig a run saved as a dict (keys it no longer has are dropped)."""
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in d.items() if k in names})
 
 
 def checked_replace(config, kind: str, changes: dict):

@@ -6,6 +6,7 @@ import json
 
 import torch
 
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import split_words
 from lmlab.errors import LmlabError
@@ -33,10 +34,7 @@ def add_parser(subparsers) -> None:
     for name in SHAPE_FLAGS:
         shape.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int,
                            help=f"default {getattr(ElmoConfig, name)}")
-    training = t.add_argument_group("training settings")
-    for f in dataclasses.fields(ElmoTrainConfig):
-        training.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=type(f.default), default=f.default,
-                              help="default %(default)s")
+    add_config_flags(t.add_argument_group("training settings (unset ones keep their defaults)"), ElmoTrainConfig)
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("embed", help="per-token contextual vectors of a text")
@@ -60,7 +58,7 @@ def run_train(args) -> None:
     if args.stop_after is not None and args.stop_after < 1:
         raise LmlabError(f"--stop-after must be at least 1, got {args.stop_after}")
     shape = {name: getattr(args, name) for name in SHAPE_FLAGS if getattr(args, name) is not None}
-    cfg = ElmoTrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ElmoTrainConfig)})
+    cfg = ElmoTrainConfig(**config_overrides(args, ElmoTrainConfig))
     ElmoConfig(vocab_size=1, **shape)  # check the shape before reading the data
     check_run_dir(args.out)
     result = train_elmo(load_corpus(args.data), shape, cfg, args.out, resume=args.resume,

@@ -13,7 +13,7 @@ from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
 from lmlab.models.load import load
-from lmlab.training.finetune import load_tuned
+from lmlab.models.tuned_files import load_tuned
 from lmlab.training.task_score import kl_to_reference, task_score
 
 MAX_QUESTIONS = 100_000  # each is a greedy reply: more would run for days

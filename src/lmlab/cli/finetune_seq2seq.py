@@ -2,11 +2,10 @@
 on (source, target) pairs. `cli.finetune_encoder` owns the command; it adds these flags and hands
 `--task seq2seq` to `run`. Flags of one kind of task given to the other are refused in one line."""
 
-import dataclasses
 import sys
 import warnings
 
-from lmlab.cli.config_flags import add_config_flags, config_overrides
+from lmlab.cli.config_flags import add_config_flags, config_overrides, flag_fields
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
@@ -17,18 +16,17 @@ TASK = "seq2seq"
 PAIRS_HELP = (f"--task {TASK}: --train is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
               f"in code: {', '.join(TASKS)} (written-out numbers -> digits); --model an encoder-decoder preset "
               f"({', '.join(ENCODER_DECODER_PRESETS)}), trained from scratch, or a T5 / BART / Marian directory")
-ENCODER_ONLY = sorted({f.name for f in dataclasses.fields(EncoderFinetuneConfig)}
-                      - {f.name for f in dataclasses.fields(Seq2SeqFinetuneConfig)}
+
+
+ENCODER_ONLY = sorted(flag_fields(EncoderFinetuneConfig) - flag_fields(Seq2SeqFinetuneConfig)
                       | {"text_column", "pair_column", "label_column"})
-SEQ2SEQ_ONLY = sorted({f.name for f in dataclasses.fields(Seq2SeqFinetuneConfig)}
-                      - {f.name for f in dataclasses.fields(EncoderFinetuneConfig)})
+SEQ2SEQ_ONLY = sorted(flag_fields(Seq2SeqFinetuneConfig) - flag_fields(EncoderFinetuneConfig))
 
 
 def add_seq2seq_flags(p) -> None:
-    """One flag per `Seq2SeqFinetuneConfig` field that the encoder tasks do not already have."""
+    """One flag per `Seq2SeqFinetuneConfig` setting that the encoder tasks do not already have."""
     group = p.add_argument_group(f"sequence-to-sequence settings (--task {TASK} only)")
-    shared = {f.name for f in dataclasses.fields(EncoderFinetuneConfig)}
-    add_config_flags(group, Seq2SeqFinetuneConfig, skip=shared)
+    add_config_flags(group, Seq2SeqFinetuneConfig, skip=flag_fields(EncoderFinetuneConfig))
 
 
 def refuse_flags(args, names: list[str], task: str) -> None:

@@ -3,8 +3,7 @@
 import argparse
 
 from lmlab.cli.config_flags import add_config_flags, config_overrides
-from lmlab.training.finetune import TASK, FinetuneConfig
-from lmlab.training.loop import FinetuneResult
+from lmlab.training.finetune import TASK, FinetuneConfig, FinetuneResult
 
 PREFERENCE_FILE = "JSONL file of {\"prompt\", \"chosen\", \"rejected\"} or {\"prompt\", \"ranked\": [best, …]}"
 

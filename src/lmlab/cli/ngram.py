@@ -1,14 +1,15 @@
 """`lmlab train --arch ngram` (its flags and runner) and `lmlab ngram export|import` (ARPA files)."""
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from lmlab.cli.config_flags import flag_fields
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
+from lmlab.models.presets import preset
 from lmlab.models.ngram.arpa import arpa_counts, read_arpa, write_arpa
 from lmlab.models.load import load
 from lmlab.models.ngram.files import save_ngram_dir
@@ -38,10 +39,23 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
                    help="fixed discount in (0, 1] for --smoothing kn (default: n1 / (n1 + 2 n2) per order)")
 
 
+def run_preset(args) -> None:
+    """`lmlab train --model trigram-kn|bigram-laplace|5gram-mkn`: the preset's order, smoothing and
+    vocabulary size, unless a flag gives them."""
+    cfg = preset(args.model)
+    for name in ("order", "smoothing", "vocab_size"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(cfg, name))
+    if args.smoothing == cfg.smoothing and args.add_k is None:
+        args.add_k = cfg.add_k
+    args.model = None
+    run_train(args)
+
+
 def run_train(args) -> None:
     """`lmlab train --arch ngram`: count, smooth, validate, save; refuse transformer-only flags."""
-    foreign = [name for name in ("model", "resume", "stop_after", "device", *_fields(ModelConfig),
-                                 *_fields(TrainConfig))
+    foreign = [name for name in ("model", "resume", "stop_after", "device", *sorted(flag_fields(ModelConfig)),
+                                 *sorted(flag_fields(TrainConfig)))
                if name not in SHARED_TRAIN_FLAGS and getattr(args, name, None) != UNSET.get(name)]
     if foreign:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
@@ -74,9 +88,6 @@ def run_train(args) -> None:
         print(f"validation perplexity {result.val_perplexity:.4f} over {result.val_tokens} tokens")
     print(f"model saved to {result.model_dir}")
 
-
-def _fields(cls) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
 
 
 def _or(value, default):

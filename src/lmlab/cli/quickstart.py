@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from lmlab.config import TrainConfig
+from lmlab.config import OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_TRAIN_DOCS
 from lmlab.data.markov import markov_corpus
@@ -42,8 +42,9 @@ def run(args) -> None:
     print(f"lmlab quickstart: {MARKOV_TRAIN_DOCS} documents sampled from a Markov source -> byte-level BPE -> "
           f"gpt2-tiny, {steps} steps\n")
     model_cfg = preset("gpt2-tiny", vocab_size=1024, context_length=128)
-    train_cfg = TrainConfig(max_steps=steps, batch_size=16, block_size=128, lr=2e-3, warmup_steps=steps // 10,
-                            eval_every=max(1, steps // 4), checkpoint_every=steps, keep_checkpoints=1, log_every=10)
+    train_cfg = TrainConfig(max_steps=steps, batch_size=16, block_size=128,
+                            optim=OptimConfig(lr=2e-3, warmup_steps=steps // 10), eval_every=max(1, steps // 4),
+                            checkpoint_every=steps, keep_checkpoints=1, log_every=10)
     resume = bool(list_checkpoints(Path(args.out) / "checkpoints"))  # continue an interrupted quickstart
     result = pretrain(model_cfg, train_cfg, "markov", args.out, resume=resume, device=args.device)
     if result.interrupted:

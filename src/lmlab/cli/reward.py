@@ -4,7 +4,7 @@ import argparse
 
 from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, recipe_args, report
 from lmlab.recipes.reward import reward
-from lmlab.training.reward_model import HEAD_FILE
+from lmlab.models.tuned_files import REWARD_HEAD_FILE
 
 
 def add_parser(subparsers) -> None:
@@ -26,5 +26,5 @@ def run(args) -> None:
     result = reward(**recipe_args(args), k=args.k)
     report("reward", args, result, {"val_accuracy": "held-out pairwise accuracy", "val_loss": "held-out loss"})
     if result.finished:
-        print(f"reward model saved to {args.out} ({HEAD_FILE} + its backbone); "
-              "load it with lmlab.training.reward_model.load_reward_model")
+        print(f"reward model saved to {args.out} ({REWARD_HEAD_FILE} + its backbone); "
+              "load it with lmlab.models.tuned_files.load_reward_model")

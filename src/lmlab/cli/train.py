@@ -8,7 +8,7 @@ from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encode
 from lmlab.cli.train_result import print_result
 from lmlab.cli.train_seq2seq import SPAN_FLAGS, add_seq2seq_flags, run_encoder_decoder
 from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS
-from lmlab.models.presets import preset
+from lmlab.models.presets import family_of, preset
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
@@ -40,10 +40,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    arch = args.arch
+    if arch == "transformer" and args.model is not None and family_of(args.model).kind == "classic":
+        arch = classic_arch(args.model)  # `--model lstm-small` means --arch lstm with the preset's sizes
     for archs, names in ARCH_FLAGS.items():
-        if args.arch not in archs:
-            train_neural.refuse_flags(args, args.arch, names)
-    ARCHS[args.arch](args)
+        if arch not in archs:
+            train_neural.refuse_flags(args, arch, names)
+    if arch != args.arch:  # a classic preset
+        return (ngram.run_preset if arch == "ngram" else train_neural.run_preset)(args)
+    ARCHS[arch](args)
 
 
 def run_transformer(args) -> None:
@@ -66,6 +71,18 @@ def run_transformer(args) -> None:
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                       stop_after=args.stop_after, device=args.device)
     print_result(result, args.out)
+
+
+def classic_arch(name: str) -> str:
+    """The --arch a classic preset trains as (window, rnn, lstm, gru or ngram); the other classic
+    families train with their own commands."""
+    family, cfg = family_of(name).name, preset(name)
+    if family in ("window", "ngram"):
+        return family
+    if family == "rnn":
+        return cfg.cell
+    command = {"seq2seq-rnn": "seq2seq", "elmo": "elmo", "word2vec": "word2vec"}[family]
+    raise LmlabError(f"{name} is a {family} preset, which `lmlab train` does not train; use `lmlab {command} train`")
 
 
 # --arch name -> the function that trains it from the parsed flags.

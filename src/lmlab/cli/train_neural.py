@@ -6,9 +6,11 @@ architecture does not use is refused with one line."""
 
 import dataclasses
 
+from lmlab.cli.config_flags import config_overrides
 from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
+from lmlab.models.presets import preset
 from lmlab.models.rnn import RNNConfig
 from lmlab.models.window import WindowConfig
 from lmlab.recipes.neural_lm import train_neural_lm
@@ -49,6 +51,15 @@ def run_rnn(args) -> None:
     _train(RNNConfig(cell=args.arch, **_model_settings(args, "rnn")), args)
 
 
+def run_preset(args) -> None:
+    """`lmlab train --model window-small|lstm-small|…`: the preset, with the model flags given."""
+    cfg = preset(args.model)
+    kind, arch = ("window", "window") if isinstance(cfg, WindowConfig) else ("rnn", cfg.cell)
+    refuse_flags(args, arch, _CHECKED - ACCEPTED[kind] - {"model"})
+    given = {name: getattr(args, name) for name in ACCEPTED[kind] if getattr(args, name, None) is not None}
+    _train(preset(args.model, **given), args)
+
+
 def _model_settings(args, kind: str) -> dict:
     settings = {name: getattr(args, name) for name in ACCEPTED[kind] if getattr(args, name, None) is not None}
     settings.setdefault("vocab_size", DEFAULT_VOCAB_SIZE)
@@ -58,8 +69,7 @@ def _model_settings(args, kind: str) -> dict:
 
 
 def _train(model_cfg: WindowConfig | RNNConfig, args) -> None:
-    train_cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
-                               if getattr(args, f.name, None) is not None})
+    train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = train_neural_lm(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                              stop_after=args.stop_after, device=args.device)
     print_result(result, args.out)

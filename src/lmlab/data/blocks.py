@@ -91,15 +91,3 @@ def gather(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> torch.Ten
     index = np.asarray(starts)[:, None] + np.arange(block_size + 1)  # (B, T + 1)
     return torch.from_numpy(np.asarray(tokens)[index].astype(np.int64))  # (B, T + 1)
 
-
-def shard(starts: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """This rank's contiguous slice of a global batch of start offsets, for distributed training."""
-    if not 0 <= rank < world_size:
-        raise LmlabError(f"rank {rank} must be between 0 and world size {world_size} - 1")
-    if len(starts) % world_size:
-        raise LmlabError(
-            f"global batch size {len(starts)} is not divisible by world size {world_size}; "
-            f"pick a batch size that is a multiple of {world_size}"
-        )
-    per_rank = len(starts) // world_size
-    return starts[rank * per_rank : (rank + 1) * per_rank]

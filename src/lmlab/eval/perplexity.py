@@ -53,6 +53,15 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
 
 
 @torch.no_grad()
+def held_out_loss(model: torch.nn.Module, split, n_batches: int, batch_size: int,
+                  device: torch.device | str) -> dict[str, float]:
+    """val_loss and val_ppl over the first n_batches x batch_size held-out blocks of a `BlockSplit`:
+    what pre-training logs at each evaluation."""
+    starts = split.val_blocks[:n_batches * batch_size]
+    loss = mean_block_loss(model, split.tokens, starts, split.block_size, batch_size, device)
+    return {"val_loss": loss, "val_ppl": math.exp(min(loss, 700.0))}
+
+
 def mean_block_loss(model: torch.nn.Module, tokens: np.ndarray, starts: np.ndarray, block_size: int,
                     batch_size: int, device: torch.device | str) -> float:
     """Mean next-token cross-entropy (nats) over the blocks at `starts` (validation loss)."""

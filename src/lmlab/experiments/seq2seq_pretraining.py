@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmlab.config import TrainConfig
+from lmlab.config import OptimConfig, TrainConfig
 from lmlab.data.number_words import number_corpus
 from lmlab.data.pairs import TaskSizes
 from lmlab.data.seq2seq_tasks import make_task
@@ -38,7 +38,8 @@ from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
 from lmlab.models.presets import preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
-from lmlab.recipes.pretrain_seq2seq import FAMILY_OBJECTIVE, pretrain_seq2seq
+from lmlab.objectives.registry import choose_objective
+from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 
 RESULTS = "seq2seq_pretraining"
@@ -92,13 +93,15 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
     if (out / f"{RESULTS}.json").exists() or (out / "runs").exists():
         raise LmlabError(f"'{out}' already holds an experiment; choose a new --out directory")
     check_run_dir(out)
-    finetune = Seq2SeqFinetuneConfig(max_steps=s.finetune_steps, batch_size=s.finetune_batch_size, lr=s.finetune_lr,
-                                     warmup_steps=min(50, s.finetune_steps // 10), eval_every=s.eval_every,
+    finetune_optim = Seq2SeqFinetuneConfig.optim.replace(lr=s.finetune_lr, warmup_steps=min(50, s.finetune_steps // 10))
+    finetune = Seq2SeqFinetuneConfig(max_steps=s.finetune_steps, batch_size=s.finetune_batch_size,
+                                     optim=finetune_optim, eval_every=s.eval_every,
                                      checkpoint_every=s.finetune_steps, keep_checkpoints=1, seed=s.seed,
                                      train_size=s.train_pairs, val_size=s.val_pairs, test_size=s.test_pairs,
                                      max_new_tokens=16)
     pretrain = TrainConfig(max_steps=s.pretrain_steps, batch_size=s.pretrain_batch_size, block_size=s.block_size,
-                           lr=s.pretrain_lr, warmup_steps=min(100, s.pretrain_steps // 10), weight_decay=0.01,
+                           optim=OptimConfig(lr=s.pretrain_lr, warmup_steps=min(100, s.pretrain_steps // 10),
+                                             weight_decay=0.01),
                            eval_every=max(1, s.pretrain_steps // 5), eval_batches=4,
                            checkpoint_every=s.pretrain_steps, keep_checkpoints=1, seed=s.seed)
     runs, results = out / "runs", {}
@@ -113,7 +116,7 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
                                              tokenizer=runs / f"{name}-pretrain" / TOKENIZER_FILE,
                                              show_progress=show_progress),
         }
-        objective = FAMILY_OBJECTIVE[ENCODER_DECODER_PRESETS[name].family]
+        objective = choose_objective("encoder-decoder", ENCODER_DECODER_PRESETS[name].family).name
         results[name] = {"objective": objective, "pretrain_val_loss": pre.after.get("val_loss")} | {
             start: {"test_seq_acc": run.test["test_seq_acc"], "mean_val_seq_acc": _mean(_curve(run.model_dir.parent)),
                     "val_curve": _curve(run.model_dir.parent)}

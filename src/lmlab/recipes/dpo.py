@@ -29,9 +29,10 @@ from lmlab.losses.dpo import dpo_loss, sequence_logprobs
 from lmlab.modules.peft import adapters_disabled
 from lmlab.objectives.sft import sft_batch
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_preferences, run_settings,
-                                     split_examples, trim_padding, unique, with_reply)
-from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
+                                     read_preferences, run_settings, split_examples, start_tuning, trim_padding,
+                                     unique, with_reply)
+from lmlab.training.loop import evaluated, log_before, part_of, run_steps
 from lmlab.training.rewards import prompts_and_replies, reward_source, sampled_pairs
 from lmlab.training.task_score import task_score
 
@@ -78,7 +79,7 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
                             sample_max_new_tokens=sample_max_new_tokens, sample_temperature=sample_temperature,
                             sample_with_reference=sample_with_reference, reward_fn=reward_fn,
                             reward_model=str(reward_model) if reward_model else None)
-    session = start_session(out, tuned.model, cfg, settings, ckpt)
+    session = start_tuning(out, tuned.model, cfg, settings, ckpt)
     adapters_off_is_reference = tuned.method != "none" and adapter is None
     prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []
 
@@ -107,8 +108,8 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         margin, accuracy = (chosen - rejected).mean(), pairwise_accuracy(chosen, rejected)
         return loss, {"margin": margin.item(), "accuracy": accuracy.item()}
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        indices = batch_indices(len(train), cfg.batch_size, step, cfg.seed)
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
         rows = [train[i] for i in indices]
         return preference_loss(rows, reference(rows, "train", indices))
 
@@ -128,8 +129,7 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     if not adapters_off_is_reference and "reference" not in session.state:
         session.state["reference"] = evaluated(tuned.model, lambda: {"train": all_logprobs(train),
                                                                      "val": all_logprobs(val)})
-    if not session.resumed:
-        session.metrics.write(step=0, **evaluated(tuned.model, lambda: validate() | graded()))
+    log_before(session, lambda: validate() | graded())
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="DPO loss")
     return finish(session, tuned, finished, graded)
 

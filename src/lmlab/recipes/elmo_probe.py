@@ -14,12 +14,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmlab.config import OptimConfig
 from lmlab.data.analogies import TOPICS, tagged_sentences
+from lmlab.errors import LmlabError
 from lmlab.models.elmo.chars import BOS, EOS, word_chars
 from lmlab.models.elmo.model import ElmoLM
 from lmlab.models.elmo.scalar_mix import ScalarMix
+from lmlab.training.loop import LoopConfig, run_steps, start_session
 
 TRAIN_SEED, TEST_SEED = 1001, 2002  # sentences unlike the training corpus's (seed 0)
+# Adam at a constant learning rate: no warmup, no decay (a linear schedule to 100%), no weight
+# decay, gradients never clipped.
+PROBE_OPTIM = OptimConfig(lr=0.02, warmup_steps=0, schedule="linear", min_lr_ratio=1.0, weight_decay=0.0,
+                          beta1=0.9, beta2=0.999, grad_clip=1e9)
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,9 @@ def sentence_features(model: ElmoLM, sentences: list[list[str]]) -> tuple[list[t
     return layers, mask
 
 
-def _topic_data(model: ElmoLM, n: int, seed: int):
+def topic_data(model: ElmoLM, n: int, seed: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """`n` generated sentences as (the model's frozen layers, the word mask (N, T), each word's topic
+    tag (N, T))."""
     pairs = tagged_sentences(n, seed)
     layers, mask = sentence_features(model, [text.split() for text, _ in pairs])
     tags = torch.tensor([TOPICS.index(topic) for _, topic in pairs])[:, None].expand_as(mask)  # (N, T)
@@ -55,20 +64,37 @@ def _topic_data(model: ElmoLM, n: int, seed: int):
 
 def train_tagger(features, train, test, steps: int, lr: float, seed: int) -> float:
     """Fit `features` (a module mapping a list of layers to (N, T, D)) and a linear layer to the
-    train tags with Adam; return the accuracy on the test words."""
+    train tags, full batch, in memory through the training loop (Adam: AdamW without weight decay, at
+    a constant learning rate, unclipped); return the accuracy on the test words."""
     torch.manual_seed(seed)
     (train_layers, train_mask, train_tags), (test_layers, test_mask, test_tags) = train, test
-    classify = nn.Linear(train_layers[0].shape[-1], len(TOPICS))
-    optimizer = torch.optim.Adam([*features.parameters(), *classify.parameters()], lr=lr)
-    for _ in range(steps):
-        logits = classify(features(train_layers))[train_mask]  # (n_words, n_tags)
-        loss = F.cross_entropy(logits, train_tags[train_mask])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    tagger = Tagger(features, train_layers[0].shape[-1])
+    session = start_session(None, tagger, PROBE_OPTIM.replace(lr=lr),
+                            LoopConfig(max_steps=steps, batch_size=len(train_tags)), {"recipe": "probe"})
+    if session.parts > 1:
+        raise LmlabError("the probe fits its tagger on the whole batch in one process; run it without torchrun")
+
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        logits = tagger(train_layers)[train_mask]  # (n_words, n_tags)
+        return F.cross_entropy(logits, train_tags[train_mask]), {}
+
+    if not run_steps(session, step_loss, show_progress=False):
+        raise KeyboardInterrupt  # Ctrl-C: a half-fitted tagger's accuracy would mean nothing
     with torch.no_grad():
-        predicted = classify(features(test_layers)).argmax(-1)
+        predicted = tagger(test_layers).argmax(-1)  # (N, T)
     return (predicted[test_mask] == test_tags[test_mask]).float().mean().item()
+
+
+class Tagger(nn.Module):
+    """Features of the frozen layers, then a linear layer to the topic tags."""
+
+    def __init__(self, features: nn.Module, width: int):
+        super().__init__()
+        self.features = features
+        self.classify = nn.Linear(width, len(TOPICS))
+
+    def forward(self, layers: list[torch.Tensor]) -> torch.Tensor:
+        return self.classify(self.features(layers))  # (N, T, n_tags)
 
 
 class TokenLayer(nn.Module):
@@ -81,8 +107,8 @@ class TokenLayer(nn.Module):
 def probe_topics(model: ElmoLM, n_train: int = 400, n_test: int = 400, steps: int = 300, lr: float = 0.02,
                  seed: int = 0) -> ProbeResult:
     """Train the topic tagger on the scalar mix and on the token layer; report both test accuracies."""
-    train = _topic_data(model, n_train, TRAIN_SEED + seed)
-    test = _topic_data(model, n_test, TEST_SEED + seed)
+    train = topic_data(model, n_train, TRAIN_SEED + seed)
+    test = topic_data(model, n_test, TEST_SEED + seed)
     mix = ScalarMix(len(train[0]))
     mix_accuracy = train_tagger(mix, train, test, steps, lr, seed)
     token_accuracy = train_tagger(TokenLayer(), train, test, steps, lr, seed)

@@ -14,11 +14,11 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from tokenizers import Tokenizer
 
+from lmlab.config import OptimConfig
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_VOCAB, at_least, at_most, check_types, \
     fraction, positive
 from lmlab.data.pair_files import read_pairs
@@ -36,7 +36,8 @@ from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import (IdPair, encode_text, fingerprint, fit_length, mean_loss, source_bos,
                                             starting_model, teacher_forced_loss)
 from lmlab.training.finetune import batch_indices, data_key, split_examples
-from lmlab.training.loop import evaluated, run_steps, start_session
+from lmlab.training import distributed
+from lmlab.training.loop import LoopConfig, evaluated, log_before, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVE = {"validation sequence accuracy": "val_seq_acc"}
@@ -52,12 +53,10 @@ class Seq2SeqFinetuneConfig:
 
     max_steps: int = 1000
     batch_size: int = 32
-    lr: float = 1e-3  # suits a tiny model; a large pre-trained one wants ~1e-4
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 50
-    schedule: Literal["cosine", "linear"] = "cosine"
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    bf16: bool = False
+    # lr 1e-3 suits a tiny model; a large pre-trained one wants ~1e-4
+    optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=50, weight_decay=0.01)
     eval_every: int = 100
     checkpoint_every: int = 100
     keep_checkpoints: int = 2
@@ -73,16 +72,15 @@ class Seq2SeqFinetuneConfig:
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "max_steps", "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
-                 "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
-        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "eval_every", "checkpoint_every", "keep_checkpoints",
+                 "log_every", "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
+        at_least(self, 0, "seed")
         at_most(self, MAX_VOCAB, "vocab_size")
         at_most(self, MAX_CONTEXT, "max_new_tokens")
         at_most(self, MAX_BATCH, "batch_size")
         at_most(self, MAX_SEED, "seed")
-        positive(self, "lr", "grad_clip", "val_fraction")
+        positive(self, "val_fraction")
         fraction(self, "val_fraction")
-        fraction(self, "min_lr_ratio", upper_included=True)
 
     def replace(self, **changes) -> "Seq2SeqFinetuneConfig":
         return dataclasses.replace(self, **changes)
@@ -126,21 +124,22 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
                 "train": train, "eval": eval_data,
                 "data_key": data_key([splits.train, splits.validation, splits.test])} | dataclasses.asdict(cfg)
     network.to(training_device(device))
-    if ckpt is None:
+    if ckpt is None and distributed.current().is_main:
         save_tokenizer(tok, out)
-    session = start_session(out, network, cfg, settings, ckpt)
+    session = start_session(out, network, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        rows = batch_indices(len(data["train"]), cfg.batch_size, step, cfg.seed)
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        rows = part_of(batch_indices(len(data["train"]), cfg.batch_size, step, cfg.seed), part, parts)
         return teacher_forced_loss(network, [data["train"][i] for i in rows]), {}
 
     def validate() -> dict:
         return {"val_loss": mean_loss(network, data["val"], cfg.batch_size),
                 "val_seq_acc": accuracy(network, tok, data["val"], splits.validation, cfg)}
 
-    if not session.resumed:
-        session.metrics.write(step=0, **evaluated(network, validate))
+    log_before(session, validate)
     finished = run_steps(session, step_loss, validate, stop_after, show_progress)
+    if not session.dist.is_main:  # under torchrun the first process saves and reports
+        return Seq2SeqFinetuneResult(session.step, finished, None, {}, {}, {})
     rows = session.metrics.read()
     save_loss_curve(rows, out / "accuracy.png", ACCURACY_CURVE, ylabel="sequence accuracy")
     before = {k: v for k, v in rows[0].items() if k.startswith("val_")}

@@ -41,9 +41,10 @@ from lmlab.objectives.causal_lm import causal_lm
 from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, run_settings, split_examples,
+from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
+                                     run_settings, split_examples, start_tuning,
                                      unique)
-from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.loop import evaluated, log_before, part_of, run_steps
 from lmlab.training.rewards import load_prompts, reward_source
 from lmlab.training.task_score import task_score
 
@@ -115,7 +116,10 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     reference = frozen_reference(tuned, adapter)
     settings = run_settings("ppo", tuned, data, prompts, cfg, adapter, reward_fn=reward_fn,
                             reward_model=str(reward_model) if reward_model else None, **dataclasses.asdict(ppo_cfg))
-    session = start_session(out, agent, cfg, settings, ckpt)
+    session = start_tuning(out, agent, cfg, settings, ckpt)
+    if ppo_cfg.ptx_coef > 0 and ppo_cfg.ptx_batch_size % session.parts:
+        raise LmlabError(f"--ptx-batch-size {ppo_cfg.ptx_batch_size} must be a multiple of the processes x "
+                         f"--grad-accum ({session.parts})")
     kl_control = (AdaptiveKLController(ppo_cfg.kl_coef, ppo_cfg.kl_target, ppo_cfg.kl_horizon)
                   if ppo_cfg.adaptive_kl else FixedKLController(ppo_cfg.kl_coef))
     kl_control.value = session.state.get("kl_coef", kl_control.value)
@@ -146,12 +150,15 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
                 "old_values": values, "advantages": whiten(advantages, mask), "returns": returns,
                 "logged": logged, "index": index}
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        """PPO's loss on part `part` of the step's rollout. Every process samples the whole rollout (the
+        same replies: same weights, same seed) and trains on its part, so the KL controller stays in step."""
         index = step // ppo_cfg.ppo_epochs
         if session.state.get("rollout", {}).get("index") != index:
             session.state["rollout"] = evaluated(agent, lambda: rollout(index))
             session.state["kl_coef"] = kl_control.value
-        batch = session.state["rollout"]
+        batch = {key: part_of(value, part, parts) if torch.is_tensor(value) else value
+                 for key, value in session.state["rollout"].items()}
         logits, values = agent(batch["inputs"])
         logits = logits / ppo_cfg.temperature  # the policy PPO improves is the one that samples
         logprobs = token_logprobs(logits, batch["targets"])
@@ -164,7 +171,8 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
                                     "entropy": entropy_from_logits(logits.detach(), batch["mask"]).item()}
         if ptx is not None:
             tokens, starts = ptx
-            block = gather(tokens, batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.seed), ppo_cfg.ptx_block_size)
+            block = gather(tokens, part_of(batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.seed), part, parts),
+                           ppo_cfg.ptx_block_size)
             inputs, targets = causal_lm(block)  # (B, ptx_block_size) each
             ptx_loss = cross_entropy(tuned.model(inputs.to(device_)), targets.to(device_))
             loss = loss + ppo_cfg.ptx_coef * ptx_loss
@@ -176,8 +184,7 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     def graded() -> dict:
         return task_score(tuned.model, tuned.tokenizer, graded_prompts) if graded_prompts else {}
 
-    if not session.resumed:
-        session.metrics.write(step=0, **evaluated(agent, graded))
+    log_before(session, graded)
     finished = run_steps(session, step_loss, None, stop_after, show_progress,
                          curves={"reward": "reward", "KL to reference": "kl"}, ylabel="reward / KL (nats)")
     return finish(session, tuned, finished, graded)

@@ -7,7 +7,7 @@ sentences of at most `block_size` tokens -> for each step a batch of chunks, eac
 objective into (inputs, targets) -> teacher-forced cross-entropy -> AdamW steps with checkpoints
 that resume exactly (`training.loop`) -> the model directory (`save_encoder_decoder`).
 
-The objectives (`lmlab.objectives`), each the default of one family:
+The objectives (`lmlab.objectives.registry`, kind "encoder-decoder"), each the default of one family:
     span_corruption  (T5)     15 % of the tokens in spans of mean length 3 (or `SpanNoise`'s share
                               and length), each span replaced by a sentinel; the target lists the
                               sentinels and their spans
@@ -22,7 +22,6 @@ a run stopped at step k and resumed trains on the same batches as one that never
 
 import dataclasses
 import hashlib
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,24 +36,21 @@ from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
-from lmlab.objectives.denoising import bart_default_noise, bart_denoising
-from lmlab.objectives.gap_sentences import gap_sentences
-from lmlab.objectives.sentences import split_sentences
-from lmlab.objectives.span_corruption import SpanNoise, span_corruption, t5_sentinel_tokens
+from lmlab.objectives.objective import Key, Objective
+from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
+from lmlab.objectives.sentences import sentence_end_ids, split_sentences
+from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
-from lmlab.tokenizers.seq2seq import EOS, MASK, PAD, train_seq2seq_bpe
+from lmlab.tokenizers.seq2seq import EOS, PAD, train_seq2seq_bpe
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
 from lmlab.training.finetune import batch_indices, split_examples
-from lmlab.training.loop import evaluated, measured, run_steps, start_session
+from lmlab.training import distributed
+from lmlab.training.loop import LoopConfig, log_before, measured, part_of, run_steps, start_session
 
-FAMILY_OBJECTIVE = {"t5": "span_corruption", "bart": "denoising", "transformer": "denoising"}  # the defaults
-OBJECTIVE_TOKENS = {"span_corruption": tuple(t5_sentinel_tokens()), "denoising": (MASK,), "gap_sentences": (MASK,)}
-OBJECTIVES = tuple(OBJECTIVE_TOKENS)
+# each family's default objective, by name (experiments.seq2seq_pretraining reports it)
 DEFAULT_BLOCK = 128  # tokens per chunk unless --block-size says otherwise
-SENTENCE_ENDS = (".", "!", "?", "\n")  # tokens that end a sentence
-GAP_RATIO = 0.3  # gap sentences: the share of a chunk's sentences masked (Pegasus: 30 %)
 
 
 @dataclass(frozen=True)
@@ -77,24 +73,22 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
                      stop_after: int | None = None, device: str = "auto", span_noise: SpanNoise = SpanNoise(),
                      show_progress: bool = True) -> Seq2SeqPretrainResult:
     """Pre-train an encoder-decoder of shape `model_cfg` on `data` (a path or an embedded corpus)
-    into the run directory `out` with `objective` (default: the family's own, FAMILY_OBJECTIVE).
+    into the run directory `out` with `objective`, an encoder-decoder objective of
+    `objectives.registry` (default: the family's own).
 
     `tokenizer` is a tokenizer.json or its directory holding the objective's special tokens;
     without one, a BPE of the preset's vocabulary size is trained on the data. `stop_after` ends
     this session after that many steps with a checkpoint (so does Ctrl-C); `resume=True` goes on.
     `span_noise` sets span corruption's share of dropped tokens and mean span length.
     """
-    objective = objective or FAMILY_OBJECTIVE[model_cfg.family]
-    if objective not in OBJECTIVES:
-        raise LmlabError(f"objective '{objective}' is unknown for an encoder-decoder; choose one of: "
-                         f"{', '.join(OBJECTIVES)}")
+    record = choose_objective("encoder-decoder", model_cfg.family, objective)
     _check_train_config(train_cfg)
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
 
     # 1. Text and tokenizer (the run's own tokenizer.json when resuming).
     texts = load_corpus(data)
-    tok = _tokenizer(out / TOKENIZER_FILE if ckpt is not None else tokenizer, texts, model_cfg, objective)
+    tok = _tokenizer(out / TOKENIZER_FILE if ckpt is not None else tokenizer, texts, model_cfg, record)
     cfg = fit_to_tokenizer(model_cfg, tok)
     block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_source_length - 1, cfg.max_target_length - 1)
     if not 8 <= block < min(cfg.max_source_length, cfg.max_target_length):
@@ -102,39 +96,40 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
                          f"source and {cfg.max_target_length} target tokens; change --block-size")
 
     # 2. Chunks of whole sentences; a held-out part; the objective as chunk -> (inputs, targets).
-    sentence_ends = {i for i in (tok.token_to_id(t) for t in SENTENCE_ENDS) if i is not None}
+    sentence_ends = sentence_end_ids(tok)
     chunks = [c for text in texts for c in sentence_chunks(tok.encode(text, add_special_tokens=False).ids,
                                                              sentence_ends, block)]
     train, val = split_examples(chunks, train_cfg.val_fraction, train_cfg.seed)
     val = val[:train_cfg.eval_batches * train_cfg.batch_size]
-    corrupt = objective_pairs(objective, tok, cfg, sentence_ends, span_noise)
+    corrupt = training_pairs(build_objective(record, tok, noise=span_noise), cfg)
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = training_device(device)
     torch.manual_seed(train_cfg.seed)
     model = build_encoder_decoder(cfg).to(dev)
-    settings = {"recipe": f"{cfg.family} {objective}", "base_model": None, "base_fingerprint": None,
-                "model": dataclasses.asdict(cfg), "objective": objective, "data": data,
-                "span_noise": dataclasses.asdict(span_noise) if objective == "span_corruption" else None,
+    settings = {"recipe": f"{cfg.family} {record.name}", "base_model": None, "base_fingerprint": None,
+                "model": dataclasses.asdict(cfg), "objective": record.name, "data": data,
+                "span_noise": dataclasses.asdict(span_noise) if "noise" in record.settings else None,
                 "data_key": _data_key(chunks), "block_size": block} | dataclasses.asdict(train_cfg)
-    if ckpt is None:
+    if ckpt is None and distributed.current().is_main:
         save_tokenizer(tok, out)
-    session = start_session(out, model, train_cfg, settings, ckpt)
+    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        rows = batch_indices(len(train), train_cfg.batch_size, step, train_cfg.seed)
-        pairs = [corrupt(train[i], random.Random(f"{train_cfg.seed}:{step}:{k}")) for k, i in enumerate(rows)]
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        rows = part_of(list(enumerate(batch_indices(len(train), train_cfg.batch_size, step, train_cfg.seed))),
+                       part, parts)  # (k, example): the k-th example of the step's batch is corrupted by seed k
+        pairs = [corrupt(train[i], (train_cfg.seed, step, k)) for k, i in rows]
         return teacher_forced_loss(model, pairs), {}
 
     def validate() -> dict:  # the same corruption of each held-out chunk at every evaluation
-        pairs = [corrupt(chunk, random.Random(f"{train_cfg.seed}:val:{k}")) for k, chunk in enumerate(val)]
+        pairs = [corrupt(chunk, (train_cfg.seed, "val", k)) for k, chunk in enumerate(val)]
         return {"val_loss": mean_loss(model, pairs, train_cfg.batch_size)}
 
-    if not session.resumed and val:
-        session.metrics.write(step=0, **evaluated(model, validate))
+    if val:
+        log_before(session, validate)
     finished = run_steps(session, step_loss, validate if val else None, stop_after, show_progress,
                          ylabel="loss (nats/token)")
-    model_dir = save_encoder_decoder(model, tok, out / "model") if finished else None
+    model_dir = save_encoder_decoder(model, tok, out / "model") if finished and session.dist.is_main else None
     before, after = measured(session)
     return Seq2SeqPretrainResult(session.step, finished, model_dir, before, after)
 
@@ -154,44 +149,32 @@ def sentence_chunks(tokens: list[int], sentence_ends: set[int], block: int) -> l
     return [c for c in chunks if len(c) >= 8]
 
 
-def objective_pairs(objective: str, tok: Tokenizer, cfg: EncoderDecoderConfig, sentence_ends: set[int],
-                    span_noise: SpanNoise = SpanNoise()) -> Callable[[list[int], random.Random], IdPair]:
-    """corrupt(chunk, rng) -> (inputs, targets), each ending with </s>, for `objective`."""
-    sentinels = [tok.token_to_id(t) for t in OBJECTIVE_TOKENS["span_corruption"]]
-    mask = tok.token_to_id(MASK)
-    noise = bart_default_noise(mask, sentence_ends) if objective == "denoising" else None
-
-    def corrupt(chunk: list[int], rng: random.Random) -> IdPair:
-        if objective == "span_corruption":
-            inputs, targets = span_corruption(chunk, sentinels, rng, span_noise.noise_density,
-                                              span_noise.mean_span_length)
-        elif objective == "denoising":
-            inputs, targets = bart_denoising(chunk, rng, noise)
-        else:
-            inputs, targets = gap_sentences(split_sentences(chunk, sentence_ends), mask, GAP_RATIO)
+def training_pairs(objective: Objective, cfg: EncoderDecoderConfig) -> Callable[[list[int], Key], IdPair]:
+    """corrupt(chunk, key) -> the objective's (inputs, targets), each ending with </s>."""
+    def corrupt(chunk: list[int], key: Key) -> IdPair:
+        inputs, targets = objective(chunk, key)
         # text infilling may insert a few <mask>s: the input is cut to what the encoder reads
         return inputs[:cfg.max_source_length - 1] + [cfg.eos_id], targets + [cfg.eos_id]
     return corrupt
 
 
-def _tokenizer(path: str | Path | None, texts: list[str], cfg: EncoderDecoderConfig, objective: str) -> Tokenizer:
+def _tokenizer(path: str | Path | None, texts: list[str], cfg: EncoderDecoderConfig,
+               objective: ObjectiveRecord) -> Tokenizer:
     """The tokenizer at `path`, or a BPE of the preset's size trained on `texts`; it must hold
     <pad>, </s> and the tokens the objective writes."""
-    needed = (PAD, EOS, *OBJECTIVE_TOKENS[objective])
+    needed = (PAD, EOS, *objective.tokens)
     tok = load_tokenizer(path) if path is not None else train_seq2seq_bpe(texts, cfg.vocab_size, cfg.family, needed)
     missing = [t for t in needed if tok.token_to_id(t) is None]
     if missing:
         shown = missing if len(missing) < 4 else [*missing[:3], "…"]
-        raise LmlabError(f"tokenizer '{path}' lacks {len(missing)} token(s) {objective} needs ({', '.join(shown)}); "
+        raise LmlabError(f"tokenizer '{path}' lacks {len(missing)} token(s) {objective.name} needs ({', '.join(shown)}); "
                          "leave out --tokenizer to train one with them")
     return tok
 
 
 def _check_train_config(cfg: TrainConfig) -> None:
-    unsupported = {"grad_accum": 1, "bf16": False, "compile": False}
-    for name, value in unsupported.items():
-        if getattr(cfg, name) != value:
-            raise LmlabError(f"{name}={getattr(cfg, name)} is not supported by encoder-decoder pre-training; drop it")
+    if cfg.compile:
+        raise LmlabError("--compile is not supported by encoder-decoder pre-training; drop it")
 
 
 def _data_key(chunks: list[list[int]]) -> str:

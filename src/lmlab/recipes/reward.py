@@ -6,7 +6,7 @@ part -> the model with a PEFT method applied, and a scalar head read at the last
 (`heads.reward.RewardModel`) -> per prompt, every one of its K answers scored in one batch and
 all K-choose-2 (better, worse) pairs in the Bradley-Terry loss, averaged over the pairs
 (InstructGPT) -> AdamW steps, checkpoints that resume exactly -> the backbone (adapter, or whole
-model) and the head, which `training.reward_model.load_reward_model` reads back (for PPO).
+model) and the head, which `models.tuned_files.load_reward_model` reads back (for PPO).
 Held-out pairwise accuracy (the share of pairs ordered right) is measured before and after.
 """
 
@@ -18,10 +18,11 @@ from lmlab.data.tasks import ranked_answers
 from lmlab.heads.reward import RewardModel
 from lmlab.losses.bradley_terry import bradley_terry_loss, ranked_pairs
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_preferences,
-                                     run_settings, split_examples, unique, with_reply)
-from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
-from lmlab.training.reward_model import chat_rewards, save_head
+from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
+                                     read_preferences, run_settings, split_examples, start_tuning, unique, with_reply)
+from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.models.tuned_files import save_reward_head
+from lmlab.training.reward_model import chat_rewards
 
 Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
 
@@ -39,15 +40,16 @@ def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = 
     tuned = load_tunable(model, cfg, adapter, device)
     reward_model = RewardModel(tuned.model)  # the head's starting weights follow the seed, after PEFT's
     settings = run_settings("reward", tuned, data, rankings, cfg, adapter, k=k if data == TASK else None)
-    session = start_session(out, reward_model, cfg, settings, ckpt)
+    session = start_tuning(out, reward_model, cfg, settings, ckpt)
 
     def batch_loss(rows: list[Ranking]) -> tuple[torch.Tensor, torch.Tensor]:  # all answers, one batch
         chats = [with_reply(prompt, answer) for prompt, answers in rows for answer in answers]
         scores = chat_rewards(reward_model, tuned.tokenizer, chats, cfg.block_size)  # (sum of K,)
         return ranking_loss(scores, [len(answers) for _, answers in rows])
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        loss, correct = batch_loss([train[i] for i in batch_indices(len(train), cfg.batch_size, step, cfg.seed)])
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
+        loss, correct = batch_loss([train[i] for i in indices])
         return loss, {"accuracy": correct.mean().item()}
 
     def validate() -> dict:  # held-out loss per prompt, and accuracy over every held-out pair
@@ -59,11 +61,10 @@ def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = 
             correct.append(right)
         return {"val_loss": sum(losses) / len(val), "val_accuracy": torch.cat(correct).mean().item()} if val else {}
 
-    if not session.resumed:
-        session.metrics.write(step=0, **evaluated(reward_model, validate))
+    log_before(session, validate)
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="Bradley-Terry loss")
-    if finished:
-        save_head(reward_model, out)
+    if finished and session.dist.is_main:
+        save_reward_head(reward_model, out)
     return finish(session, tuned, finished, merge=False)
 
 

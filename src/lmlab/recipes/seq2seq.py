@@ -13,7 +13,8 @@ from typing import Literal
 
 import torch
 
-from lmlab.config_checks import MAX_BATCH, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, fraction, positive
+from lmlab.config import OptimConfig
+from lmlab.config_checks import MAX_BATCH, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
 from lmlab.data.pairs import Pair, TaskSizes
 from lmlab.data.seq2seq_tasks import TASKS, make_task
@@ -26,7 +27,7 @@ from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from lmlab.objectives.teacher_forcing import teacher_forcing
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import batch_indices
-from lmlab.training.loop import evaluated, run_steps, start_session
+from lmlab.training.loop import LoopConfig, evaluated, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}
@@ -47,12 +48,8 @@ class Seq2SeqTrainConfig:
     dropout: float = 0.0
     max_steps: int = 1500
     batch_size: int = 64
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.05
-    warmup_steps: int = 50
-    schedule: Literal["cosine", "linear"] = "cosine"
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    optim: OptimConfig = OptimConfig(lr=3e-3, min_lr_ratio=0.05, warmup_steps=50, weight_decay=0.0)
     eval_every: int = 250
     checkpoint_every: int = 250
     keep_checkpoints: int = 2
@@ -64,14 +61,12 @@ class Seq2SeqTrainConfig:
             raise LmlabError(f"unknown task '{self.task}'; choose one of {', '.join(TASKS)}")
         check_types(self)
         at_least(self, 1, "train_size", "val_size", "test_size", "embed_dim", "hidden", "attention_dim", "max_steps",
-                 "batch_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every")
-        at_least(self, 0, "warmup_steps", "weight_decay", "seed")
+                 "batch_size", "grad_accum", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every")
+        at_least(self, 0, "seed")
         at_most(self, MAX_WIDTH, "embed_dim", "hidden", "attention_dim")
         at_most(self, MAX_BATCH, "batch_size")
         at_most(self, MAX_SEED, "seed")
-        positive(self, "lr", "grad_clip")
         fraction(self, "dropout")
-        fraction(self, "min_lr_ratio", upper_included=True)
 
     def replace(self, **changes) -> "Seq2SeqTrainConfig":
         return dataclasses.replace(self, **changes)
@@ -104,13 +99,13 @@ def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False
     trained = Seq2SeqModel(model, src_vocab, tgt_vocab, max_len=2 * max(len(t) for _, t in splits.train) + 1,
                            task={"name": cfg.task, "seed": cfg.seed} | dataclasses.asdict(task_sizes(cfg)))
     settings = {"recipe": "seq2seq", "base_model": None, "base_fingerprint": None} | dataclasses.asdict(cfg)
-    session = start_session(out, model, cfg, settings, ckpt)
+    session = start_session(out, model, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
 
     sources = [src_vocab.encode(source) for source, _ in splits.train]
     targets = [tgt_vocab.encode(target) for _, target in splits.train]
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        rows = batch_indices(len(sources), cfg.batch_size, step, cfg.seed)
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        rows = part_of(batch_indices(len(sources), cfg.batch_size, step, cfg.seed), part, parts)
         src, tgt_in, tgt_out = teacher_forcing([sources[i] for i in rows], [targets[i] for i in rows], BOS, PAD)
         return cross_entropy(model(src, tgt_in), tgt_out), {}
 
@@ -123,6 +118,8 @@ def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False
                 "val_seq_acc": scores["seq_acc"], "val_char_acc": scores["char_acc"]}
 
     finished = run_steps(session, step_loss, validate, stop_after, show_progress)
+    if not session.dist.is_main:  # under torchrun the first process saves and reports
+        return Seq2SeqResult(session.step, finished, None, {}, {})
     rows = session.metrics.read()
     save_loss_curve(rows, out / "accuracy.png", ACCURACY_CURVES, ylabel="accuracy")
     validation = next((r for r in reversed(rows) if "val_seq_acc" in r), {})

@@ -17,9 +17,9 @@ from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import sft_batch
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, batch_indices, load_tunable, read_chats, run_settings,
-                                     split_examples, trim_padding, unique)
-from lmlab.training.loop import FinetuneResult, evaluated, finish, run_steps, start_session
+from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
+                                     read_chats, run_settings, split_examples, start_tuning, trim_padding, unique)
+from lmlab.training.loop import log_before, part_of, run_steps
 from lmlab.training.task_score import task_score
 
 
@@ -35,16 +35,17 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     chats = load_chats(data, cfg)
     train, val = split_examples(chats, cfg.val_fraction, cfg.seed)
     tuned = load_tunable(model, cfg, adapter, device)
-    session = start_session(out, tuned.model, cfg, run_settings("sft", tuned, data, chats, cfg, adapter, pack=pack),
-                            ckpt)
+    session = start_tuning(out, tuned.model, cfg, run_settings("sft", tuned, data, chats, cfg, adapter, pack=pack),
+                           ckpt)
     prompts = [chat[:-1] for chat in val[:cfg.task_eval_size]] if data == TASK else []  # without the reply
 
     def batch(examples: list[list[dict]]) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = trim_padding(*sft_batch(tuned.tokenizer, examples, cfg.block_size, pack))  # (B, T)
         return inputs.to(tuned.device), targets.to(tuned.device)
 
-    def step_loss(step: int) -> tuple[torch.Tensor, dict]:
-        inputs, targets = batch([train[i] for i in batch_indices(len(train), cfg.batch_size, step, cfg.seed)])
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
+        inputs, targets = batch([train[i] for i in indices])
         return cross_entropy(tuned.model(inputs), targets), {}
 
     def validate() -> dict:  # mean loss per assistant token of the held-out chats
@@ -58,8 +59,7 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     def graded() -> dict:
         return task_score(tuned.model, tuned.tokenizer, prompts) if prompts else {}
 
-    if not session.resumed:
-        session.metrics.write(step=0, **evaluated(tuned.model, lambda: validate() | graded()))
+    log_before(session, lambda: validate() | graded())
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="loss (nats/token)")
     return finish(session, tuned, finished, graded)
 

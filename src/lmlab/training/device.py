@@ -3,6 +3,7 @@
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.training import distributed
 from lmlab.training.host_memory import keep_freed_memory
 
 
@@ -16,8 +17,10 @@ def pick_device(device: str) -> torch.device:
 
 
 def training_device(device: str) -> torch.device:
-    """`pick_device` for a training run: on a CPU, the memory a step frees is also kept for the next
-    step (`keep_freed_memory`), so steps do not page-fault their activations back in."""
+    """`pick_device` for a training run: under torchrun the process joins its group first, which gives
+    it the GPU of its LOCAL_RANK; on a CPU, the memory a step frees is also kept for the next step
+    (`keep_freed_memory`), so steps do not page-fault their activations back in."""
+    distributed.current()
     dev = pick_device(device)
     keep_freed_memory(dev)
     return dev

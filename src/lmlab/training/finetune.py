@@ -7,14 +7,14 @@ training and a held-out part. A recipe reads, top to bottom:
     ckpt = resume_checkpoint(out, resume)                     # training.checkpoint
     train, val = split_examples(examples, cfg.val_fraction, cfg.seed)
     tuned = load_tunable(model, cfg, adapter, device)        # model + tokenizer, PEFT applied
-    session = start_session(out, tuned.model, cfg, run_settings("sft", tuned, data, examples, cfg), ckpt)
+    session = start_tuning(out, tuned.model, cfg, run_settings("sft", tuned, data, examples, cfg), ckpt)
     finished = run_steps(session, step_loss, evaluate)       # training.loop
     return finish(session, tuned, finished)                   # save_tuned: adapter, merged or full model
 
 What is saved: with PEFT the adapter (`out/adapter`, a few MB) and, in run.json, the base model it
 belongs to; for LoRA also the merged model (`out/model`), so `lmlab generate --model OUT` works.
 Without PEFT the whole model, in Hugging Face layout with its tokenizer (`out/model`).
-`load_tuned(out)` reads either back.
+`lmlab.models.tuned_files` writes these files and `load_tuned(out)` reads either back.
 """
 
 import dataclasses
@@ -33,16 +33,17 @@ from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_WIDTH, at_
 from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
-from lmlab.io.atomic import atomic_path
-from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
-from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft, save_peft
-from lmlab.modules.peft import apply_peft, merge_lora
+from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft
+from lmlab.models.tuned_files import save_tuned
+from lmlab.modules.peft import apply_peft, describe
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
+from lmlab.training.loop import LoopConfig, Session, evaluated, measured, start_session
+from lmlab.training.optim import OptimConfig
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
 
@@ -65,12 +66,10 @@ class FinetuneConfig:
     chat_template: str | None = dataclasses.field(default=None, metadata={"help": (
         "NAME: render chats with the model's chat template of this name (models may ship several, e.g. "
         "tool_use); default: the one named 'default'")})
-    lr: float = 2e-4  # suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    schedule: Literal["cosine", "linear"] = "cosine"
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
+    # lr 2e-4 suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
+    optim: OptimConfig = OptimConfig(lr=2e-4, warmup_steps=10, weight_decay=0.0)
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    bf16: bool = False
     val_fraction: float = 0.1  # share of the examples held out for evaluation
     eval_every: int = 50
     checkpoint_every: int = 50
@@ -85,16 +84,15 @@ class FinetuneConfig:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
         check_types(self)
         at_least(self, 1, "lora_rank", "adapter_bottleneck", "n_prefix", "n_prompt_tokens", "max_steps", "batch_size",
-                 "block_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every", "task_size",
-                 "task_eval_size")
-        at_least(self, 0, "warmup_steps", "weight_decay", "seed", "task_max_operand")
+                 "grad_accum", "block_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
+                 "task_size", "task_eval_size")
+        at_least(self, 0, "seed", "task_max_operand")
         at_most(self, MAX_CONTEXT, "block_size", "n_prefix", "n_prompt_tokens")
         at_most(self, MAX_WIDTH, "lora_rank", "adapter_bottleneck")
         at_most(self, MAX_BATCH, "batch_size")
         at_most(self, MAX_SEED, "seed")
-        positive(self, "lr", "lora_alpha", "grad_clip")
+        positive(self, "lora_alpha")
         fraction(self, "lora_dropout")
-        fraction(self, "min_lr_ratio", upper_included=True)
         fraction(self, "val_fraction")
 
     def replace(self, **changes) -> "FinetuneConfig":
@@ -238,40 +236,36 @@ def trim_padding(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Ten
     return inputs[:, :end], targets[:, :end]
 
 
-def save_model_dir(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> Path:
-    """A Hugging Face layout model directory with the full tokenizer (chat template, stop tokens), atomically."""
-    with atomic_path(directory) as tmp:
-        save_hf_dir(model, tmp, tokenizer)
-    return directory
+@dataclass(frozen=True)
+class FinetuneResult:
+    """How a fine-tuning session ended, and what it saved."""
+
+    step: int
+    finished: bool  # False when it stopped early (stop_after, Ctrl-C): resume to finish
+    model_dir: Path | None  # a full model directory: peft none, or LoRA merged
+    adapter_dir: Path | None  # the trained PEFT parameters; run.json names their base model
+    before: dict  # held-out metrics before training (val_*, task_*)
+    after: dict  # held-out metrics at the last step
+    trainable: str  # "trainable 0.6M of 135.2M (0.48%)"
 
 
-def save_tuned(tuned: Tunable, out: Path, merge: bool = True) -> tuple[Path | None, Path | None]:
-    """Save the trained model into `out`; returns (model directory or None, adapter directory or None).
-
-    Without PEFT: the whole model, `out/model`. With PEFT: the adapter, `out/adapter`, and with
-    LoRA (when `merge`) also the model with the adapter merged into its weights, `out/model`, which
-    `lmlab.load(out)` and `lmlab generate --model OUT` read. Merging changes `tuned.model` in place
-    (it computes the same, at base-model speed).
-    """
-    if tuned.method == "none":
-        return save_model_dir(tuned.model, tuned.tokenizer, out / "model"), None
-    adapter_dir = save_peft(tuned.model, out / "adapter", tuned.method, tuned.settings, tuned.fingerprint)
-    if not (merge and tuned.method == "lora"):
-        return None, adapter_dir
-    try:
-        merge_lora(tuned.model)
-    except LmlabError:  # LoRA on a weight tied to another (the LM head): the adapter alone is the result
-        return None, adapter_dir
-    return save_model_dir(tuned.model, tuned.tokenizer, out / "model"), adapter_dir
+def start_tuning(out: Path, module: torch.nn.Module, cfg: FinetuneConfig, settings: dict,
+                 ckpt: dict | None) -> Session:
+    """The training session of a fine-tuning recipe: `module` (the tuned model, or a network around
+    it) trained as `cfg` says."""
+    return start_session(out, module, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
 
 
-def load_tuned(out: str | Path) -> tuple[TransformerDecoder, TextTokenizer]:
-    """The fine-tuned model saved in run directory `out`: its full or merged model when it has one,
-    else the base model named in its run.json with the adapter loaded (PEFT modules stay in place)."""
-    out = Path(out)
-    if (out / "model" / "config.json").is_file():
-        return load(out)
-    if not (out / "adapter").is_dir() or not (out / "run.json").is_file():
-        raise LmlabError(f"'{out}' holds no finished fine-tuning run (no model/ or adapter/); finish it with --resume")
-    model, tokenizer = load(json.loads((out / "run.json").read_text())["base_model"])
-    return load_peft(model, out / "adapter"), tokenizer
+def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[], dict] | None = None,
+           merge: bool = True) -> FinetuneResult:
+    """The end of a recipe: once training is done, save the model (`save_tuned`; `merge` a LoRA
+    into a full model too) and log the held-out measures of `after()` at the last step."""
+    model_dir = adapter_dir = None
+    if finished and session.dist.is_main:
+        model_dir, adapter_dir = save_tuned(tuned.model, tuned.tokenizer, session.out, tuned.method, tuned.settings,
+                                            tuned.fingerprint, merge)
+        if after is not None:
+            session.metrics.write(step=session.step, **evaluated(session.module, after))
+    session.dist.barrier()
+    before, last = measured(session)
+    return FinetuneResult(session.step, finished, model_dir, adapter_dir, before, last, describe(session.module))

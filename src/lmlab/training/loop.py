@@ -1,21 +1,35 @@
-"""The fine-tuning loop: optimizer steps over a recipe's loss, checkpoints that resume exactly.
+"""The training loop: every gradient-trained recipe steps through `run_steps`.
 
-A recipe gives `run_steps` a function step -> (loss, metrics) whose batch depends on the step
-alone (`finetune.batch_indices`), and optionally an evaluation. The loop does the rest: backward,
-gradient clipping, AdamW and the schedule, a progress bar with ETA, metrics.jsonl, loss.png,
-a checkpoint every `checkpoint_every` steps and when it stops (after `stop_after` steps this
-session, at max_steps, or on Ctrl-C, which finishes the step in flight first).
+A recipe wires a network, a transformation of its data and a loss into one function,
+`step_loss(step, part, parts) -> (loss, metrics)`: the loss of part `part` of `parts` equal parts
+of the global batch of optimizer step `step`, a batch that depends on the step alone (so a resumed
+run sees the same batches; `finetune.batch_indices`, `data.blocks.batch_starts`). The loop does
+the rest, the same for all of them:
 
-A checkpoint holds only what training changes: the trainable parameters (the frozen base is
-read again from the base model), optimizer, scheduler, step, every RNG, and the recipe's own
-`state` (DPO keeps its precomputed reference log-probabilities there), plus the run's settings,
-so that `--resume` continues the same run or refuses.
+- AdamW and the schedule of the recipe's `OptimConfig`, gradient clipping;
+- gradient accumulation (`grad_accum` parts per process) and data parallelism under torchrun
+  (each process takes its parts; gradients are averaged, so every process takes the same step and
+  the logged loss is the global batch's);
+- bf16 autocast; evaluation every `eval_every` steps and at the end, in eval mode without gradients;
+- a progress bar with ETA, metrics.jsonl and loss.png;
+- checkpoints every `checkpoint_every` steps and when the session ends (at max_steps, after
+  `stop_after` steps, on Ctrl-C, which finishes the step in flight first, or when the recipe's
+  `stop()` says so), written atomically by the first process;
+- exact resume: a checkpoint holds what training changes (the trainable parameters and buffers;
+  a frozen base is read again from the base model), the optimizer, the schedule, the step, every
+  RNG and the recipe's own `state` (an RNN's carried state, DPO's reference log-probabilities,
+  early stopping's best score), plus the run's settings, so `--resume` continues the same run or
+  refuses to.
+
+A session without an output directory (`out=None`) trains in memory: no files, no checkpoints
+(a probe fitted on the fly).
 """
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -23,57 +37,76 @@ from torch import nn
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
-from lmlab.modules.peft import describe, trainable_parameters
-from lmlab.training.checkpoint import save_checkpoint, set_rng_state, setting_differences
-from lmlab.training.finetune import FinetuneConfig, Tunable, save_tuned
-from lmlab.training.interrupt import sigint_flag
-from lmlab.training.optim import build_optimizer, lr_multiplier
 from lmlab.progress import progress_bar
+from lmlab.training import distributed
+from lmlab.training.checkpoint import save_checkpoint, set_rng_state, setting_differences
+from lmlab.training.interrupt import sigint_flag
+from lmlab.training.optim import OptimConfig, build_optimizer, build_schedule
 from lmlab.training.progress import LOSS_CURVES, MetricsLog, save_loss_curve
 
 # Settings a resumed run may change: they do not touch the weights. The base model is compared by
 # its fingerprint, not by how it was named.
-RESUMABLE = frozenset({"max_steps", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every", "base_model"})
+RESUMABLE = frozenset({"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints",
+                       "log_every", "compile", "base_model"})
 
 
 @dataclass(frozen=True)
-class FinetuneResult:
-    """How a fine-tuning session ended, and what it saved."""
+class LoopConfig:
+    """How long a run trains, in what pieces, and how often it evaluates, logs and saves."""
 
-    step: int
-    finished: bool  # False when it stopped early (stop_after, Ctrl-C): resume to finish
-    model_dir: Path | None  # a full model directory: peft none, or LoRA merged
-    adapter_dir: Path | None  # the trained PEFT parameters; run.json names their base model
-    before: dict  # held-out metrics before training (val_*, task_*)
-    after: dict  # held-out metrics at the last step
-    trainable: str  # "trainable 0.6M of 135.2M (0.48%)"
+    max_steps: int
+    batch_size: int  # examples per optimizer step, over all processes and micro-batches
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    bf16: bool = False  # autocast the loss (and evaluation) to bfloat16
+    eval_every: int = 200
+    checkpoint_every: int = 200
+    keep_checkpoints: int = 2
+    log_every: int = 1
+
+    @classmethod
+    def of(cls, cfg, **settings) -> "LoopConfig":
+        """The loop settings of a recipe's config: its fields of the same names, then `settings`."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{name: getattr(cfg, name) for name in names if hasattr(cfg, name)} | settings)
 
 
 @dataclass
 class Session:
     """One training session of a run: what trains, how, and how far it has got."""
 
-    out: Path
-    module: nn.Module  # what trains: a decoder with PEFT applied, or a reward model around one
-    cfg: FinetuneConfig
+    out: Path | None  # the run directory; None trains in memory
+    module: nn.Module  # everything whose trainable parameters the optimizer steps
+    loop: LoopConfig
+    optim: OptimConfig
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
-    metrics: MetricsLog
+    metrics: MetricsLog | None  # None on processes other than the first, and in memory
     step: int  # optimizer steps taken (the checkpoint's, when resuming)
     settings: dict  # what identifies the run (run.json)
-    state: dict  # the recipe's own tensors to checkpoint
+    state: dict  # the recipe's own tensors and plain data to checkpoint
     resumed: bool
+    dist: distributed.Dist
+
+    @property
+    def parts(self) -> int:
+        """Into how many equal parts each step's global batch is cut (processes x grad_accum)."""
+        return self.dist.world_size * self.loop.grad_accum
 
 
-def start_session(out: Path, module: nn.Module, cfg: FinetuneConfig, settings: dict, ckpt: dict | None) -> Session:
+def start_session(out: Path | None, module: nn.Module, optim: OptimConfig, loop: LoopConfig, settings: dict,
+                  ckpt: dict | None = None, resumable: frozenset[str] = frozenset()) -> Session:
     """AdamW and the schedule over the trainable parameters of `module`, restored from `ckpt` when
-    resuming. A checkpoint from another run (other base model, data or settings) is refused before
-    anything is written; then run.json and metrics.jsonl are (re)started in `out`."""
+    resuming. A checkpoint from another run (other base model, data or settings; a setting named in
+    `resumable` or RESUMABLE may change) is refused before anything is written; then run.json and
+    metrics.jsonl are (re)started in `out` by the first process."""
+    d = distributed.current()
+    if loop.batch_size % (d.world_size * loop.grad_accum):
+        raise LmlabError(f"--batch-size {loop.batch_size} must be a multiple of the processes ({d.world_size}) "
+                         f"x --grad-accum ({loop.grad_accum})")
     if ckpt is not None:
-        check_same_run(ckpt, settings, out)
-    optimizer = build_optimizer(module, cfg.lr, cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(
-        s, cfg.warmup_steps, cfg.max_steps, cfg.schedule, cfg.min_lr_ratio))
+        check_same_run(ckpt, settings, out, RESUMABLE | resumable)
+    optimizer = build_optimizer(module, optim)
+    scheduler = build_schedule(optimizer, optim, loop.max_steps)
     step, state = 0, {}
     if ckpt is not None:
         load_trainable(module, ckpt["trainable"])
@@ -81,119 +114,181 @@ def start_session(out: Path, module: nn.Module, cfg: FinetuneConfig, settings: d
         scheduler.load_state_dict(ckpt["scheduler"])
         set_rng_state(ckpt["rng"])
         step, state = ckpt["step"], ckpt["state"]
-    atomic_write_text(out / "run.json", json.dumps(settings, indent=2))
-    metrics = MetricsLog(out / "metrics.jsonl", resume_step=step if ckpt is not None else None)
-    return Session(out, module, cfg, optimizer, scheduler, metrics, step, settings, state, ckpt is not None)
+    metrics = None
+    if out is not None and d.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "run.json", json.dumps(settings, indent=2))
+        metrics = MetricsLog(out / "metrics.jsonl", resume_step=step if ckpt is not None else None)
+    d.barrier()
+    return Session(out, module, loop, optim, optimizer, scheduler, metrics, step, settings, state,
+                   ckpt is not None, d)
 
 
-def check_same_run(ckpt: dict, settings: dict, out: Path) -> None:
-    """Refuse to resume the checkpoint of a different run: first a different base model (an
-    adapter fits only its own), then any other setting that changes the weights."""
+def check_same_run(ckpt: dict, settings: dict, out: Path | None, resumable: frozenset[str] = RESUMABLE) -> None:
+    """Refuse to resume the checkpoint of a different run: first another recipe's, then one of a
+    different base model (an adapter fits only its own), then any other setting that changes the weights. Settings nest
+    (a config inside the settings); a setting is resumable by its own name."""
     saved = ckpt["settings"]
-    if saved["base_fingerprint"] != settings["base_fingerprint"]:
-        raise LmlabError(f"the run in '{out}' was trained on base model {saved['base_fingerprint']} "
-                         f"({saved['base_model']}), not {settings['base_fingerprint']} ({settings['base_model']}); "
-                         "resume with the --model it started from")
-    diffs = setting_differences(saved, settings, RESUMABLE)
+    if saved.get("recipe") != settings.get("recipe"):
+        raise LmlabError(f"'{out}' holds a {saved.get('recipe')} run, not a {settings.get('recipe')} run; resume it "
+                         "with the command that started it, or choose a new --out directory")
+    if saved.get("base_fingerprint") != settings.get("base_fingerprint"):
+        raise LmlabError(f"the run in '{out}' was trained on base model {saved.get('base_fingerprint')} "
+                         f"({saved.get('base_model')}), not {settings.get('base_fingerprint')} "
+                         f"({settings.get('base_model')}); resume with the --model it started from")
+    saved, now = _flat(saved), _flat(settings)
+    diffs = setting_differences(saved, now, {key for key in now if key.rsplit(".", 1)[-1] in resumable})
     if diffs:
         raise LmlabError(f"--resume with a different config ({'; '.join(diffs)}); rerun with the original "
                          "settings or start a new --out directory")
 
 
+def _flat(settings: dict, prefix: str = "") -> dict:
+    """Nested settings as one level, by dotted name: {"train": {"lr": 1}} -> {"train.lr": 1}."""
+    flat = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat |= _flat(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
 def trainable_state(module: nn.Module) -> dict[str, torch.Tensor]:
-    """The parameters that train, by name: all a checkpoint needs of the model."""
-    return {name: p.detach() for name, p in module.named_parameters() if p.requires_grad}
+    """What training changes, by name: the parameters that train and the persistent buffers."""
+    trains = {name for name, p in module.named_parameters() if p.requires_grad}
+    buffers = {name for name, _ in module.named_buffers()}
+    return {name: t.detach() for name, t in module.state_dict().items() if name in trains or name in buffers}
 
 
 @torch.no_grad()
 def load_trainable(module: nn.Module, saved: dict[str, torch.Tensor]) -> None:
-    params = {name: p for name, p in module.named_parameters() if p.requires_grad}
-    if params.keys() != saved.keys():
+    """Put a checkpoint's `trainable_state` back into `module`."""
+    if trainable_state(module).keys() != saved.keys():
         raise LmlabError("the checkpoint's trained parameters do not fit this model; resume with the "
                          "settings the run started with")
-    for name, p in params.items():
-        p.copy_(saved[name])
+    module.load_state_dict(saved, strict=False)
 
 
-def checkpoint(session: Session) -> Path:
-    """Write the session's checkpoint at its current step (keeping the newest `keep_checkpoints`)."""
-    return save_checkpoint(session.out / "checkpoints", session.step, {
-        "trainable": trainable_state(session.module), "optimizer": session.optimizer.state_dict(),
-        "scheduler": session.scheduler.state_dict(), "settings": session.settings, "state": session.state,
-    }, session.cfg.keep_checkpoints)
+def checkpoint(session: Session) -> Path | None:
+    """Write the session's checkpoint at its current step (keeping the newest `keep_checkpoints`);
+    only the first process writes, the others wait for it."""
+    path = None
+    if session.out is not None and session.dist.is_main:
+        path = save_checkpoint(session.out / "checkpoints", session.step, {
+            "trainable": trainable_state(session.module), "optimizer": session.optimizer.state_dict(),
+            "scheduler": session.scheduler.state_dict(), "settings": session.settings, "state": session.state,
+        }, session.loop.keep_checkpoints)
+    session.dist.barrier()
+    return path
 
 
-def evaluated(module: nn.Module, measure: Callable[[], dict]) -> dict:
-    """`measure()` with `module` in eval mode and without gradients; its mode is restored after."""
+def evaluated(module: nn.Module, measure: Callable[[], dict], bf16: bool = False) -> dict:
+    """`measure()` with `module` in eval mode and without gradients (autocast to bfloat16 with
+    `bf16`); its mode is restored after."""
     training = module.training
     module.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _autocast(module, bf16):
             return measure()
     finally:
         module.train(training)
 
 
-def run_steps(session: Session, step_loss: Callable[[int], tuple[torch.Tensor, dict]],
-              evaluate: Callable[[], dict] | None = None, stop_after: int | None = None,
-              show_progress: bool = True, curves: dict[str, str] = LOSS_CURVES, ylabel: str = "loss") -> bool:
-    """Train from `session.step` to max_steps, or for `stop_after` steps, or until Ctrl-C.
+def log_before(session: Session, measure: Callable[[], dict], **extra) -> None:
+    """Log the held-out metrics of `measure()` at step 0, before training: by the first process of
+    a new run (a resumed one logged them when it started)."""
+    if not session.resumed and session.metrics is not None:
+        session.metrics.write(step=0, **extra, **evaluated(session.module, measure, session.loop.bf16))
 
-    `step_loss(step)` builds the batch of `step` and returns its loss (scalar, with gradient) and
-    metrics to log (floats). `evaluate()` returns held-out metrics; it runs every `eval_every`
-    steps and at max_steps, in eval mode. A checkpoint and loss.png (`curves`: legend name ->
-    metric key) are written when the session ends. Returns True when training reached max_steps.
+
+def run_steps(session: Session, step_loss: Callable[[int, int, int], tuple[torch.Tensor, dict]],
+              evaluate: Callable[[], dict] | None = None, stop_after: int | None = None,
+              show_progress: bool = True, curves: dict[str, str] = LOSS_CURVES, ylabel: str = "loss",
+              throughput: tuple[str, float] | None = None, stop: Callable[[], bool] | None = None) -> bool:
+    """Train from `session.step` to max_steps, or for `stop_after` steps, or until Ctrl-C or `stop()`.
+
+    `step_loss(step, part, parts)` builds part `part` of `parts` of the batch of `step` and returns
+    its mean loss (scalar, with gradient) and metrics to log (floats; averaged over the parts).
+    `evaluate()` returns held-out metrics; it runs every `eval_every` steps and at max_steps, in
+    eval mode, and may update `session.state` (early stopping), which `stop()` then reads.
+    `throughput` ("tokens_per_s", tokens in a step) logs that rate. A checkpoint and loss.png
+    (`curves`: legend name -> metric key) are written when the session ends. Returns True when
+    training reached max_steps.
     """
-    cfg, module = session.cfg, session.module
-    params = trainable_parameters(module)
-    end = cfg.max_steps if stop_after is None else min(cfg.max_steps, session.step + stop_after)
-    bar = progress_bar(cfg.max_steps, session.step, desc=session.settings["recipe"], disable=not show_progress)
+    loop, module, d = session.loop, session.module, session.dist
+    params = [p for p in module.parameters() if p.requires_grad]
+    end = loop.max_steps if stop_after is None else min(loop.max_steps, session.step + stop_after)
+    bar = progress_bar(loop.max_steps, session.step, desc=session.settings.get("recipe"),
+                       disable=not (show_progress and d.is_main))
     module.train()
+    stopped = False
     with sigint_flag() as interrupted:
-        while session.step < end and not interrupted():
+        while session.step < end and not stopped:
             t0 = time.perf_counter()
-            loss, logged = step_loss(session.step)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
+            logged = _accumulate(session, step_loss)
+            distributed.average_gradients(params, d)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, session.optim.grad_clip).item()
             session.optimizer.step()
             session.optimizer.zero_grad(set_to_none=True)
             session.scheduler.step()
             session.step += 1
-            step = session.step
-            row = {"step": step, "loss": loss.item(), "lr": session.scheduler.get_last_lr()[0],
-                   "grad_norm": grad_norm, "step_s": time.perf_counter() - t0} | logged
-            evaluating = evaluate is not None and (step % cfg.eval_every == 0 or step == cfg.max_steps)
-            if evaluating:
-                row |= evaluated(module, evaluate)
-            if step % cfg.log_every == 0 or evaluating or step == end:
+            step, seconds = session.step, time.perf_counter() - t0
+            row = {"step": step} | logged | {"lr": session.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                                             "step_s": seconds}
+            if throughput is not None:
+                row[throughput[0]] = throughput[1] / seconds
+            if evaluate is not None and (step % loop.eval_every == 0 or step == loop.max_steps):
+                row |= evaluated(module, evaluate, loop.bf16)
+            if session.metrics is not None and (step % loop.log_every == 0 or step == end
+                                                or any(key.startswith(("val_", "eval_")) for key in row)):
                 session.metrics.write(**row)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
             bar.update(1)
-            if step % cfg.checkpoint_every == 0 and step < end:
+            stopped = distributed.any_process(interrupted() or (stop is not None and stop()), d)
+            if step % loop.checkpoint_every == 0 and step < end and not stopped:
                 checkpoint(session)
     bar.close()
     checkpoint(session)
-    save_loss_curve(session.metrics.read(), session.out / "loss.png", curves, ylabel)
-    return session.step >= cfg.max_steps
+    if session.metrics is not None:
+        save_loss_curve(session.metrics.read(), session.out / "loss.png", curves, ylabel)
+    return session.step >= loop.max_steps
+
+
+def _accumulate(session: Session, step_loss: Callable[[int, int, int], tuple[torch.Tensor, dict]]) -> dict:
+    """Backward through this process's parts of the step's batch (grad_accum of them), each loss
+    scaled so the gradients sum to the mean's; the metrics averaged over all parts of all processes."""
+    accum, parts = session.loop.grad_accum, session.parts
+    totals: dict[str, float] = {}
+    for micro in range(accum):
+        with _autocast(session.module, session.loop.bf16):
+            loss, logged = step_loss(session.step, session.dist.rank * accum + micro, parts)
+        (loss / accum).backward()
+        for key, value in ({"loss": loss.item()} | logged).items():
+            totals[key] = totals.get(key, 0.0) + value / accum
+    return distributed.mean_over_processes(totals, session.dist)
+
+
+def _autocast(module: nn.Module, bf16: bool):
+    if not bf16:
+        return contextlib.nullcontext()
+    device = next(module.parameters()).device
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def part_of(items, part: int, parts: int):
+    """Part `part` of `parts` equal contiguous parts of a step's batch `items` (a list, array or
+    tensor whose length `start_session` checked is divisible)."""
+    size = len(items) // parts
+    return items[part * size:(part + 1) * size]
 
 
 def measured(session: Session) -> tuple[dict, dict]:
     """The held-out metrics logged before training (step 0) and at the session's last step:
-    every metric whose name starts with val_ or task_."""
+    every metric whose name starts with val_, eval_ or task_."""
+    rows = session.metrics.read() if session.metrics is not None else []
+
     def at(step: int) -> dict:
-        return {key: value for row in session.metrics.read() if row["step"] == step
-                for key, value in row.items() if key.startswith(("val_", "task_"))}
+        return {key: value for row in rows if row["step"] == step
+                for key, value in row.items() if key.startswith(("val_", "eval_", "task_"))}
     return at(0), at(session.step)
-
-
-def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[], dict] | None = None,
-           merge: bool = True) -> FinetuneResult:
-    """The end of a recipe: once training is done, save the model (`save_tuned`; `merge` a LoRA
-    into a full model too) and log the held-out measures of `after()` at the last step."""
-    model_dir = adapter_dir = None
-    if finished:
-        model_dir, adapter_dir = save_tuned(tuned, session.out, merge)
-        if after is not None:
-            session.metrics.write(step=session.step, **evaluated(session.module, after))
-    before, last = measured(session)
-    return FinetuneResult(session.step, finished, model_dir, adapter_dir, before, last, describe(session.module))

@@ -1,4 +1,5 @@
-"""AdamW with decoupled weight decay on the matrices only, and the learning-rate schedule."""
+"""The optimizer every recipe trains with: AdamW, decoupled weight decay on the matrices only,
+linear warmup then cosine or linear decay, as one `lmlab.config.OptimConfig` sets them."""
 
 import math
 from typing import Literal
@@ -6,8 +7,10 @@ from typing import Literal
 import torch
 from torch import nn
 
+from lmlab.config import OptimConfig
 
-def build_optimizer(model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95)) -> torch.optim.AdamW:
+
+def build_optimizer(model: nn.Module, optim: OptimConfig) -> torch.optim.AdamW:
     """AdamW where weight decay applies to linear-layer matrices, not to norms, biases or embeddings.
 
     Decaying a norm gain or a bias pulls it towards an arbitrary value (0) rather than regularising;
@@ -20,8 +23,16 @@ def build_optimizer(model: nn.Module, lr: float, weight_decay: float, betas=(0.9
             continue
         seen.add(id(p))
         (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
+    groups = [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), fused=True)
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, optim: OptimConfig,
+                   max_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning-rate schedule of `optim` over a run of `max_steps` optimizer steps."""
+    warmup = optim.warmup(max_steps)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(
+        step, warmup, max_steps, optim.schedule, optim.min_lr_ratio))
 
 
 def lr_multiplier(step: int, warmup_steps: int, max_steps: int, schedule: Literal["cosine", "linear"],

@@ -23,7 +23,8 @@ from lmlab.objectives.sft import ROLES
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
 from lmlab.progress import progress_bar
-from lmlab.training.reward_model import chat_rewards, load_reward_model
+from lmlab.models.tuned_files import load_reward_model
+from lmlab.training.reward_model import chat_rewards
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
 
