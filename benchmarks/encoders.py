@@ -11,8 +11,9 @@
 2. Fine-tuning steps/s of a BERT-small classifier (4 layers, d_model 512, 8 heads, d_ff 2048, the
    Turc et al. 2019 shape; dropout 0.1): the same config and starting weights on both sides (the
    logits are checked equal), the same padded batches of sentences, AdamW with linear warmup/decay.
-     lmlab: the `lmlab finetune` step — SequenceClassifier -> cross-entropy -> backward ->
-            clip_grad_norm_ -> fused AdamW (build_optimizer) -> zero_grad(set_to_none) -> schedule.
+     lmlab: the `lmlab finetune` step — EncoderWithHead(encoder, SequenceClassifier) -> cross-entropy
+            -> backward -> clip_grad_norm_ -> fused AdamW (build_optimizer) -> zero_grad(set_to_none)
+            -> schedule.
      HF:    BertForSequenceClassification(..., labels=...).loss -> backward -> clip_grad_norm_ ->
             torch.optim.AdamW(fused=True) -> zero_grad -> schedule. The fused AdamW is what a
             transformers user gets by default: `TrainingArguments().optim` is "adamw_torch_fused".
@@ -46,20 +47,23 @@ import transformers
 from lmlab.config import EncoderConfig
 from lmlab.data.stdlib import stdlib_texts
 from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
+from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.models.load import load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
-from lmlab.training.optim import build_optimizer, lr_multiplier
+from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
+from lmlab.training.optim import build_optimizer, build_schedule
 
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "encoders.json"
 BERT_SMALL = EncoderConfig(vocab_size=30522, context_length=512, n_layers=4, n_heads=8, d_model=512, d_ff=2048,
                            dropout=0.1)
-LR, WEIGHT_DECAY, GRAD_CLIP, N_LABELS = 5e-5, 0.01, 1.0, 2
+OPTIM = EncoderFinetuneConfig().optim  # lr 5e-5, weight decay 0.01, betas (0.9, 0.999), 10% warmup, linear decay
+LR, WEIGHT_DECAY, GRAD_CLIP, N_LABELS = OPTIM.lr, OPTIM.weight_decay, OPTIM.grad_clip, 2
 
 
 def parse_args() -> argparse.Namespace:
@@ -172,17 +176,16 @@ def embedding_benchmark(args, device: torch.device) -> list[dict]:
 class LmlabStep:
     """The step of `recipes.finetune_encoder`."""
 
-    def __init__(self, head: SequenceClassifier, total: int):
-        self.head = head.train()
-        self.optimizer = build_optimizer(head, LR, WEIGHT_DECAY, betas=(0.9, 0.999))
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_multiplier(s, total // 10, total, "linear", 0.0))
+    def __init__(self, model: EncoderWithHead, total: int):
+        self.model = model.train()
+        self.optimizer = build_optimizer(model, OPTIM)
+        self.scheduler = build_schedule(self.optimizer, OPTIM, total)
 
     def __call__(self, batch: dict) -> float:
-        logits = self.head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        logits = self.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         loss = classification_loss(logits, batch["labels"])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.head.parameters(), GRAD_CLIP)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
@@ -195,7 +198,7 @@ class HFStep:
     def __init__(self, model, total: int):
         self.model = model.train()
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
-        self.scheduler = transformers.get_linear_schedule_with_warmup(self.optimizer, total // 10, total)
+        self.scheduler = transformers.get_linear_schedule_with_warmup(self.optimizer, OPTIM.warmup(total), total)
 
     def __call__(self, batch: dict) -> float:
         loss = self.model(**batch).loss
@@ -207,16 +210,17 @@ class HFStep:
         return loss.item()
 
 
-def classifier_pair(device: torch.device) -> tuple[SequenceClassifier, torch.nn.Module]:
-    """lmlab's SequenceClassifier and HF's BertForSequenceClassification with the same weights."""
+def classifier_pair(device: torch.device) -> tuple[EncoderWithHead, torch.nn.Module]:
+    """lmlab's encoder with a SequenceClassifier and HF's BertForSequenceClassification with the same weights."""
     torch.manual_seed(0)
     hf = transformers.BertForSequenceClassification(transformers.BertConfig(
         **convert.config_to_hf(BERT_SMALL), num_labels=N_LABELS, classifier_dropout=BERT_SMALL.dropout))
-    ours = SequenceClassifier(build_encoder(BERT_SMALL), N_LABELS, dropout=BERT_SMALL.dropout)
+    ours = EncoderWithHead(build_encoder(BERT_SMALL),
+                           SequenceClassifier(BERT_SMALL.d_model, N_LABELS, dropout=BERT_SMALL.dropout))
     state = hf.state_dict()
     ours.encoder.load_state_dict(convert.from_hf({k.removeprefix("bert."): v for k, v in state.items()
                                                   if k.startswith("bert.")}, BERT_SMALL))
-    ours.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
+    ours.head.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
     return ours.to(device), hf.to(device)
 
 

@@ -1,23 +1,32 @@
 """The encoder fine-tuning recipe: every task trains and predicts, the best model is kept and loads
 back, early stopping, exact resume, truncation, and the embedded sentiment task."""
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, TASKS, Example, read_examples
 from lmlab.data.sentiment import sentiment_splits
 from lmlab.errors import LmlabError
+from lmlab.models.encoder_task_files import load_finetuned
 from lmlab.recipes.finetune_encoder import (EncoderFinetuneConfig, TruncationWarning, finetune_encoder, keep_best,
-                                            load_finetuned, task_scores)
+                                            step_examples, task_scores)
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
 
 from encoder_data import task_rows, tiny_encoder_dir, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAST = EncoderFinetuneConfig(epochs=2, batch_size=4, lr=1e-3, max_length=32, log_every=1)
+
+def lr(value: float):
+    """The recipe's optimizer settings with learning rate `value`."""
+    return EncoderFinetuneConfig().optim.replace(lr=value)
+
+
+FAST = EncoderFinetuneConfig(epochs=2, batch_size=4, optim=lr(1e-3), max_length=32, log_every=1)
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +63,12 @@ def test_predictions_need_no_targets_and_have_the_task_shape(encoder_dir, tmp_pa
 
 def test_classifier_learns_the_tiny_set(encoder_dir, tmp_path):
     result, _ = run(encoder_dir, tmp_path, "classify",
-                    EncoderFinetuneConfig(epochs=15, batch_size=4, lr=3e-3, max_length=32, patience=15))
+                    EncoderFinetuneConfig(epochs=15, batch_size=4, optim=lr(3e-3), max_length=32, patience=15))
     assert result.before["accuracy"] <= 0.75 and result.best["accuracy"] >= 0.9
 
 
 def test_early_stopping_after_patience_epochs_without_improvement(encoder_dir, tmp_path):
-    frozen = EncoderFinetuneConfig(epochs=6, batch_size=4, lr=1e-12, max_length=32, patience=2)
+    frozen = EncoderFinetuneConfig(epochs=6, batch_size=4, optim=lr(1e-12), max_length=32, patience=2)
     result, _ = run(encoder_dir, tmp_path, "classify", frozen)
     assert result.stopped_early and result.finished
     assert result.best_epoch == 1 and result.step == 3 * 3  # epoch 1 best, epochs 2 and 3 no better
@@ -78,24 +87,45 @@ def test_the_best_epoch_is_kept_and_patience_counts_epochs_in_a_row_without_impr
 
 
 def test_stopped_and_resumed_run_ends_with_the_same_weights(encoder_dir, tmp_path):
-    cfg = EncoderFinetuneConfig(epochs=2, batch_size=4, lr=1e-3, max_length=32, dropout=0.3, patience=5)
+    cfg = EncoderFinetuneConfig(epochs=2, batch_size=4, optim=lr(1e-3), max_length=32, dropout=0.3, patience=5)
     run(encoder_dir, tmp_path, "classify", cfg, out=tmp_path / "whole")
     first, _ = run(encoder_dir, tmp_path, "classify", cfg, out=tmp_path / "split", stop_after=4)
     assert not first.finished and first.step == 4  # mid-epoch 2
     again, _ = run(encoder_dir, tmp_path, "classify", cfg, out=tmp_path / "split", resume=True)
     assert again.finished and again.step == 6
-    whole = load_checkpoint(list_checkpoints(tmp_path / "whole" / "checkpoints")[-1])["model"]
-    split = load_checkpoint(list_checkpoints(tmp_path / "split" / "checkpoints")[-1])["model"]
+    whole = load_checkpoint(list_checkpoints(tmp_path / "whole" / "checkpoints")[-1])["trainable"]
+    split = load_checkpoint(list_checkpoints(tmp_path / "split" / "checkpoints")[-1])["trainable"]
     assert all(torch.equal(whole[k], split[k]) for k in whole)
     lines = [json.loads(line)["step"] for line in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
     assert lines == sorted(set(lines))  # each step logged once across the two sessions
 
 
+def test_a_short_last_batch_is_filled_up_to_equal_parts_with_the_epochs_first_examples():
+    whole = [step_examples(11, 4, step, seed=0) for step in range(3)]
+    assert [len(batch) for batch in whole] == [4, 4, 3] and sorted(np.concatenate(whole)) == list(range(11))
+    halves = [step_examples(11, 4, step, seed=0, parts=2) for step in range(3)]
+    assert all(np.array_equal(h, w) for h, w in zip(halves[:2], whole[:2]))
+    assert halves[2].tolist() == [*whole[2], whole[0][0]]  # 3 examples and the epoch's first: two parts of 2
+    assert not np.array_equal(step_examples(11, 4, 3, seed=0), whole[0])  # the next epoch is shuffled anew
+
+
+def test_two_micro_batches_give_the_losses_of_one_batch(encoder_dir, tmp_path):
+    data = write_jsonl(tmp_path / "train.jsonl", task_rows("classify")[:11])  # batches of 4, 4 and 3 each epoch
+    losses = {}
+    for accum in (1, 2):
+        cfg = dataclasses.replace(FAST, dropout=0.0, grad_accum=accum)
+        result = finetune_encoder(str(encoder_dir), "classify", str(data), tmp_path / f"accum{accum}", str(data),
+                                  cfg, show_progress=False)
+        assert result.finished and result.step == 2 * 3
+        rows = [json.loads(line) for line in (tmp_path / f"accum{accum}" / "metrics.jsonl").read_text().splitlines()]
+        losses[accum] = [row["loss"] for row in rows if "loss" in row]
+    assert losses[2][:2] == pytest.approx(losses[1][:2], rel=1e-5)  # the third batch differs: filled up to 4
+
+
 def test_resume_with_other_settings_is_refused(encoder_dir, tmp_path):
     run(encoder_dir, tmp_path, "classify", FAST, stop_after=2)
     with pytest.raises(LmlabError, match="lr"):
-        run(encoder_dir, tmp_path, "classify", EncoderFinetuneConfig(epochs=2, batch_size=4, lr=5e-4, max_length=32),
-            resume=True)
+        run(encoder_dir, tmp_path, "classify", dataclasses.replace(FAST, optim=lr(5e-4)), resume=True)
 
 
 def test_long_inputs_are_cut_with_a_warning_or_refused(encoder_dir, tmp_path):
@@ -127,6 +157,6 @@ def test_sentiment_task_defeats_a_bag_of_words():
 
 @pytest.mark.slow
 def test_bert_tiny_from_scratch_learns_embedded_sentiment_far_above_chance(tmp_path):
-    cfg = EncoderFinetuneConfig(epochs=6, lr=5e-4, patience=6)
+    cfg = EncoderFinetuneConfig(epochs=6, optim=lr(5e-4), patience=6)
     result = finetune_encoder("bert-tiny", "classify", "sentiment", tmp_path / "out", cfg=cfg, show_progress=False)
     assert result.before["accuracy"] <= 0.6 and result.best["accuracy"] >= 0.9

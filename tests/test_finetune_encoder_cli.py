@@ -1,6 +1,8 @@
 """`lmlab finetune` on the command line: a run end to end, and each bad input as one line, exit code 2,
 nothing written."""
 
+import json
+
 import pytest
 
 from lmlab.tokenizers.wordpiece import train_wordpiece
@@ -102,3 +104,19 @@ def test_resume_continues_a_stopped_run(encoder_dir, train_csv, tmp_path, capsys
     one_line_error(capsys, "already holds a run")
     assert finetune(encoder_dir, train_csv, tmp_path / "out", "--epochs", "3", "--resume") == 0
     assert "best epoch" in capsys.readouterr().out
+
+
+def test_a_batch_that_micro_batches_do_not_divide_is_refused(encoder_dir, train_csv, tmp_path, capsys):
+    assert finetune(encoder_dir, train_csv, tmp_path / "out", "--grad-accum", "3") == 2
+    one_line_error(capsys, "--batch-size 4", "--grad-accum (3)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_warmup_steps_replace_the_default_warmup_share(encoder_dir, train_csv, tmp_path, capsys):
+    assert finetune(encoder_dir, train_csv, tmp_path / "out", "--warmup-steps", "1", "--lr", "0.01") == 0
+    rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[1]["lr"] == pytest.approx(0.01)  # 1 step of warmup; 10% of the 1 step: none, and lr 0 after it
+    capsys.readouterr()
+    assert finetune(encoder_dir, train_csv, tmp_path / "o2", "--warmup-steps", "1", "--warmup-ratio", "0.5") == 2
+    one_line_error(capsys, "--warmup-steps and --warmup-ratio")
+    assert not (tmp_path / "o2").exists()

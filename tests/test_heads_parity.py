@@ -9,6 +9,7 @@ from lmlab.heads.multiple_choice import MultipleChoice
 from lmlab.heads.regression import SequenceRegressor
 from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
 from lmlab.heads.span_extraction import SpanExtractor
+from lmlab.heads.task_model import EncoderWithHead
 from lmlab.heads.token_classification import TokenClassifier
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
@@ -29,13 +30,15 @@ def reference(hf_class, **config):
     return model
 
 
-def copied(head: torch.nn.Module, hf_model, head_names: dict[str, str]) -> torch.nn.Module:
-    """`head` holding `hf_model`'s encoder weights and its head tensors (lmlab name -> HF name)."""
+def copied(head: torch.nn.Module, hf_model, head_names: dict[str, str], pooler: bool = True) -> EncoderWithHead:
+    """A new encoder with `head` on top, holding `hf_model`'s encoder weights and its head tensors
+    (the head's name -> HF name)."""
+    model = EncoderWithHead(build_encoder(CFG.replace(pooler=pooler)), head)
     hf_state = hf_model.state_dict()
     encoder_state = {k.removeprefix("bert."): v for k, v in hf_state.items() if k.startswith("bert.")}
-    head.encoder.load_state_dict(convert.from_hf(encoder_state, head.encoder.config))
-    head.load_state_dict(head.state_dict() | {ours: hf_state[theirs] for ours, theirs in head_names.items()})
-    return head.eval()
+    model.encoder.load_state_dict(convert.from_hf(encoder_state, model.encoder.config))
+    head.load_state_dict({ours: hf_state[theirs] for ours, theirs in head_names.items()})
+    return model.eval()
 
 
 def inputs(*shape: int):
@@ -50,16 +53,12 @@ def inputs(*shape: int):
     return ids * mask, mask, types * mask
 
 
-def encoder(pooler: bool = True):
-    return build_encoder(CFG.replace(pooler=pooler))
-
-
 CLASSIFIER = {"classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"}
 
 
 def test_sequence_classifier_logits_equal_hf_bert_for_sequence_classification():
     hf = reference(transformers.BertForSequenceClassification, num_labels=3)
-    ours = copied(SequenceClassifier(encoder(), 3), hf, CLASSIFIER)
+    ours = copied(SequenceClassifier(CFG.d_model, 3), hf, CLASSIFIER)
     ids, mask, types = inputs(4, 12)
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask, token_type_ids=types).logits
@@ -68,7 +67,7 @@ def test_sequence_classifier_logits_equal_hf_bert_for_sequence_classification():
 
 def test_sequence_classifier_gradients_equal_hf_for_every_weight_on_a_padded_batch():
     hf = reference(transformers.BertForSequenceClassification, num_labels=3)
-    ours = copied(SequenceClassifier(encoder(), 3), hf, CLASSIFIER)  # eval mode: no dropout, same maths
+    ours = copied(SequenceClassifier(CFG.d_model, 3), hf, CLASSIFIER)  # eval mode: no dropout, same maths
     ids, mask, types = inputs(4, 12)
     labels = torch.tensor([0, 2, 1, 2])
     hf(ids, attention_mask=mask, token_type_ids=types, labels=labels).loss.backward()
@@ -76,7 +75,7 @@ def test_sequence_classifier_gradients_equal_hf_for_every_weight_on_a_padded_bat
     expected = {name: p.grad for name, p in hf.named_parameters()}
     encoder_grads = convert.to_hf({name: p.grad for name, p in ours.encoder.named_parameters()}, CFG)
     got = {f"bert.{name}": g for name, g in encoder_grads.items()} | {
-        f"classifier.{name}": p.grad for name, p in ours.classifier.named_parameters()}
+        f"classifier.{name}": p.grad for name, p in ours.head.classifier.named_parameters()}
     assert got.keys() == expected.keys()
     for name, grad in got.items():
         torch.testing.assert_close(grad, expected[name], atol=1e-6, rtol=1e-4, msg=name)
@@ -84,7 +83,7 @@ def test_sequence_classifier_gradients_equal_hf_for_every_weight_on_a_padded_bat
 
 def test_regressor_scores_equal_hf_with_one_label():
     hf = reference(transformers.BertForSequenceClassification, num_labels=1)
-    ours = copied(SequenceRegressor(encoder()), hf, CLASSIFIER)
+    ours = copied(SequenceRegressor(CFG.d_model), hf, CLASSIFIER)
     ids, mask, types = inputs(4, 12)
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask, token_type_ids=types).logits.squeeze(-1)
@@ -93,7 +92,7 @@ def test_regressor_scores_equal_hf_with_one_label():
 
 def test_token_classifier_logits_equal_hf_bert_for_token_classification():
     hf = reference(transformers.BertForTokenClassification, num_labels=5)
-    ours = copied(TokenClassifier(encoder(pooler=False), 5), hf, CLASSIFIER)
+    ours = copied(TokenClassifier(CFG.d_model, 5), hf, CLASSIFIER, pooler=False)
     ids, mask, types = inputs(3, 10)
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask).logits
@@ -104,8 +103,8 @@ def test_token_classifier_logits_equal_hf_bert_for_token_classification():
 
 def test_span_extractor_logits_equal_hf_bert_for_question_answering():
     hf = reference(transformers.BertForQuestionAnswering)
-    ours = copied(SpanExtractor(encoder(pooler=False)), hf,
-                  {"span.weight": "qa_outputs.weight", "span.bias": "qa_outputs.bias"})
+    ours = copied(SpanExtractor(CFG.d_model), hf, {"span.weight": "qa_outputs.weight", "span.bias": "qa_outputs.bias"},
+                  pooler=False)
     ids, mask, types = inputs(3, 10)
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask, token_type_ids=types)
@@ -118,7 +117,7 @@ def test_span_extractor_logits_equal_hf_bert_for_question_answering():
 
 def test_multiple_choice_logits_equal_hf_bert_for_multiple_choice():
     hf = reference(transformers.BertForMultipleChoice)
-    ours = copied(MultipleChoice(encoder()), hf, CLASSIFIER)
+    ours = copied(MultipleChoice(CFG.d_model), hf, CLASSIFIER)
     ids, mask, types = inputs(2, 4, 9)  # 2 questions, 4 choices each
     with torch.no_grad():
         expected = hf(ids, attention_mask=mask, token_type_ids=types).logits

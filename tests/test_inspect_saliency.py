@@ -11,6 +11,7 @@ import torch
 from lmlab.config import EncoderConfig
 from lmlab.models.presets import preset
 from lmlab.heads.sequence_classification import SequenceClassifier
+from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inspect.saliency import classifier_saliency, next_token_saliency, saliency
 from lmlab.inspect.subject import load_subject
 from lmlab.inspect.token_strip import token_colours, token_html, token_strip_image
@@ -68,7 +69,7 @@ def test_tokens_after_the_predicted_position_score_zero(llama, method):
 def test_classifier_head_is_explained_for_its_predicted_label_or_a_named_one():
     torch.manual_seed(0)
     encoder = build(EncoderConfig(vocab_size=50, context_length=16, n_layers=2, n_heads=2, d_model=16, d_ff=32))
-    head = SequenceClassifier(encoder, 3).eval()
+    head = EncoderWithHead(encoder, SequenceClassifier(16, 3)).eval()
     ids = torch.tensor([[2, 11, 7, 30, 3]])
     with torch.no_grad():
         log_probs = head(ids).log_softmax(-1)[0]

@@ -11,8 +11,10 @@ from lmlab.data.encoder_batches import encode_examples
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
 from lmlab.eval.checklist import BehaviourResult, checklist_suite, run_checklist, sentiment_labels
-from lmlab.recipes.finetune_encoder import FinetunedEncoder, batched_outputs, load_finetuned
+from lmlab.models.encoder_task_files import load_finetuned
+from lmlab.models.finetuned_encoder import FinetunedEncoder, batched_outputs
 from lmlab.progress import progress_bar
+from lmlab.training.device import pick_device
 
 MAX_CASES = 10_000  # per test; the suite's templates hold fewer distinct sentences than that anyway
 BATCH_SIZE = 64
@@ -39,7 +41,7 @@ def run(args) -> None:
         raise LmlabError(f"--cases {args.cases} must be between 1 and {MAX_CASES:,}")
     if args.seed < 0:
         raise LmlabError(f"--seed {args.seed} must be at least 0")
-    tuned = load_finetuned(args.model, args.device)
+    tuned = load_finetuned(args.model, pick_device(args.device))
     if tuned.task != "classify":
         raise LmlabError(f"--model {args.model} is a '{tuned.task}' run; the checklist needs a sentiment classifier "
                          "(`lmlab finetune --task classify`)")
@@ -63,7 +65,7 @@ def classifier(tuned: FinetunedEncoder, batch_size: int = BATCH_SIZE):
                   f"run's --max-length {tuned.max_length} tokens and were cut", file=sys.stderr)
         probabilities = np.zeros((len(texts), len(tuned.labels)))
         bar = progress_bar(len(texts), desc="checklist", unit="sentence")
-        tuned.head.eval()
+        tuned.model.eval()
         with torch.no_grad():
             for indices, _, logits in batched_outputs(tuned, features, batch_size):  # logits (B, n_labels)
                 probabilities[indices] = logits.float().softmax(-1).cpu().numpy()

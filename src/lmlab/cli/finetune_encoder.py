@@ -5,6 +5,7 @@ or an encoder-decoder on source/target pairs (`--task seq2seq`, in `cli.finetune
 """
 
 import argparse
+import dataclasses
 import sys
 import warnings
 
@@ -12,6 +13,7 @@ from lmlab.cli import finetune_seq2seq
 from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
+from lmlab.errors import LmlabError
 from lmlab.io import zoo
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig, finetune_encoder
 
@@ -29,8 +31,10 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "finetune", help="fine-tune a BERT encoder on a task (classify, pair, regress, tag, qa, choice) or an "
                          "encoder-decoder on source/target pairs (seq2seq)",
-        description="Fine-tune a BERT encoder with a task head: AdamW, linear warmup and decay, evaluation after "
-                    "each epoch, early stopping on the task's metric; the best model is kept in OUT/model.",
+        description="Fine-tune a BERT encoder with a task head: AdamW, linear warmup (10%% of the steps unless "
+                    "--warmup-steps) and decay, evaluation after each epoch, early stopping on the task's metric; "
+                    "the best model is kept in OUT/model. Several processes: torchrun --nproc_per_node N -m "
+                    "lmlab.cli.main finetune ...",
         epilog=COLUMNS_HELP + finetune_seq2seq.PAIRS_HELP + "\n\nexamples:\n"
                "  lmlab finetune --model all-minilm-l6-v2 --task classify --train sentiment --out runs/sst\n"
                "  lmlab finetune --model bert-tiny --task classify --train sentiment --out runs/scratch "
@@ -67,6 +71,10 @@ def run(args) -> None:
     columns = Columns(args.text_column or default.text, args.pair_column or default.pair,
                       args.label_column or default.label)
     cfg = EncoderFinetuneConfig(**config_overrides(args, EncoderFinetuneConfig))
+    if args.warmup_steps is not None:  # the default warms up over a share of the steps: the flag given wins
+        if args.warmup_ratio is not None:
+            raise LmlabError("--warmup-steps and --warmup-ratio both set the warmup; pass one of them")
+        cfg = dataclasses.replace(cfg, optim=cfg.optim.replace(warmup_ratio=None))
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning
@@ -81,7 +89,7 @@ def run(args) -> None:
     for name, value in result.best.items():
         before = f"{result.before[name]:.3f} -> " if name in result.before else ""
         print(f"  eval {name}: {before}{value:.3f}{'  (early-stopping metric)' if name == result.metric else ''}")
-    print(f"model saved to {result.model_dir} (load it with lmlab.recipes.finetune_encoder.load_finetuned)")
+    print(f"model saved to {result.model_dir} (load it with lmlab.models.encoder_task_files.load_finetuned)")
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -2,7 +2,6 @@
 classifier's label (gradients with respect to the input embeddings; see lmlab.inspect.saliency)."""
 
 import json
-from pathlib import Path
 
 import torch
 
@@ -11,7 +10,7 @@ from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency, classifier_
 from lmlab.inspect.subject import load_subject
 from lmlab.inspect.token_strip import save_token_html, save_token_strip
 from lmlab.io.outputs import check_file_output
-from lmlab.recipes.finetune_encoder import TASK_FILE, load_finetuned
+from lmlab.models.encoder_task_files import is_finetuned, load_finetuned
 
 
 def add_parser(subparsers) -> None:
@@ -38,7 +37,7 @@ def run_saliency(args) -> None:
     for path, flag in ((args.html, "--html"), (args.png, "--png")):
         if path:
             check_file_output(path, flag)
-    if _is_finetuned(args.model):
+    if is_finetuned(args.model):
         result = _classifier(args)
     else:
         subject = load_subject(args.model)
@@ -57,10 +56,6 @@ def run_saliency(args) -> None:
         _print_table(result)
 
 
-def _is_finetuned(model: str) -> bool:
-    return (Path(model) / TASK_FILE).is_file() or (Path(model) / "model" / TASK_FILE).is_file()
-
-
 def _classifier(args) -> Saliency:
     """Saliency of a `lmlab finetune --task classify` run's label for --text."""
     tuned = load_finetuned(args.model)
@@ -73,7 +68,7 @@ def _classifier(args) -> Saliency:
         raise LmlabError(f"--text is {len(encoding.ids)} tokens, more than the classifier's --max-length of "
                          f"{tuned.max_length}; shorten --text")
     ids = torch.tensor([encoding.ids], device=tuned.device)  # (1, T)
-    return classifier_saliency(tuned.head, tuned.head.encoder.embeddings.token, ids, list(encoding.tokens),
+    return classifier_saliency(tuned.model, tuned.model.encoder.embeddings.token, ids, list(encoding.tokens),
                                tuned.labels, args.target, args.method, args.steps)
 
 

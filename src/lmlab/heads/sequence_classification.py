@@ -1,9 +1,10 @@
-"""Sequence classification on a BERT encoder: one label per text, or per pair of texts.
+"""Sequence classification: one label per text, or per pair of texts.
 
 BERT reads a whole input through its [CLS] position: the pooler's tanh(W h_[CLS] + b) is fed
 (after dropout) to a linear layer with one output per label, and the logits are trained with
 cross-entropy (Devlin et al. 2018, figure 4). A sentence pair (entailment, paraphrase) is the
-same head fed "[CLS] A [SEP] B [SEP]" with token types 0 for A and 1 for B.
+same head fed "[CLS] A [SEP] B [SEP]" with token types 0 for A and 1 for B. The head sees only
+the pooled vector; `heads.task_model.EncoderWithHead` runs the encoder that makes it.
 """
 
 import torch
@@ -11,19 +12,17 @@ import torch.nn.functional as F
 from torch import nn
 
 
-
 class SequenceClassifier(nn.Module):
-    """An encoder with a pooler, plus dropout and Linear(d_model, n_labels): (B, T) ids -> logits (B, n_labels)."""
+    """Dropout and Linear(d_model, n_labels): pooled (B, d_model) -> logits (B, n_labels)."""
 
-    def __init__(self, encoder: nn.Module, n_labels: int, dropout: float = 0.1):
+    reads = "pooled"  # what EncoderWithHead feeds it: the encoder's pooled [CLS] vector
+
+    def __init__(self, d_model: int, n_labels: int, dropout: float = 0.1):
         super().__init__()
-        self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(encoder.config.d_model, n_labels)
+        self.classifier = nn.Linear(d_model, n_labels)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        pooled = self.encoder.pooled(input_ids, attention_mask, token_type_ids)  # (B, C)
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.dropout(pooled))  # (B, n_labels)
 
 

@@ -1,4 +1,4 @@
-"""Extractive question answering on a BERT encoder: the answer is a span of the context.
+"""Extractive question answering: the answer is a span of the context.
 
 The input is "[CLS] question [SEP] context [SEP]". One Linear(d_model, 2) gives every token a
 start score and an end score; training is cross-entropy on the true start and on the true end
@@ -13,18 +13,18 @@ import torch.nn.functional as F
 from torch import nn
 
 
-
 class SpanExtractor(nn.Module):
-    """An encoder plus Linear(d_model, 2): (B, T) ids -> (start logits (B, T), end logits (B, T))."""
+    """Linear(d_model, 2): hidden states (B, T, d_model) and the attention mask (B, T) ->
+    (start logits (B, T), end logits (B, T)), -inf at padding."""
 
-    def __init__(self, encoder: nn.Module):
+    reads = "hidden and mask"  # what EncoderWithHead feeds it: the last hidden states and the attention mask
+
+    def __init__(self, d_model: int):
         super().__init__()
-        self.encoder = encoder
-        self.span = nn.Linear(encoder.config.d_model, 2)
+        self.span = nn.Linear(d_model, 2)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.span(hidden)  # (B, T, 2)
         if attention_mask is not None:
             logits = logits.masked_fill(~attention_mask.bool()[..., None], float("-inf"))

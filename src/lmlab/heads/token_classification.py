@@ -1,4 +1,4 @@
-"""Token classification on a BERT encoder: one tag per word, e.g. named entities in BIO form.
+"""Token classification: one tag per word, e.g. named entities in BIO form.
 
 Every position's hidden state goes (after dropout) through Linear(d_model, n_tags). Words are
 split into sub-tokens ("Nairobi" -> "nai", "##ro", "##bi"), but a tag belongs to a word: as in
@@ -14,17 +14,16 @@ from lmlab.targets import IGNORE_INDEX
 
 
 class TokenClassifier(nn.Module):
-    """An encoder plus dropout and Linear(d_model, n_tags): (B, T) ids -> logits (B, T, n_tags)."""
+    """Dropout and Linear(d_model, n_tags): hidden states (B, T, d_model) -> logits (B, T, n_tags)."""
 
-    def __init__(self, encoder: nn.Module, n_tags: int, dropout: float = 0.1):
+    reads = "hidden"  # what EncoderWithHead feeds it: the encoder's last hidden states
+
+    def __init__(self, d_model: int, n_tags: int, dropout: float = 0.1):
         super().__init__()
-        self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(encoder.config.d_model, n_tags)
+        self.classifier = nn.Linear(d_model, n_tags)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.dropout(hidden))  # (B, T, n_tags)
 
 

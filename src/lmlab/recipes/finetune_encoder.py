@@ -3,14 +3,18 @@
 Read top to bottom: examples (a CSV/JSONL file per split, or the embedded sentiment task) -> the
 encoder (a preset trained from scratch, a zoo name, an HF BERT directory, an lmlab run) and its
 tokenizer -> the task's head on top (`lmlab.heads`) -> token ids once -> epochs of shuffled
-batches: head loss, backward, gradient clipping, AdamW, learning rate warmed up linearly then
-decayed linearly to 0 -> after each epoch the task's metric on the evaluation set; the best
-model so far is kept, and training stops early after `patience` epochs without improvement.
+batches, the head's loss on each (`step_examples`), through the one training loop
+(`training.loop.run_steps`: AdamW, learning rate warmed up linearly then decayed linearly to 0,
+gradient clipping, --grad-accum, bf16, several processes under torchrun) -> after each epoch the
+task's metric on the evaluation set; the best model so far is kept, and training stops early
+after `patience` epochs without improvement.
 
-The result, `out/model`, is an HF BERT directory (config.json, model.safetensors, tokenizer.json)
-plus `head.safetensors` and `task.json` (task, labels, lengths, the best scores); `load_finetuned`
-reads it back to predict. Checkpoints (model, optimizer, schedule, step, RNGs, early-stopping
-state) make a stopped run resume exactly; metrics.jsonl, loss.png and eval.png show the run.
+The network is the encoder with the task's head on top (`heads.task_model.EncoderWithHead`). The
+result, `out/model`, is an HF BERT directory (config.json, model.safetensors, tokenizer.json) plus
+`head.safetensors` and `task.json` (task, labels, lengths, the best scores), written and read back
+by `models.encoder_task_files` (`load_finetuned` gives a `FinetunedEncoder` that predicts). The
+loop's checkpoints, one per epoch (the early-stopping state in them), make a stopped run resume
+exactly; metrics.jsonl, loss.png and eval.png show the run.
 """
 
 import dataclasses
@@ -24,11 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
-from torch import nn
 
-from lmlab.config import ENCODER_PRESETS
+from lmlab.config import ENCODER_PRESETS, OptimConfig
 from lmlab.models.presets import preset
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
@@ -38,30 +40,25 @@ from lmlab.errors import LmlabError
 from lmlab.eval.entity_f1 import entity_f1
 from lmlab.eval.metrics import accuracy, f1_scores, matthews_correlation, pearson, spearman
 from lmlab.eval.qa_metrics import exact_match, token_f1
-from lmlab.heads.multiple_choice import MultipleChoice
-from lmlab.heads.regression import SequenceRegressor, regression_loss
-from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
-from lmlab.heads.span_extraction import SpanExtractor, best_spans, span_loss
-from lmlab.heads.token_classification import TokenClassifier, tagging_loss
-from lmlab.io.atomic import atomic_path, atomic_write_text
-from lmlab.models.encoder_files import save_hf_encoder_dir
+from lmlab.heads.regression import regression_loss
+from lmlab.heads.sequence_classification import classification_loss
+from lmlab.heads.span_extraction import span_loss
+from lmlab.heads.task_model import EncoderWithHead
+from lmlab.heads.token_classification import tagging_loss
+from lmlab.models.encoder_task_files import save_finetuned
+from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, predict_features, task_head
 from lmlab.models.load import load_encoder
 from lmlab.models.bert.build import build_encoder
 from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import ClsPooler
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
-from lmlab.training.checkpoint import resume_checkpoint, save_checkpoint, set_rng_state, setting_differences
-from lmlab.training.device import pick_device, training_device
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.device import training_device
 from lmlab.training.finetune import split_examples
-from lmlab.training.interrupt import sigint_flag
-from lmlab.training.optim import build_optimizer, lr_multiplier
-from lmlab.progress import progress_bar
-from lmlab.training.progress import MetricsLog, save_loss_curve
+from lmlab.training.loop import LoopConfig, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.progress import save_loss_curve
 
-HEAD_FILE = "head.safetensors"
-TASK_FILE = "task.json"
 SCRATCH_VOCAB_SIZE = 8000  # WordPiece trained on the training texts when the encoder starts from a preset
-RESUMABLE = frozenset({"log_every"})  # settings a resumed run may change
 
 
 class TruncationWarning(UserWarning):
@@ -73,11 +70,13 @@ class EncoderFinetuneConfig:
     """Everything about an encoder fine-tuning run except the model, the data and the output directory."""
 
     epochs: int = 3
-    batch_size: int = 32
-    lr: float = 5e-5  # BERT's range is 2e-5 to 5e-5; an encoder trained from scratch wants ~1e-3
-    warmup_ratio: float = 0.1  # share of the steps over which the learning rate rises from 0
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
+    batch_size: int = 32  # examples per optimizer step, over all processes and micro-batches
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    bf16: bool = False  # autocast training and evaluation to bfloat16
+    # Devlin et al.: linear warmup over 10% of the steps, linear decay to 0, betas (0.9, 0.999). BERT's lr
+    # range is 2e-5 to 5e-5; an encoder trained from scratch wants ~1e-3.
+    optim: OptimConfig = OptimConfig(lr=5e-5, warmup_ratio=0.1, schedule="linear", min_lr_ratio=0.0,
+                                     weight_decay=0.01, beta2=0.999)
     max_length: int = 128  # tokens per input, [CLS] and [SEP] included
     patience: int = 2  # epochs without a better evaluation score before stopping
     dropout: float = 0.1  # before the head's linear layer
@@ -89,64 +88,34 @@ class EncoderFinetuneConfig:
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "epochs", "batch_size", "max_length", "patience", "max_answer_length", "log_every")
-        at_least(self, 0, "weight_decay", "seed")
+        at_least(self, 1, "epochs", "batch_size", "grad_accum", "max_length", "patience", "max_answer_length",
+                 "log_every")
+        at_least(self, 0, "seed")
         at_most(self, MAX_CONTEXT, "max_length", "max_answer_length")
         at_most(self, MAX_BATCH, "batch_size")
         at_most(self, MAX_SEED, "seed")
-        positive(self, "lr", "grad_clip", "eval_fraction")
-        fraction(self, "warmup_ratio")
+        positive(self, "eval_fraction")
         fraction(self, "dropout")
         fraction(self, "eval_fraction")
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What differs between tasks: the head, its loss, and the score early stopping watches (higher is better)."""
+    """What differs between tasks besides the head (`models.finetuned_encoder.TASK_HEADS`): its loss, and
+    the score early stopping watches (higher is better)."""
 
-    head: Callable[[BertEncoder, int, EncoderFinetuneConfig], nn.Module]  # (encoder, n_labels, cfg) -> head
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     metric: str
-    pooled: bool  # the head reads the [CLS] pooler
-
-
-def _classifier(encoder, n_labels, cfg):
-    return SequenceClassifier(encoder, n_labels, cfg.dropout)
 
 
 TASK_SPECS = {
-    "classify": TaskSpec(_classifier, classification_loss, "accuracy", True),
-    "pair": TaskSpec(_classifier, classification_loss, "accuracy", True),
-    "regress": TaskSpec(lambda encoder, _, cfg: SequenceRegressor(encoder, cfg.dropout), regression_loss,
-                        "pearson", True),
-    "tag": TaskSpec(lambda encoder, n, cfg: TokenClassifier(encoder, n, cfg.dropout), tagging_loss, "entity_f1", False),
-    "qa": TaskSpec(lambda encoder, _, cfg: SpanExtractor(encoder), span_loss, "f1", False),
-    "choice": TaskSpec(lambda encoder, _, cfg: MultipleChoice(encoder, cfg.dropout), classification_loss,
-                       "accuracy", True),
+    "classify": TaskSpec(classification_loss, "accuracy"),
+    "pair": TaskSpec(classification_loss, "accuracy"),
+    "regress": TaskSpec(regression_loss, "pearson"),
+    "tag": TaskSpec(tagging_loss, "entity_f1"),
+    "qa": TaskSpec(span_loss, "f1"),
+    "choice": TaskSpec(classification_loss, "accuracy"),
 }
-
-
-@dataclass
-class FinetunedEncoder:
-    """A fine-tuned encoder and its head, ready to predict (`predict`)."""
-
-    head: nn.Module  # the encoder is head.encoder
-    tokenizer: Tokenizer
-    task: str
-    labels: list[str]  # label names (classify, pair) or tags (tag); [] otherwise
-    max_length: int
-    max_answer_length: int
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.head.parameters()).device
-
-    @torch.no_grad()
-    def predict(self, examples: list[Example], batch_size: int = 64, truncate: bool = True) -> list:
-        """One prediction per example: a label name (classify, pair), a score (regress), one tag per word
-        (tag), the answer text (qa) or the index of the chosen answer (choice). Targets are not read."""
-        features = encode_examples(self.task, self.tokenizer, examples, self.max_length, self.labels, truncate)
-        return predict_features(self, examples, features, batch_size)
 
 
 @dataclass(frozen=True)
@@ -180,90 +149,58 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     if ckpt is not None:  # the run's own tokenizer: one trained from scratch must not be retrained
         tokenizer = str(out / "tokenizer.json")
     encoder, tok, source = starting_encoder(model, tokenizer, _texts(train_examples), cfg.seed)
-    if cfg.max_length > encoder.config.context_length:
-        raise LmlabError(f"--max-length {cfg.max_length} exceeds the model's {encoder.config.context_length} "
-                         "positions; lower --max-length")
-    if spec.pooled and encoder.pooler is None:  # e.g. an MLM checkpoint: a fresh pooler, as HF adds one
-        encoder.pooler = ClsPooler(encoder.config.d_model)
-        encoder.config = encoder.config.replace(pooler=True)
-    torch.manual_seed(cfg.seed)
-    head = spec.head(encoder, len(labels), cfg).to(dev)
-    tuned = FinetunedEncoder(head, tok, task, labels, cfg.max_length, cfg.max_answer_length)
+    network = task_model(encoder, task, len(labels), cfg).to(dev)
+    tuned = FinetunedEncoder(network, tok, task, labels, cfg.max_length, cfg.max_answer_length)
     train_features = _encoded(tuned, train_examples, cfg, train)
     eval_features = _encoded(tuned, eval_examples, cfg, eval_data or train)
     trainable = [i for i, target in enumerate(train_features.targets) if target is not None]  # qa: answer kept
+    if not trainable:
+        raise LmlabError(f"no training example of '{train}' keeps its answer within --max-length {cfg.max_length} "
+                         "tokens; raise --max-length")
 
     settings = {"recipe": "finetune_encoder", "model": source, "task": task, "train": train, "eval": eval_data,
                 "data_key": _data_key(train_examples, eval_examples), "labels": labels} | dataclasses.asdict(cfg)
     steps_per_epoch = math.ceil(len(trainable) / cfg.batch_size)
-    total = cfg.epochs * steps_per_epoch
-    optimizer = build_optimizer(head, cfg.lr, cfg.weight_decay, betas=(0.9, 0.999))
-    warmup = round(cfg.warmup_ratio * total)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s, warmup, total, "linear", 0.0))
-    step, state = 0, {"best": None, "best_epoch": 0, "best_scores": {}, "bad_epochs": 0, "stopped_early": False}
-    if ckpt is not None:
-        _check_same_run(ckpt["settings"], settings, out)
-        head.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        set_rng_state(ckpt["rng"])
-        step, state = ckpt["step"], ckpt["state"]
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        tok.save(str(out / "tokenizer.json"))
-    atomic_write_text(out / "run.json", json.dumps(settings, indent=2))
-    metrics = MetricsLog(out / "metrics.jsonl", resume_step=step if ckpt is not None else None)
+    loop = LoopConfig.of(cfg, max_steps=cfg.epochs * steps_per_epoch, eval_every=steps_per_epoch,
+                         checkpoint_every=steps_per_epoch, keep_checkpoints=2)
+    session = start_session(out, network, cfg.optim, loop, settings, ckpt)
+    if not session.resumed:
+        session.state.update(best=None, best_epoch=0, best_scores={}, bad_epochs=0, stopped_early=False)
+        if session.dist.is_main:
+            tok.save(str(out / "tokenizer.json"))
 
-    def evaluate() -> dict:
-        head.eval()
-        scores = task_scores(task, eval_examples, predict_features(tuned, eval_examples, eval_features))
-        head.train()
-        return {f"eval_{name}": value for name, value in scores.items()}
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        indices = part_of(step_examples(len(trainable), cfg.batch_size, step, cfg.seed, parts), part, parts)
+        batch = {k: v.to(dev) for k, v in collate(train_features, [trainable[i] for i in indices]).items()}
+        outputs = network(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        return spec.loss(outputs, batch["targets"]), {"epoch": (step + 1) / steps_per_epoch}
 
-    def save_checkpoint_now() -> None:
-        save_checkpoint(out / "checkpoints", step, {"model": head.state_dict(), "optimizer": optimizer.state_dict(),
-                                                    "scheduler": scheduler.state_dict(), "settings": settings,
-                                                    "state": state}, keep=2)
+    def scores() -> dict:
+        predictions = predict_features(tuned, eval_examples, eval_features)
+        return {f"eval_{name}": value for name, value in task_scores(task, eval_examples, predictions).items()}
 
-    if ckpt is None:
-        metrics.write(step=0, epoch=0, **evaluate())
-    end = total if stop_after is None else min(total, step + stop_after)
-    bar = progress_bar(total, step, desc=f"finetune {task}", disable=not show_progress)
-    head.train()
-    with sigint_flag() as interrupted:
-        while step < end and not state["stopped_early"] and not interrupted():
-            epoch, position = divmod(step, steps_per_epoch)
-            order = epoch_order(len(trainable), cfg.seed, epoch)[position * cfg.batch_size:][:cfg.batch_size]
-            batch = {k: v.to(dev) for k, v in collate(train_features, [trainable[i] for i in order]).items()}
-            outputs = head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            loss = spec.loss(outputs, batch["targets"])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
-            step += 1
-            row = {"step": step, "epoch": step / steps_per_epoch, "loss": loss.item(),
-                   "lr": scheduler.get_last_lr()[0]}
-            if step % steps_per_epoch == 0:
-                row |= evaluate()
-                keep_best(_eval_part(row), spec.metric, step // steps_per_epoch, state, cfg.patience,
-                             lambda: save_finetuned(tuned, out / "model", row))
-            if step % cfg.log_every == 0 or step % steps_per_epoch == 0 or step == end:
-                metrics.write(**row)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", refresh=False)
-            bar.update(1)
-            if step % steps_per_epoch == 0 and step < end:
-                save_checkpoint_now()
-    bar.close()
-    save_checkpoint_now()
-    rows = metrics.read()
-    save_loss_curve(rows, out / "loss.png", {"train loss": "loss"})
-    save_loss_curve(rows, out / "eval.png", {f"eval {spec.metric}": f"eval_{spec.metric}"}, ylabel=spec.metric)
-    finished = step >= total or state["stopped_early"]
-    stopped_early = state["stopped_early"] and step < total
-    return EncoderFinetuneResult(step, finished, stopped_early, spec.metric, _eval_part(rows[0]),
-                                 state["best_scores"], state["best_epoch"], out / "model" if finished else None)
+    def evaluate() -> dict:  # at each epoch's end: keep the best model, count the epochs without a better one
+        row = scores()
+
+        def save_best() -> None:
+            if session.dist.is_main:
+                save_finetuned(tuned, out / "model", _eval_part(row))
+        keep_best(_eval_part(row), spec.metric, session.step // steps_per_epoch, session.state, cfg.patience,
+                  save_best)
+        return row
+
+    log_before(session, scores, epoch=0)
+    if not session.state["stopped_early"]:  # a run that stopped early is over: resuming it trains no more
+        run_steps(session, step_loss, evaluate, stop_after, show_progress, curves={"train loss": "loss"},
+                  stop=lambda: session.state["stopped_early"])
+    finished = session.step >= loop.max_steps or session.state["stopped_early"]
+    if session.metrics is not None:
+        save_loss_curve(session.metrics.read(), out / "eval.png", {f"eval {spec.metric}": f"eval_{spec.metric}"},
+                        ylabel=spec.metric)
+    state, (before, _) = session.state, measured(session)
+    return EncoderFinetuneResult(session.step, finished, state["stopped_early"] and session.step < loop.max_steps,
+                                 spec.metric, _eval_part(before), state["best_scores"], state["best_epoch"],
+                                 out / "model" if finished else None)
 
 
 def keep_best(scores: dict, metric: str, epoch: int, state: dict, patience: int,
@@ -282,16 +219,20 @@ def _eval_part(row: dict) -> dict:
     return {k.removeprefix("eval_"): v for k, v in row.items() if k.startswith("eval_")}
 
 
-def _check_same_run(saved: dict, settings: dict, out: Path) -> None:
-    diffs = setting_differences(saved, settings, RESUMABLE)
-    if diffs:
-        raise LmlabError(f"--resume with different settings ({'; '.join(diffs)}); rerun with the original "
-                         f"settings or choose a new --out than '{out}'")
-
-
 def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
     """The shuffled order of the n training examples in `epoch`: a pure function of (seed, epoch)."""
     return np.random.default_rng((seed, epoch)).permutation(n)
+
+
+def step_examples(n: int, batch_size: int, step: int, seed: int, parts: int = 1) -> np.ndarray:
+    """Which of the n training examples optimizer step `step` trains on: epochs of shuffled batches
+    of `batch_size`, the last batch of an epoch shorter. Cut into `parts` (processes x --grad-accum),
+    that short batch is filled up to a multiple of `parts` with the epoch's first examples again, as
+    torch's DistributedSampler pads, so its parts are equal and every example still trains once an epoch."""
+    epoch, position = divmod(step, math.ceil(n / batch_size))
+    order = epoch_order(n, seed, epoch)
+    batch = order[position * batch_size:][:batch_size]
+    return np.concatenate([batch, np.resize(order, -len(batch) % parts)])
 
 
 def load_splits(task: str, train: str, eval_data: str | None, columns: Columns, cfg: EncoderFinetuneConfig
@@ -344,6 +285,19 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
     return encoder, tok, source
 
 
+def task_model(encoder: BertEncoder, task: str, n_labels: int, cfg: EncoderFinetuneConfig) -> EncoderWithHead:
+    """`encoder` with a new head for `task`, its weights drawn from `cfg.seed`; an encoder without the
+    [CLS] pooler the head reads (an MLM checkpoint) gets a fresh one, as HF adds it."""
+    if cfg.max_length > encoder.config.context_length:
+        raise LmlabError(f"--max-length {cfg.max_length} exceeds the model's {encoder.config.context_length} "
+                         "positions; lower --max-length")
+    if TASK_HEADS[task].reads == "pooled" and encoder.pooler is None:
+        encoder.pooler = ClsPooler(encoder.config.d_model)
+        encoder.config = encoder.config.replace(pooler=True)
+    torch.manual_seed(cfg.seed)
+    return EncoderWithHead(encoder, task_head(task, encoder.config.d_model, n_labels, cfg.dropout))
+
+
 def _read_tokenizer(path: str, max_length: int) -> Tokenizer:
     path = Path(path)
     if path.is_dir():
@@ -379,50 +333,6 @@ def _data_key(*splits: list[Example]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@torch.no_grad()
-def predict_features(tuned: FinetunedEncoder, examples: list[Example], features: Features,
-                     batch_size: int = 64) -> list:
-    """The predictions for encoded `examples` (see `FinetunedEncoder.predict`), batched by length."""
-    head = tuned.head
-    training = head.training
-    head.eval()
-    predictions = [None] * len(examples)
-    for indices, batch, outputs in batched_outputs(tuned, features, batch_size):
-        for row, i in enumerate(indices):
-            predictions[i] = _prediction(tuned, examples[i], features, i, outputs, row, batch)
-    head.train(training)
-    return predictions
-
-
-def batched_outputs(tuned: FinetunedEncoder, features: Features, batch_size: int = 64):
-    """The head's outputs on every encoded example, in batches of similar lengths (little padding):
-    yields (example indices, the batch on the head's device, the head's outputs)."""
-    order = sorted(range(len(features.ids)), key=lambda i: len(features.ids[i]))
-    for start in range(0, len(order), batch_size):
-        indices = order[start:start + batch_size]
-        batch = {k: v.to(tuned.device) for k, v in collate(features, indices).items()}
-        yield indices, batch, tuned.head(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-
-
-def _prediction(tuned: FinetunedEncoder, example: Example, features: Features, i: int, outputs, row: int, batch):
-    task = tuned.task
-    if task in ("classify", "pair"):
-        return tuned.labels[int(outputs[row].argmax())]
-    if task == "regress":
-        return float(outputs[row])
-    if task == "choice":
-        return int(outputs[row].argmax())
-    if task == "tag":
-        tags = [tuned.labels[int(outputs[row, t].argmax())] for t in features.word_starts[i]]
-        return tags + ["O"] * (len(example.text) - len(tags))  # words cut by truncation: outside any entity
-    start, end = outputs
-    context = torch.tensor(features.in_context[i] + [False] * (start.size(1) - len(features.in_context[i])),
-                           device=start.device)
-    first, last = best_spans(start[row:row + 1], end[row:row + 1], context[None], tuned.max_answer_length)[0].tolist()
-    offsets = features.offsets[i]
-    return example.pair[offsets[first][0]:offsets[last][1]]
-
-
 def task_scores(task: str, examples: list[Example], predictions: list) -> dict[str, float]:
     """The task's metrics of `predictions` against the examples' targets."""
     gold = [e.target for e in examples]
@@ -438,34 +348,3 @@ def task_scores(task: str, examples: list[Example], predictions: list) -> dict[s
         return {"exact_match": float(np.mean([exact_match(p, [g]) for p, g in zip(predictions, gold)])),
                 "f1": float(np.mean([token_f1(p, [g]) for p, g in zip(predictions, gold)]))}
     return {"accuracy": accuracy(predictions, gold)}
-
-
-def save_finetuned(tuned: FinetunedEncoder, directory: Path, scores: dict) -> Path:
-    """Write the encoder (HF BERT layout, with its tokenizer), the head's own weights and task.json, atomically."""
-    head_state = {k: v.detach().cpu().contiguous() for k, v in tuned.head.state_dict().items()
-                  if not k.startswith("encoder.")}
-    info = {"task": tuned.task, "labels": tuned.labels, "max_length": tuned.max_length,
-            "max_answer_length": tuned.max_answer_length, "head": type(tuned.head).__name__,
-            "scores": _eval_part(scores)}
-    with atomic_path(directory) as tmp:
-        save_hf_encoder_dir(tuned.head.encoder, tmp, tuned.tokenizer)
-        save_file(head_state, tmp / HEAD_FILE)
-        (tmp / TASK_FILE).write_text(json.dumps(info, indent=2))
-    return directory
-
-
-def load_finetuned(path: str | Path, device: str = "cpu") -> FinetunedEncoder:
-    """The fine-tuned encoder saved by `finetune_encoder` in `path` (the run's --out, or its model/)."""
-    path = Path(path)
-    if (path / "model" / TASK_FILE).is_file():
-        path = path / "model"
-    if not (path / TASK_FILE).is_file():
-        raise LmlabError(f"'{path}' holds no fine-tuned encoder ({TASK_FILE} is missing); pass the --out of a "
-                         "finished `lmlab finetune` run")
-    info = json.loads((path / TASK_FILE).read_text())
-    encoder, tokenizer = load_encoder(path)
-    cfg = EncoderFinetuneConfig(max_length=info["max_length"], max_answer_length=info["max_answer_length"])
-    head = TASK_SPECS[info["task"]].head(encoder, len(info["labels"]), cfg)
-    head.load_state_dict(head.state_dict() | load_file(path / HEAD_FILE))
-    return FinetunedEncoder(head.to(pick_device(device)).eval(), tokenizer, info["task"], info["labels"],
-                            info["max_length"], info["max_answer_length"])
