@@ -401,9 +401,9 @@ def main() -> None:
     settings = {"model": MODEL, "gguf": path.name, "dtype": "fp32", "lora_rank": LORA_RANK, "lora_alpha": LORA_ALPHA,
                 "lora_dropout": 0.0, "lmlab_targets": list(LMLAB_TARGETS), "peft_targets": PEFT_TARGETS,
                 "batch_size": args.batch_size, "max_length": args.max_length, "lr": LR,
-                "optimizer": f"AdamW fused, betas (0.9, {ADAM_BETA2}), weight decay {cfg.weight_decay}",
-                "schedule": f"{cfg.warmup_steps} warmup steps, cosine to {cfg.min_lr_ratio} of lr",
-                "grad_clip": cfg.grad_clip, "dpo_beta": BETA, "steps": args.steps, "warmup": args.warmup,
+                "optimizer": f"AdamW fused, betas (0.9, {ADAM_BETA2}), weight decay {cfg.optim.weight_decay}",
+                "schedule": f"{cfg.optim.warmup_steps} warmup steps, cosine to {cfg.optim.min_lr_ratio} of lr",
+                "grad_clip": cfg.optim.grad_clip, "dpo_beta": BETA, "steps": args.steps, "warmup": args.warmup,
                 "rounds": args.rounds, "quick": args.quick, "threads": args.threads,
                 "data": f"addition task, max operand {cfg.task_max_operand}, {cfg.task_size} drawn, seed {cfg.seed}",
                 "trl_sft_format": "conversational prompt-completion (completion-only loss); assistant_only_loss "

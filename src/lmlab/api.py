@@ -27,8 +27,10 @@ RECIPES = {
 
 
 def train(model_cfg, train_cfg: TrainConfig, data: str, out: str | Path, **options):
-    """Pre-train `model_cfg` (`lmlab.preset(NAME)` of any kind, or a WindowConfig / RNNConfig) on `data` (a file, folder or embedded corpus name) into the run directory
-    `out`; `options` are the recipe's own (tokenizer, resume, stop_after, device, objective, …).
+    """Pre-train `model_cfg` (`lmlab.preset(NAME)`: a decoder, encoder, encoder-decoder, window or RNN
+    preset, or such a config) on `data` (a file, folder or embedded corpus name) into the run
+    directory `out`; `options` are the recipe's own (tokenizer, resume, stop_after, device, objective, …).
+    The n-gram, RNN seq2seq, word2vec and ELMo presets train with their own recipes.
     Returns the recipe's result (final losses, where the model was saved)."""
     recipe = RECIPES.get(type(model_cfg))
     if recipe is None:

@@ -1,7 +1,7 @@
 """Print the fuzz summary that a run with LMLAB_FUZZ_REPORT=PATH wrote, as a table per family and
 the failing cases grouped by family:
 
-    LMLAB_FUZZ_REPORT=/tmp/fuzz.json python -m pytest tests/test_fuzz_*.py -q
+    LMLAB_FUZZ_REPORT=/tmp/fuzz.json python -m pytest tests/fuzz -q
     python tests/fuzz/report.py /tmp/fuzz.json [--failures]
 """
 

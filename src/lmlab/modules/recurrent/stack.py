@@ -3,7 +3,7 @@ a tuple of (n_layers, B, H) tensors, (h,) for RNN and GRU, (h, c) for LSTM.
 
 `CellStack` unrolls the cells of this package step by step in Python: the equations, readable.
 `FusedStack` runs `torch.nn.RNN / LSTM / GRU` (one fused kernel per layer, cuDNN on a GPU) with
-the same parameters; tests/test_rnn_lm.py shows the two compute the same function.
+the same parameters; tests/models/test_rnn_lm.py shows the two compute the same function.
 """
 
 import torch
