@@ -37,7 +37,8 @@ from lmlab.training.encoder_decoder import (IdPair, encode_text, fingerprint, fi
                                             starting_model, teacher_forced_loss)
 from lmlab.training.finetune import batch_indices, data_key, split_examples
 from lmlab.training import distributed
-from lmlab.training.loop import LoopConfig, evaluated, log_before, part_of, run_steps, start_session
+from lmlab.training.loop import (LoopConfig, evaluated, last_evaluation, log_before, measured, part_of, run_steps,
+                                 start_session)
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVE = {"validation sequence accuracy": "val_seq_acc"}
@@ -140,10 +141,8 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
     finished = run_steps(session, step_loss, validate, stop_after, show_progress)
     if not session.dist.is_main:  # under torchrun the first process saves and reports
         return Seq2SeqFinetuneResult(session.step, finished, None, {}, {}, {})
-    rows = session.metrics.read()
-    save_loss_curve(rows, out / "accuracy.png", ACCURACY_CURVE, ylabel="sequence accuracy")
-    before = {k: v for k, v in rows[0].items() if k.startswith("val_")}
-    after = next(({k: v for k, v in r.items() if k.startswith("val_")} for r in reversed(rows) if "val_loss" in r), {})
+    save_loss_curve(session.metrics.read(), out / "accuracy.png", ACCURACY_CURVE, ylabel="sequence accuracy")
+    (before, _), after = measured(session), last_evaluation(session)
     if not finished:
         return Seq2SeqFinetuneResult(session.step, False, None, before, after, {})
     model_dir = save_encoder_decoder(network, tok, out / "model")

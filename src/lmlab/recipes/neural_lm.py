@@ -42,7 +42,7 @@ from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer,
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.loop import LoopConfig, run_steps, start_session
+from lmlab.training.loop import LoopConfig, last_evaluation, run_steps, start_session
 from lmlab.training.result import PretrainResult
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
@@ -106,21 +106,16 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
         session.state["carried"] = tuple(t.detach() for t in carried)  # the next chunk's gradient stops here
         return cross_entropy(logits, targets), {}
 
-    val_loss = None
-
     def validate() -> dict:
-        nonlocal val_loss
-        metrics = held_out_loss(model, split, train_cfg.eval_batches, batch_size, dev)
-        val_loss = metrics["val_loss"]
-        return metrics
+        return held_out_loss(model, split, train_cfg.eval_batches, batch_size, dev)
 
     # 4. Train; then the model directory, once training has reached max_steps.
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="loss (nats/token)",
                          throughput=("tokens_per_s", batch_size * block_size))
     if finished:
         save_neural_lm_dir(model, out / "model", tok)
-    return PretrainResult(step=session.step, val_loss=val_loss, model_dir=out / "model" if finished else None,
-                          interrupted=not finished)
+    return PretrainResult(step=session.step, val_loss=last_evaluation(session).get("val_loss"),
+                          model_dir=out / "model" if finished else None, interrupted=not finished)
 
 
 def reset_draw(seed: int, step: int, batch_size: int) -> torch.Tensor:

@@ -27,7 +27,7 @@ from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.compile import maybe_compile
 from lmlab.training.device import training_device
-from lmlab.training.loop import LoopConfig, part_of, run_steps, start_session
+from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
 from lmlab.training.result import PretrainResult
 
 
@@ -79,13 +79,8 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
         inputs, targets = causal_lm(gather(split.tokens, starts, block_size).to(dev, non_blocking=True))  # (b, T)
         return head_loss(inputs, targets), {}
 
-    val_loss = None
-
     def validate() -> dict:
-        nonlocal val_loss
-        metrics = held_out_loss(model, split, train_cfg.eval_batches, micro_batch, dev)
-        val_loss = metrics["val_loss"]
-        return metrics
+        return held_out_loss(model, split, train_cfg.eval_batches, micro_batch, dev)
 
     # 4. Train; then the HF-layout model, once training has reached max_steps.
     finished = run_steps(session, step_loss, validate if len(split.val_blocks) else None, stop_after,
@@ -94,5 +89,5 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     if finished and d.is_main:
         save_hf_dir(model, out / "model", tok)
     d.barrier()
-    return PretrainResult(step=session.step, val_loss=val_loss, model_dir=out / "model" if finished else None,
-                          interrupted=not finished)
+    return PretrainResult(step=session.step, val_loss=last_evaluation(session).get("val_loss"),
+                          model_dir=out / "model" if finished else None, interrupted=not finished)

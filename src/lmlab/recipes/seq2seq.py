@@ -27,7 +27,7 @@ from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from lmlab.objectives.teacher_forcing import teacher_forcing
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import batch_indices
-from lmlab.training.loop import LoopConfig, evaluated, part_of, run_steps, start_session
+from lmlab.training.loop import LoopConfig, evaluated, last_evaluation, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}
@@ -120,25 +120,19 @@ def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False
     finished = run_steps(session, step_loss, validate, stop_after, show_progress)
     if not session.dist.is_main:  # under torchrun the first process saves and reports
         return Seq2SeqResult(session.step, finished, None, {}, {})
-    rows = session.metrics.read()
-    save_loss_curve(rows, out / "accuracy.png", ACCURACY_CURVES, ylabel="accuracy")
-    validation = next((r for r in reversed(rows) if "val_seq_acc" in r), {})
+    save_loss_curve(session.metrics.read(), out / "accuracy.png", ACCURACY_CURVES, ylabel="accuracy")
+    validation = last_evaluation(session)
     if not finished:
-        return Seq2SeqResult(session.step, False, None, _prefixed(validation, "val_"), {})
+        return Seq2SeqResult(session.step, False, None, validation, {})
     model_dir = save_seq2seq_dir(trained, out / "model")
     test = {f"test_{k}": v for k, v in evaluated(model, lambda: score_pairs(trained, splits.test)).items()}
     session.metrics.write(step=session.step, **test)
-    return Seq2SeqResult(session.step, True, model_dir, _prefixed(validation, "val_"), test)
+    return Seq2SeqResult(session.step, True, model_dir, validation, test)
 
 
 def task_sizes(cfg: Seq2SeqTrainConfig) -> TaskSizes:
     """The split sizes of the run's task."""
     return TaskSizes(cfg.train_size, cfg.val_size, cfg.test_size)
-
-
-def _prefixed(row: dict, prefix: str) -> dict:
-    """The metrics of `row` whose names start with `prefix`."""
-    return {k: v for k, v in row.items() if k.startswith(prefix)}
 
 
 def score_pairs(trained: Seq2SeqModel, pairs: list[Pair], num_beams: int = 1, length_penalty: float = 1.0) -> dict:

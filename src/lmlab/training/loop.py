@@ -283,6 +283,14 @@ def part_of(items, part: int, parts: int):
     return items[part * size:(part + 1) * size]
 
 
+def last_evaluation(session: Session) -> dict:
+    """The held-out metrics of the run's latest evaluation (every val_/eval_ metric of the last row
+    that has one), {} before any or on processes other than the first."""
+    rows = session.metrics.read() if session.metrics is not None else []
+    return next(({key: value for key, value in row.items() if key.startswith(("val_", "eval_"))}
+                 for row in reversed(rows) if any(key.startswith(("val_", "eval_")) for key in row)), {})
+
+
 def measured(session: Session) -> tuple[dict, dict]:
     """The held-out metrics logged before training (step 0) and at the session's last step:
     every metric whose name starts with val_, eval_ or task_."""
