@@ -46,7 +46,7 @@ import transformers
 
 from lmlab.config import EncoderConfig
 from lmlab.data.stdlib import stdlib_texts
-from lmlab.heads.sequence_classification import SequenceClassifier, classification_loss
+from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.models.load import load_encoder
@@ -56,6 +56,7 @@ from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
 from lmlab.training.optim import build_optimizer, build_schedule
+from lmlab.losses.task_heads import classification_loss
 
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 

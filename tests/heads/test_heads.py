@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from lmlab.heads.span_extraction import best_spans, span_loss
+from lmlab.heads.span_extraction import best_spans
 from lmlab.data.encoder_batches import first_subtoken_labels
-from lmlab.heads.token_classification import tagging_loss
+
 from lmlab.targets import IGNORE_INDEX
+from lmlab.losses.task_heads import span_loss, tagging_loss
 
 I = IGNORE_INDEX
 

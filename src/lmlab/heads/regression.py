@@ -5,7 +5,6 @@ cross-entropy; HF's BertForSequenceClassification does the same when num_labels 
 """
 
 import torch
-import torch.nn.functional as F
 
 from lmlab.heads.sequence_classification import SequenceClassifier
 
@@ -18,8 +17,3 @@ class SequenceRegressor(SequenceClassifier):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return super().forward(pooled).squeeze(-1)  # (B,)
-
-
-def regression_loss(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean squared error between predicted scores (B,) and targets (B,)."""
-    return F.mse_loss(scores, targets.to(scores.dtype))

@@ -8,7 +8,6 @@ the pooled vector; `heads.task_model.EncoderWithHead` runs the encoder that make
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -24,8 +23,3 @@ class SequenceClassifier(nn.Module):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.dropout(pooled))  # (B, n_labels)
-
-
-def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of logits (B, n_labels) against label ids (B,)."""
-    return F.cross_entropy(logits, labels)

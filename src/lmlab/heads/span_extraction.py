@@ -9,7 +9,6 @@ not depend on how much padding its batch has (HF's BertForQuestionAnswering leav
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -30,13 +29,6 @@ class SpanExtractor(nn.Module):
             logits = logits.masked_fill(~attention_mask.bool()[..., None], float("-inf"))
         start, end = logits.unbind(dim=-1)  # (B, T) each
         return start, end
-
-
-def span_loss(logits: tuple[torch.Tensor, torch.Tensor], positions: torch.Tensor) -> torch.Tensor:
-    """The mean of the start and end cross-entropies: logits as `SpanExtractor` returns them,
-    positions (B, 2) the answer's first and last token."""
-    start, end = logits
-    return (F.cross_entropy(start, positions[:, 0]) + F.cross_entropy(end, positions[:, 1])) / 2
 
 
 def best_spans(start: torch.Tensor, end: torch.Tensor, context_mask: torch.Tensor,

@@ -7,10 +7,7 @@ special tokens) get the ignore index, so the loss and the predictions count each
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-
-from lmlab.targets import IGNORE_INDEX
 
 
 class TokenClassifier(nn.Module):
@@ -25,8 +22,3 @@ class TokenClassifier(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.dropout(hidden))  # (B, T, n_tags)
-
-
-def tagging_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the labelled tokens: logits (B, T, n_tags), labels (B, T) with IGNORE_INDEX."""
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)

@@ -40,11 +40,8 @@ from lmlab.errors import LmlabError
 from lmlab.eval.entity_f1 import entity_f1
 from lmlab.eval.metrics import accuracy, f1_scores, matthews_correlation, pearson, spearman
 from lmlab.eval.qa_metrics import exact_match, token_f1
-from lmlab.heads.regression import regression_loss
-from lmlab.heads.sequence_classification import classification_loss
-from lmlab.heads.span_extraction import span_loss
 from lmlab.heads.task_model import EncoderWithHead
-from lmlab.heads.token_classification import tagging_loss
+from lmlab.losses.task_heads import classification_loss, regression_loss, span_loss, tagging_loss
 from lmlab.models.encoder_task_files import save_finetuned
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, predict_features, task_head
 from lmlab.models.load import load_encoder
