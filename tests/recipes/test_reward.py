@@ -2,10 +2,11 @@
 learns to order held-out answers, resumes exactly, and saves what `load_reward_model` reads back."""
 
 import json
+import re
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from lmlab.models.presets import preset
 from lmlab.data.tasks import preference_pairs
@@ -102,3 +103,16 @@ def test_cli_reward_chosen_equal_to_rejected_is_one_line_exit_2(base, tmp_path, 
 def test_load_reward_model_of_a_directory_without_one_is_one_clear_error(tmp_path):
     with pytest.raises(LmlabError, match="no reward model"):
         load_reward_model(tmp_path)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda head: {"proj.weight": head["proj.weight"][:, :-1], "proj.bias": head["proj.bias"]}, "has shape"),
+    (lambda head: head | {"proj.weight": torch.full_like(head["proj.weight"], float("nan"))}, "holds NaN or infinite values"),
+])
+def test_a_damaged_reward_head_is_refused_in_one_line(base, tmp_path, damage, message):
+    out = tmp_path / "rm"
+    reward(base, "task", out, RUN.replace(max_steps=1, eval_every=1, checkpoint_every=1), show_progress=False)
+    save_file(damage(load_file(out / REWARD_HEAD_FILE)), out / REWARD_HEAD_FILE)
+    with pytest.raises(LmlabError, match="^[^\n]*$") as error:
+        load_reward_model(out)
+    assert re.search(message, str(error.value))

@@ -15,14 +15,14 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from lmlab.errors import LmlabError
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
-from lmlab.io.weight_checks import check_finite, safetensors_header
 from lmlab.models.encoder_files import save_hf_encoder_dir
+from lmlab.models.head_files import read_head_state
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, task_head
 from lmlab.models.load import load_encoder
 
@@ -68,7 +68,7 @@ def load_finetuned(path: str | os.PathLike, device: str | torch.device = "cpu") 
     if info.get("head", type(head).__name__) != type(head).__name__:
         raise LmlabError(f"{path / TASK_FILE}: head {info['head']!r} is not the {type(head).__name__} of task "
                          f"'{info['task']}'; {FIX}")
-    head.load_state_dict(read_head_state(path / HEAD_FILE, head.state_dict()))
+    head.load_state_dict(read_head_state(path / HEAD_FILE, head.state_dict(), FIX))
     return FinetunedEncoder(EncoderWithHead(encoder, head).to(device).eval(), tokenizer, info["task"],
                             info["labels"], info["max_length"], info["max_answer_length"])
 
@@ -90,20 +90,3 @@ def read_task_info(path: Path) -> dict:
             raise LmlabError(f"{path}: {name} must be a whole number of tokens of at least 1, not {value!r:.40}; "
                              f"{FIX}")
     return info
-
-
-def read_head_state(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The head's tensors in `path`, refused unless their names and shapes are those of `expected`
-    (the state dict of the head task.json describes) and their values finite."""
-    if not path.is_file():
-        raise LmlabError(f"{path} is missing; {FIX}")
-    header = safetensors_header([path])
-    if header.keys() != expected.keys():
-        raise LmlabError(f"{path} holds tensors {sorted(header)[:4]}, not the head's {sorted(expected)}; {FIX}")
-    for name, tensor in expected.items():
-        if header[name].shape != tensor.shape:
-            raise LmlabError(f"{path}: {name} has shape {tuple(header[name].shape)} but the encoder's width and "
-                             f"task.json's labels need {tuple(tensor.shape)}; {FIX}")
-    state = load_file(path)
-    check_finite(state, str(path))
-    return state

@@ -11,13 +11,13 @@ import json
 import os
 from pathlib import Path
 
-import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from lmlab.errors import LmlabError
 from lmlab.heads.reward import RewardModel
 from lmlab.io.atomic import atomic_path
 from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.head_files import read_head_state
 from lmlab.models.load import load
 from lmlab.models.peft_files import load_peft, save_peft
 from lmlab.modules.peft import merge_lora
@@ -86,11 +86,6 @@ def load_reward_model(out: str | os.PathLike) -> tuple[RewardModel, TextTokenize
                          "finished `lmlab reward` run")
     backbone, tokenizer = load_tuned(out)
     reward_model = RewardModel(backbone)
-    state = load_file(out / REWARD_HEAD_FILE)
-    if state.keys() != reward_model.head.state_dict().keys() or any(
-            state[k].shape != v.shape for k, v in reward_model.head.state_dict().items()):
-        raise LmlabError(f"{out / REWARD_HEAD_FILE} does not fit the model's width {backbone.config.d_model}; "
-                         "pass the --out of the `lmlab reward` run that wrote it")
-    with torch.no_grad():
-        reward_model.head.load_state_dict(state)
+    reward_model.head.load_state_dict(read_head_state(out / REWARD_HEAD_FILE, reward_model.head.state_dict(),
+                                                      "pass the --out of the `lmlab reward` run that wrote it"))
     return reward_model.eval(), tokenizer

@@ -27,7 +27,7 @@ from lmlab.models.elmo.config import ElmoConfig
 from lmlab.models.elmo.files import save_elmo
 from lmlab.models.elmo.model import ElmoLM
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.loop import LoopConfig, part_of, run_steps, start_session
+from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
 
 ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss",
                "forward validation": "val_forward_loss", "backward validation": "val_backward_loss"}
@@ -119,8 +119,6 @@ def train_elmo(texts: list[str], shape: dict, cfg: ElmoTrainConfig, out: str | P
         return forward_loss + backward_loss, {"forward_loss": forward_loss.item(),
                                               "backward_loss": backward_loss.item()}
 
-    last_val: dict = {}  # this session's last validation
-
     def validate() -> dict:  # each direction's mean loss per word over eval_batches held-out batches
         starts = split.val_blocks[: cfg.eval_batches * cfg.batch_size]
         totals = np.zeros(2)
@@ -128,8 +126,7 @@ def train_elmo(texts: list[str], shape: dict, cfg: ElmoTrainConfig, out: str | P
             part = starts[lo:lo + cfg.batch_size]
             totals += [loss.item() * len(part) for loss in model(*batch(part))]
         forward, backward = totals / max(len(starts), 1)
-        last_val.update(val_forward_loss=forward, val_backward_loss=backward)
-        return dict(last_val)
+        return {"val_forward_loss": forward, "val_backward_loss": backward}
 
     words_per_step = cfg.batch_size * (cfg.block_size + 1)
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, curves=ELMO_CURVES,
@@ -138,7 +135,7 @@ def train_elmo(texts: list[str], shape: dict, cfg: ElmoTrainConfig, out: str | P
         with atomic_path(out / "model") as tmp:
             save_elmo(model, vocab, tmp)
     session.dist.barrier()
-    ppl = {key: _exp(loss) for key, loss in last_val.items()}
+    ppl = {key: _exp(loss) for key, loss in last_evaluation(session).items()}
     return ElmoRun(step=session.step, forward_ppl=ppl.get("val_forward_loss"),
                    backward_ppl=ppl.get("val_backward_loss"), model_dir=out / "model" if finished else None)
 
