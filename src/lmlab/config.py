@@ -221,6 +221,13 @@ class OptimConfig:
             fraction(self, "warmup_ratio")
 
     def replace(self, **changes) -> "OptimConfig":
+        """A copy with some settings changed. Warmup is set one way: new warmup steps replace a
+        warmup ratio this config had (a recipe whose default warms up over a share of the run), and
+        changing both at once is an error."""
+        if "warmup_steps" in changes:
+            if changes.get("warmup_ratio") is not None:
+                raise LmlabError("--warmup-steps and --warmup-ratio both set the warmup; pass one of them")
+            changes.setdefault("warmup_ratio", None)
         return dataclasses.replace(self, **changes)
 
     def warmup(self, max_steps: int) -> int:

@@ -149,3 +149,11 @@ def test_optimizer_settings_are_flags_of_their_own():
     cfg = TrainConfig(**config_overrides(args, TrainConfig))
     assert cfg.max_steps == 5 and cfg.optim == TrainConfig().optim.replace(lr=0.01, beta2=0.99)
     assert "optim" not in config_overrides(parser.parse_args([]), TrainConfig)
+
+
+def test_warmup_steps_given_replace_a_default_warmup_ratio_and_both_at_once_are_refused():
+    by_share = OptimConfig(warmup_ratio=0.1)
+    assert by_share.replace(warmup_steps=7).warmup(100) == 7
+    assert by_share.replace(lr=1e-3).warmup(100) == 10  # other changes keep the share
+    with pytest.raises(LmlabError, match="--warmup-steps and --warmup-ratio both set the warmup"):
+        by_share.replace(warmup_steps=7, warmup_ratio=0.2)

@@ -52,13 +52,13 @@ def add_config_flags(group, cls, skip=()) -> None:
 
 def config_overrides(args: argparse.Namespace, cls) -> dict:
     """The fields of `cls` that were set on the command line, as keyword arguments (a nested
-    config: its default with the flags that were set)."""
+    config: its default's `replace` with the flags that were set)."""
     overrides = {}
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(f.type):
             nested = config_overrides(args, f.type)
             if nested:
-                overrides[f.name] = dataclasses.replace(f.default, **nested)
+                overrides[f.name] = f.default.replace(**nested)  # the nested config's own rules apply
         elif getattr(args, f.name, None) is not None:
             overrides[f.name] = getattr(args, f.name)
     return overrides

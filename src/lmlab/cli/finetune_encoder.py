@@ -5,7 +5,6 @@ or an encoder-decoder on source/target pairs (`--task seq2seq`, in `cli.finetune
 """
 
 import argparse
-import dataclasses
 import sys
 import warnings
 
@@ -13,7 +12,6 @@ from lmlab.cli import finetune_seq2seq
 from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
-from lmlab.errors import LmlabError
 from lmlab.io import zoo
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig, finetune_encoder
 
@@ -71,10 +69,6 @@ def run(args) -> None:
     columns = Columns(args.text_column or default.text, args.pair_column or default.pair,
                       args.label_column or default.label)
     cfg = EncoderFinetuneConfig(**config_overrides(args, EncoderFinetuneConfig))
-    if args.warmup_steps is not None:  # the default warms up over a share of the steps: the flag given wins
-        if args.warmup_ratio is not None:
-            raise LmlabError("--warmup-steps and --warmup-ratio both set the warmup; pass one of them")
-        cfg = dataclasses.replace(cfg, optim=cfg.optim.replace(warmup_ratio=None))
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning
