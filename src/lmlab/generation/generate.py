@@ -17,8 +17,7 @@ from lmlab.errors import LmlabError
 from lmlab.generation.beam import beam_search
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import decode_steps
-from lmlab.generation.detokenize import IncrementalDetokenizer
-from lmlab.generation.output import Generation
+from lmlab.generation.output import Generation, OutputRow
 from lmlab.generation.stateful import stateful_beam_search, stateful_decode_steps
 from lmlab.models.stateful import StatefulLM
 
@@ -48,7 +47,7 @@ def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: Gen
             return results
         return [Generation(r.token_ids, r.finish_reason, r.stop, tokenizer.decode(r.token_ids), r.score)
                 for r in results]
-    rows = [_Row(config.stop_ids, tokenizer, config.stop_strings) for _ in prompts]
+    rows = [OutputRow(config.stop_ids, tokenizer, config.stop_strings) for _ in prompts]
     for tokens in _steps(model, prompts, config):
         for row, token in zip(rows, tokens.tolist()):
             row.add(token)
@@ -66,7 +65,7 @@ def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
     """
     if config.num_beams > 1:
         raise LmlabError("beam search picks its answer at the end, so it cannot stream; use generate_batch")
-    row = _Row(config.stop_ids, tokenizer, config.stop_strings)
+    row = OutputRow(config.stop_ids, tokenizer, config.stop_strings)
     for tokens in _steps(model, [prompt_ids], config):
         piece = row.add(tokens.item())
         if piece:
@@ -83,40 +82,3 @@ def _steps(model: torch.nn.Module, prompts: list[list[int]], config: GenerationC
     if isinstance(model, StatefulLM):
         return stateful_decode_steps(model, prompts[0], config)
     return decode_steps(model, prompts, config)
-
-
-class _Row:
-    """One prompt's output as it grows: its tokens, its text, and whether (and why) it stopped."""
-
-    def __init__(self, stop_ids: tuple[int, ...], tokenizer, stop_strings: tuple[str, ...]):
-        self.stop_ids = stop_ids
-        self.detokenizer = IncrementalDetokenizer(tokenizer, stop_strings) if tokenizer is not None else None
-        self.token_ids: list[int] = []
-        self.finish_reason: str | None = None
-        self.stop: int | str | None = None
-
-    def add(self, token: int) -> str:
-        """Append `token` unless the row has stopped; return the text now safe to show."""
-        if self.finish_reason:
-            return ""
-        if token in self.stop_ids:
-            self.finish_reason, self.stop = "stop", token
-            return ""
-        self.token_ids.append(token)
-        if self.detokenizer is None:
-            return ""
-        piece = self.detokenizer.add(token)
-        if self.detokenizer.stopped:
-            self.finish_reason, self.stop = "stop", self.detokenizer.stopped_by
-        return piece
-
-    def finish(self) -> str:
-        """The text held back until the end (none without a tokenizer)."""
-        return self.detokenizer.finish() if self.detokenizer is not None else ""
-
-    def result(self) -> Generation:
-        text = None
-        if self.detokenizer is not None:
-            self.finish()
-            text = self.detokenizer.text
-        return Generation(self.token_ids, self.finish_reason or "length", self.stop, text)

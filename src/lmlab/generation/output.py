@@ -1,6 +1,8 @@
-"""`Generation`: what one prompt's decoding produced, and why it ended."""
+"""`Generation`: what one prompt's decoding produced, and why it ended; `OutputRow`, the output as it grows."""
 
 from dataclasses import dataclass
+
+from lmlab.generation.detokenize import IncrementalDetokenizer
 
 
 @dataclass(frozen=True)
@@ -24,3 +26,42 @@ class Generation:
     def sampled_ids(self) -> list[int]:
         """The tokens the model produced, the stop token included: what RL scores and trains on."""
         return self.token_ids + ([self.stop] if isinstance(self.stop, int) else [])
+
+
+class OutputRow:
+    """One prompt's output as it grows: its tokens, its text (with a tokenizer), and whether (and why)
+    it stopped. Every step-by-step decoder feeds its tokens through one: `generate_batch`, `stream_text`
+    and the serving engine (`lmlab.inference.engine`)."""
+
+    def __init__(self, stop_ids: tuple[int, ...], tokenizer, stop_strings: tuple[str, ...]):
+        self.stop_ids = stop_ids
+        self.detokenizer = IncrementalDetokenizer(tokenizer, stop_strings) if tokenizer is not None else None
+        self.token_ids: list[int] = []
+        self.finish_reason: str | None = None
+        self.stop: int | str | None = None
+
+    def add(self, token: int) -> str:
+        """Append `token` unless the row has stopped; return the text now safe to show."""
+        if self.finish_reason:
+            return ""
+        if token in self.stop_ids:
+            self.finish_reason, self.stop = "stop", token
+            return ""
+        self.token_ids.append(token)
+        if self.detokenizer is None:
+            return ""
+        piece = self.detokenizer.add(token)
+        if self.detokenizer.stopped:
+            self.finish_reason, self.stop = "stop", self.detokenizer.stopped_by
+        return piece
+
+    def finish(self) -> str:
+        """The text held back until the end (none without a tokenizer)."""
+        return self.detokenizer.finish() if self.detokenizer is not None else ""
+
+    def result(self) -> Generation:
+        text = None
+        if self.detokenizer is not None:
+            self.finish()
+            text = self.detokenizer.text
+        return Generation(self.token_ids, self.finish_reason or "length", self.stop, text)

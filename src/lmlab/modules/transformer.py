@@ -70,16 +70,24 @@ class TransformerDecoder(nn.Module):
         start = kv_cache.length if kv_cache is not None else 0
         if positions is None:
             positions = default_positions(attention_mask, start, T, input_ids.device)
+        mask = decoder_mask(attention_mask, T, start + T, input_ids.device)
+        return self.run_stack(input_ids, positions, mask, kv_cache)
+
+    def run_stack(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
+                  kv_cache=None) -> torch.Tensor:
+        """The final-norm hidden states (B, T, d_model) for given positions (B, T) or (T,) and a ready
+        attention mask (B or 1, 1, T, S) or None (see `decoder_mask`). `hidden_states` derives both from
+        a padding mask; a caller whose rows each sit at their own place in a cache (the serving engine's
+        slots, `lmlab.inference.slots`) builds them itself. kv_cache: anything with `layer(i)` and `advance(T)`."""
         x = self.token_embedding(input_ids)  # (B, T, C)
         if self.positions is not None:
             x = x + self.positions(positions)
         x = self.dropout(x)
         rope = self.rotary(positions) if self.rotary is not None else None
-        mask = decoder_mask(attention_mask, T, start + T, input_ids.device)
         for i, block in enumerate(self.blocks):
             x = block(x, mask, rope, kv_cache.layer(i) if kv_cache is not None else None)
         if kv_cache is not None:
-            kv_cache.advance(T)
+            kv_cache.advance(input_ids.size(1))
         return self.norm(x)
 
 

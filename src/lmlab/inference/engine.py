@@ -1,0 +1,248 @@
+"""Continuous batching: many requests decoded together, each joining and leaving between two steps.
+
+A server's requests arrive at any time, with their own prompts, sampling settings, stop rules and
+lengths. Decoding them one after another wastes the machine (a step of one row costs about what a
+step of sixteen does: both stream every weight once); decoding them in fixed batches makes the
+early finishers wait for the last. The engine instead keeps one batch running in a thread:
+
+  - between two steps, waiting requests take the free slots: each prompt is prefilled alone into
+    its slot's rows of the KV cache (`slots.SlotCache`), after copying in the longest prefix that an
+    earlier prompt already computed (`prefix_cache.PrefixCache`: a shared system prompt, or the
+    conversation so far, is computed once);
+  - a step feeds every running request its last token at its own position, one row each;
+  - each row's logits go through that request's own rules (repetition penalty, temperature, top-k,
+    top-p, its own seeded generator) and its own `OutputRow` (stop tokens, stop strings, text);
+  - a request that ends, or whose client cancels it, leaves at once and frees its slot.
+
+Rows never see each other (each attends to its own positions only), so a request gets the tokens
+it would get decoded alone by `generate_batch`, greedy or sampled with the same seed.
+"""
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from lmlab.errors import LmlabError
+from lmlab.generation.batch import check_prompts
+from lmlab.generation.config import GenerationConfig
+from lmlab.generation.decode import last_logits
+from lmlab.generation.history import History
+from lmlab.generation.layout import decoding_view
+from lmlab.generation.output import OutputRow
+from lmlab.generation.sampling import next_token
+from lmlab.inference.prefix_cache import PrefixCache
+from lmlab.inference.request import Chunk, Request, TokenLogprob
+from lmlab.inference.slots import SlotCache
+from lmlab.modules.transformer import TransformerDecoder
+
+PREFIX_BUDGET = 8192  # positions of recent prompts kept for reuse
+
+
+@dataclass
+class _Running:
+    """A request holding a slot: how it samples, what it has said, the token it feeds next."""
+
+    request: Request
+    output: OutputRow
+    history: History
+    generator: torch.Generator | None
+    token: int = -1
+    produced: int = 0  # tokens sampled so far, a stop token included
+
+
+class Engine:
+    """Decodes the requests given to `submit` in one batch of up to `slots` rows, in a thread.
+
+    max_len bounds a request's prompt + new tokens (default: the model's context); prefix_budget is
+    how many positions of earlier prompts are kept for reuse (0: none). Use as a context manager,
+    or call `start()` and `close()`.
+    """
+
+    def __init__(self, model: TransformerDecoder, tokenizer, slots: int = 16, max_len: int | None = None,
+                 prefix_budget: int = PREFIX_BUDGET):
+        if slots < 1:
+            raise LmlabError(f"--slots {slots} must be at least 1")
+        cfg = model.config
+        self.model, self.tokenizer, self.slots = model.eval(), tokenizer, slots
+        self.max_len = min(max_len or cfg.context_length, cfg.context_length)
+        weight = next(p for p in model.parameters() if p.is_floating_point())
+        self.cache = SlotCache(cfg.n_layers, slots, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, self.max_len,
+                               weight.dtype, weight.device)
+        self.prefixes = PrefixCache(prefix_budget)
+        self._waiting: deque[Request] = deque()
+        self._running: list[_Running] = []  # row i of the cache is _running[i]
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._step_model = model
+        self._counts = {"requests_finished": 0, "tokens_generated": 0, "steps": 0}
+
+    def start(self) -> "Engine":
+        """Start the decoding thread (once)."""
+        if self._thread is None:
+            self._step_model = decoding_view(self.model)
+            self._thread = threading.Thread(target=self._loop, name="lmlab-engine", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread; requests not finished end with an error."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        closed = LmlabError("the engine was closed before this request finished")
+        for request in [*self._waiting, *(entry.request for entry in self._running)]:
+            request.put(closed)
+        self._waiting.clear()
+        self._running.clear()
+
+    def __enter__(self) -> "Engine":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, prompt_ids: list[int], config: GenerationConfig, top_logprobs: int | None = None) -> Request:
+        """Queue a prompt; its chunks arrive on the returned `Request`. A prompt the engine cannot take
+        (empty, over the context with max_new_tokens, ids outside the vocabulary, beam search) is an
+        LmlabError at once."""
+        check_prompts(self.model, [prompt_ids], config.max_new_tokens)
+        if len(prompt_ids) + config.max_new_tokens > self.max_len:
+            raise LmlabError(f"the prompt ({len(prompt_ids)} tokens) + max_new_tokens ({config.max_new_tokens}) "
+                             f"exceeds this engine's {self.max_len} positions per request; ask for fewer tokens")
+        if config.num_beams > 1:
+            raise LmlabError("the engine decodes step by step; beam search is not served (use --beams with "
+                             "lmlab generate)")
+        vocab_size = self.model.config.vocab_size
+        if top_logprobs is not None and not 0 <= top_logprobs <= vocab_size:
+            raise LmlabError(f"top_logprobs {top_logprobs} must be between 0 and the vocabulary size ({vocab_size})")
+        request = Request(list(prompt_ids), config, top_logprobs)
+        with self._wake:
+            if self._closing:
+                raise LmlabError("the engine is closed; start a new one")
+            self._waiting.append(request)
+            self._wake.notify_all()
+        return request
+
+    def stats(self) -> dict[str, int]:
+        """Running and waiting requests, slots, prefix reuse, and counters since the start."""
+        return {"running": len(self._running), "waiting": len(self._waiting), "slots": self.slots,
+                "prefix_hits": self.prefixes.hits, "prefix_tokens_reused": self.prefixes.reused, **self._counts}
+
+    def _loop(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._wake:
+                    while not (self._closing or self._waiting or self._running):
+                        self._wake.wait()
+                    if self._closing:
+                        return
+                try:
+                    self._leave([i for i, entry in enumerate(self._running) if entry.request.cancelled])
+                    self._admit()
+                    if self._running:
+                        self._step()
+                except Exception as error:  # a bug or out of memory: the requests in flight get it, serving goes on
+                    for entry in self._running:
+                        entry.request.put(error)
+                    self._running.clear()
+
+    def _admit(self) -> None:
+        """Give free slots to waiting requests: prefill each prompt and sample its first token."""
+        while len(self._running) < self.slots:
+            with self._wake:
+                if not self._waiting:
+                    return
+                request = self._waiting.popleft()
+            if request.cancelled:
+                continue
+            row = len(self._running)
+            try:
+                logits = self._prefill(row, request.prompt_ids)  # (V,)
+            except Exception as error:  # out of memory, say: this request fails, the others go on
+                request.put(error)
+                continue
+            config = request.config
+            generator = torch.Generator(logits.device).manual_seed(config.seed) if config.seed is not None else None
+            ids = torch.tensor([request.prompt_ids], device=logits.device)
+            entry = _Running(request, OutputRow(config.stop_ids, self.tokenizer, config.stop_strings),
+                             History(ids, None, logits.size(-1), config), generator)
+            self._running.append(entry)
+            chunk = self._emit(entry, logits)
+            if chunk.finish_reason:
+                self._leave([row])
+            request.put(chunk)
+
+    def _prefill(self, row: int, prompt: list[int]) -> torch.Tensor:
+        """Fill `row` with the prompt's keys and values (reusing a stored prefix); the logits (V,) after it."""
+        cache = self.cache
+        cache.lengths[row] = 0
+        hit = self.prefixes.lookup(prompt)
+        if hit is not None:
+            cache.write_prefix(row, hit[1], hit[2])
+        cache.reserve(len(prompt))
+        start = cache.lengths[row]
+        device = cache.k[0].device
+        logits = last_logits(self.model, torch.tensor([prompt[start:]], device=device), None, cache.row_view(row))
+        if self.prefixes.budget:
+            self.prefixes.store(prompt, *cache.read_prefix(row, len(prompt)))
+        return logits[0]
+
+    def _step(self) -> None:
+        """One token for every running request."""
+        rows = len(self._running)
+        view = self.cache.step_view(rows)
+        tokens = torch.tensor([[entry.token] for entry in self._running], device=view.at.device)  # (B, 1)
+        hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, 1, C)
+        logits = self._step_model.lm_head(hidden[:, -1]).float()  # (B, V)
+        self._counts["steps"] += 1
+        entries = list(self._running)
+        chunks = [self._emit(entry, logits[i]) for i, entry in enumerate(entries)]
+        self._leave([i for i, chunk in enumerate(chunks) if chunk.finish_reason])  # before the readers hear
+        for entry, chunk in zip(entries, chunks):
+            entry.request.put(chunk)
+
+    def _emit(self, entry: _Running, logits: torch.Tensor) -> Chunk:
+        """Pick the request's next token from its logits (V,); the chunk it adds (the last one has a
+        finish_reason), for the caller to hand over once the slots are settled."""
+        config = entry.request.config
+        token = next_token(entry.history.apply(logits[None]), config.temperature, config.top_k, config.top_p,
+                           entry.generator)  # (1,)
+        token_id = int(token)
+        entry.produced += 1
+        self._counts["tokens_generated"] += 1
+        before = len(entry.output.token_ids)
+        text = entry.output.add(token_id)
+        added = entry.output.token_ids[before:]  # [] for a stop token
+        finished = entry.output.finish_reason is not None or entry.produced == config.max_new_tokens
+        if finished:
+            text += entry.output.finish()
+        else:
+            entry.history.extend(token)
+            entry.token = token_id
+        logprobs = self._logprobs(logits, token_id, entry.request.top_logprobs) if added else []
+        entry.request.completion_tokens = len(entry.output.token_ids)
+        reason = (entry.output.finish_reason or "length") if finished else None
+        self._counts["requests_finished"] += finished
+        return Chunk(text, added, logprobs, reason)
+
+    def _logprobs(self, logits: torch.Tensor, token_id: int, top: int | None) -> list[TokenLogprob]:
+        """[the token's log-probability under the model, with the `top` most likely] or [] if not asked."""
+        if top is None:
+            return []
+        logprobs = logits.log_softmax(-1)  # (V,)
+        values, ids = logprobs.topk(top) if top else (logprobs[:0], logprobs[:0].long())
+        return [TokenLogprob(token_id, float(logprobs[token_id]), list(zip(ids.tolist(), values.tolist())))]
+
+    def _leave(self, rows: list[int]) -> None:
+        """Free the slots of `rows` (finished or cancelled), moving the last running rows into the gaps."""
+        for row in sorted(rows, reverse=True):
+            last = len(self._running) - 1
+            if row != last:
+                self.cache.move(last, row)
+                self._running[row] = self._running[last]
+            self._running.pop()
