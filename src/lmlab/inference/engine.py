@@ -37,7 +37,7 @@ from lmlab.inference.request import Chunk, Request, TokenLogprob
 from lmlab.inference.slots import SlotCache
 from lmlab.modules.transformer import TransformerDecoder
 
-PREFIX_BUDGET = 8192  # positions of recent prompts kept for reuse
+PREFIX_BUDGET = 4096  # positions of recent prompts kept for reuse (SmolLM2-135M: 46 KB each)
 
 
 @dataclass

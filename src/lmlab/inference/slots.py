@@ -116,8 +116,12 @@ class StepKV:
         return self.at[:, None]
 
     @property
-    def mask(self) -> torch.Tensor:
-        """(B, 1, 1, S) bool: each row's token sees its row's positions up to itself."""
+    def mask(self) -> torch.Tensor | None:
+        """(B, 1, 1, S) bool: each row's token sees its row's positions up to itself; None when every row
+        has the same length (each token sees all S keys: attention's fast path without a mask)."""
+        lengths = self.cache.lengths[:self.rows]
+        if min(lengths) == max(lengths):
+            return None
         keys = torch.arange(self.end, device=self.at.device)
         return (keys[None, :] <= self.at[:, None])[:, None, None, :]
 
