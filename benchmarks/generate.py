@@ -1,22 +1,29 @@
-"""Generation speed: lmlab versus Hugging Face transformers on SmolLM2-135M-Instruct, same weights, fp32.
+"""Generation speed: lmlab (fp32, int8, int4) versus Hugging Face transformers and llama.cpp on
+SmolLM2-135M-Instruct, all from the same GGUF file.
 
-Both sides read the zoo's GGUF file (`lmlab download smollm2-135m-instruct`): lmlab through
-`lmlab.load` (converted once, then memory-mapped from its cache), transformers through
-`from_pretrained(dir, gguf_file=...)`, which dequantizes it to the same fp32 weights. Measured:
+Every side reads the zoo's GGUF file (`lmlab download smollm2-135m-instruct`): lmlab through
+`lmlab.load` (converted once, then memory-mapped from its cache) as fp32 (the default: the file's blocks
+dequantized), int8 and int4 (`lmlab.load(path, "int4")`: the file's Q4_1 blocks kept as int4 and its
+Q8_0 embedding / tied LM head as int8; "int8" re-quantizes the Q4_1 matrices to int8 per channel),
+transformers through `from_pretrained(dir, gguf_file=...)`, which dequantizes it to the same fp32
+weights. Measured:
 
   load       seconds until the model is ready: lmlab from its warm cache (and, once, the first-time
-             conversion into an empty cache); transformers from the GGUF file.
+             conversion into an empty cache); transformers and llama.cpp from the GGUF file.
+  memory     resident memory (RSS) of a fresh process that loaded the model and generated 8 tokens, and
+             how much of it the model added (RSS minus that of the same process before loading, which
+             holds Python, torch and the library): one subprocess per implementation.
   prefill    prompt tokens/s for one 512-token prompt, as generation runs it: fill an empty KV cache
              and compute the last position's logits.
   decode     new tokens/s of greedy generation (the whole call: a short prompt's prefill, then one
              token per step), at batch 1 and batch 8 (eight prompts of different lengths, left-padded).
-             Neither side stops at end-of-sequence, so both generate exactly --new-tokens per row;
-             the batch-1 greedy tokens must be identical, and the run says whether they are.
+             No side stops at end-of-sequence, so all generate exactly --new-tokens per row; the run
+             says whether each one's batch-1 greedy tokens are identical to HF's.
 
-llama.cpp (llama-cpp-python) is timed on the same GGUF when it is installed: it runs the Q4_1
-weights themselves, so its tokens may differ and it reads ~5x fewer bytes per token. Repetitions
-interleave the implementations (alternating their order) and each reports its median, so a noisy
-shared machine slows all alike. Usage:
+llama.cpp (llama-cpp-python, the `bench` extra, built from source) is timed on the same GGUF when it is
+installed: it runs the Q4_1 weights themselves (as lmlab int4 does). Repetitions interleave the
+implementations (alternating their order) and each reports its median, so a noisy shared machine slows
+all alike; the load average before and after is recorded. Usage:
 
   python benchmarks/generate.py                    # CPU, 128 new tokens, 3 rounds
   python benchmarks/generate.py --quick            # a smoke test, not a benchmark
@@ -30,6 +37,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -46,6 +55,7 @@ from lmlab.models.load import load
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
+LMLAB_DTYPES = ("fp32", "int8", "int4")
 MODEL = "smollm2-135m-instruct"
 PROMPT = "Once upon a time, in a small village at the edge of a great forest,"
 BATCH_PROMPTS = [  # eight lengths, so the batch is left-padded
@@ -72,6 +82,7 @@ def parse_args() -> argparse.Namespace:
                    help="torch intra-op threads (default: torch's choice); on a busy shared machine 1 is steadier")
     p.add_argument("--quick", action="store_true", help="few tokens, one round: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--rss", metavar="IMPL", help=argparse.SUPPRESS)  # the child process of `resident_memory`
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
@@ -106,15 +117,14 @@ def lmlab_cache(path: str):
 
 
 class Lmlab:
-    """lmlab's own entry points: `load`, the generation prefill (`last_logits`), `generate_batch`."""
+    """lmlab's own entry points: `load` (as `dtype`), the generation prefill (`last_logits`), `generate_batch`."""
 
-    name = "lmlab"
-
-    def __init__(self, path: Path, device: torch.device):
-        self.path, self.device = path, device
+    def __init__(self, path: Path, device: torch.device, dtype: str = "fp32"):
+        self.path, self.device, self.dtype = path, device, dtype
+        self.name = "lmlab" if dtype == "fp32" else f"lmlab {dtype}"
 
     def load(self):
-        model, self.tokenizer = load(self.path)
+        model, self.tokenizer = load(self.path, self.dtype)
         self.model = model.to(self.device)
 
     @torch.inference_mode()
@@ -184,19 +194,54 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def time_loads(ours: Lmlab, others: list, rounds: int, device: torch.device) -> dict[str, dict]:
-    """Load every implementation (their models stay loaded); lmlab's cached load `rounds` times, and
-    its first-time conversion once, into an empty cache."""
-    loads = {ours.name: {"cached_s": [timed(ours.load, device)[0]]}}
+def time_loads(ours: list[Lmlab], others: list, rounds: int, device: torch.device) -> dict[str, dict]:
+    """Load every implementation (their models stay loaded); lmlab's cached loads `rounds` times each, and
+    their first-time conversions once, into an empty cache."""
+    loads = {impl.name: {"cached_s": [timed(impl.load, device)[0]]} for impl in ours}
     for impl in others:  # once: transformers takes tens of seconds
         loads[impl.name] = {"s": [timed(impl.load, device)[0]]}
     with tempfile.TemporaryDirectory(prefix="lmlab-cache-") as empty, lmlab_cache(empty):
-        loads[ours.name]["first_time_conversion_s"] = timed(ours.load, device)[0]
-    loads[ours.name]["cached_s"] += [timed(ours.load, device)[0] for _ in range(rounds - 1)]
+        for impl in ours:
+            loads[impl.name]["first_time_conversion_s"] = timed(impl.load, device)[0]
+    for _ in range(rounds - 1):
+        for impl in ours:
+            loads[impl.name]["cached_s"].append(timed(impl.load, device)[0])
     for load_times in loads.values():
         key = "cached_s" if "cached_s" in load_times else "s"
         load_times["median_s"] = statistics.median(load_times[key])
     return loads
+
+
+def resident_memory(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """RSS (MiB) of a fresh process before and after loading implementation `name` and generating 8 tokens:
+    this script run again with --rss NAME."""
+    command = [sys.executable, __file__, "--rss", name, "--device", args.device]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def rss_mib() -> float:
+    """This process's resident memory (MiB), from /proc (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure_rss(name: str, path: Path, device: torch.device) -> None:
+    """Print {"before_mib", "after_mib", "model_mib"} for implementation `name` (the --rss child)."""
+    impl = {f"lmlab {d}" if d != "fp32" else "lmlab": lambda d=d: Lmlab(path, device, d) for d in LMLAB_DTYPES}
+    impl |= {"hf": lambda: HF(path, device), "llama.cpp": lambda: LlamaCpp(path, 256)}
+    chosen = impl[name]()
+    if name == "llama.cpp":
+        import llama_cpp  # noqa: F401  (its import belongs to the baseline, as torch's does for the others)
+    before = rss_mib()
+    chosen.load()
+    chosen.decode([[1, 2, 3, 4]], 8)  # every weight read once
+    after = rss_mib()
+    print(json.dumps({"before_mib": before, "after_mib": after, "model_mib": after - before}))
 
 
 def interleaved(impls: list, measure, rounds: int) -> dict[str, list]:
@@ -222,15 +267,18 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     path = downloaded(MODEL)
+    if args.rss:
+        return measure_rss(args.rss, path, device)
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
 
-    ours = Lmlab(path, device)
-    impls = [ours, HF(path, device)]
+    ours = [Lmlab(path, device, dtype) for dtype in LMLAB_DTYPES]
+    impls = [*ours, HF(path, device)]
     if llama_cpp_installed():
         impls.append(LlamaCpp(path, args.prefill_tokens + args.new_tokens + 64))
-    loads = time_loads(ours, impls[1:], args.rounds, device)
+    loads = time_loads(ours, impls[len(ours):], args.rounds, device)
+    memory = {impl.name: resident_memory(impl.name, args) for impl in impls}
 
-    tokenizer = ours.tokenizer
+    tokenizer = ours[0].tokenizer
     text_ids = tokenizer.encode(PREFILL_TEXT)
     prefill_ids = (text_ids * (args.prefill_tokens // len(text_ids) + 1))[:args.prefill_tokens]  # repeated to length
     prompt = tokenizer.encode(PROMPT)
@@ -263,6 +311,7 @@ def main() -> None:
         rows_8 = decoded[impl.name, 8]
         results[impl.name] = {
             "load": loads[impl.name],
+            "memory_mib": memory[impl.name],
             "prefill_tokens_per_s": median([args.prefill_tokens / s for s in prefill_s[impl.name]]),
             "rounds_prefill_s": prefill_s[impl.name],
             "decode_batch1_tokens_per_s": median(decode_1[impl.name]),
@@ -274,43 +323,48 @@ def main() -> None:
                                             if rows_8 is not None else None),
             "batch1_text": tokenizer.decode(decoded[impl.name, 1][0]),
         }
-    identical = results["lmlab"]["batch1_first_difference_from_hf"] is None
 
-    print(f"SmolLM2-135M-Instruct fp32, {device_name(device)} ({args.device}), {torch.get_num_threads()} torch "
-          f"threads, torch {torch.__version__}, transformers {transformers.__version__}; prefill {args.prefill_tokens} "
-          f"tokens, decode {args.new_tokens} new tokens, median of {args.rounds} interleaved rounds")
+    print(f"SmolLM2-135M-Instruct ({path.name}), {device_name(device)} ({args.device}), {torch.get_num_threads()} "
+          f"torch threads, torch {torch.__version__}, transformers {transformers.__version__}; prefill "
+          f"{args.prefill_tokens} tokens, decode {args.new_tokens} new tokens, median of {args.rounds} interleaved "
+          f"rounds; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     columns = [impl.name for impl in impls]
-    print(f"{'':<26}" + "".join(f"{c:>12}" for c in columns) + f"{'vs HF':>10}")
+    print(f"{'':<28}" + "".join(f"{c:>12}" for c in columns))
 
-    def row(label: str, values: dict[str, float | None], fmt: str, higher_is_better: bool = True) -> None:
-        cells = "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>12}" for c in columns)
-        ratio = values["lmlab"] / values["hf"] if higher_is_better else values["hf"] / values["lmlab"]
-        print(f"{label:<26}{cells}{ratio:>9.2f}x")
+    def row(label: str, values: dict[str, float | None], fmt: str) -> None:
+        print(f"{label:<28}" + "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>12}"
+                                       for c in columns))
 
-    print(f"{'load, first time (s)':<26}{loads['lmlab']['first_time_conversion_s']:>12.2f}"
-          + "".join(f"{'':>12}" for _ in columns[1:]))
-    row("load (s)", {name: r["load"]["median_s"] for name, r in results.items()}, ".2f", higher_is_better=False)
+    row("load, first time (s)", {impl.name: loads[impl.name]["first_time_conversion_s"] for impl in ours}, ".2f")
+    row("load (s)", {name: r["load"]["median_s"] for name, r in results.items()}, ".2f")
     row("prefill (tokens/s)", {name: r["prefill_tokens_per_s"] for name, r in results.items()}, ".0f")
     row("decode batch 1 (tokens/s)", {name: r["decode_batch1_tokens_per_s"] for name, r in results.items()}, ".1f")
     row("decode batch 8 (tokens/s)", {name: r["decode_batch8_tokens_per_s"] for name, r in results.items()}, ".1f")
-    print(f"greedy tokens at batch 1: {'identical' if identical else 'DIFFERENT'} to HF over {args.new_tokens} tokens"
-          + ("" if identical else f" (first difference at token {results['lmlab']['batch1_first_difference_from_hf']})")
-          + f"; batch 8: {results['lmlab']['batch8_rows_identical_to_hf']}/8 rows identical")
-    print("vs HF: how many times faster lmlab is (for load: HF's seconds / lmlab's)")
-    if "llama.cpp" not in results:
-        print("llama.cpp: not installed (pip install llama-cpp-python), column skipped")
+    row("RSS after load (MiB)", {name: r["memory_mib"]["after_mib"] for name, r in results.items()}, ".0f")
+    row("  of which the model (MiB)", {name: r["memory_mib"]["model_mib"] for name, r in results.items()}, ".0f")
+    row("batch 1 = HF's tokens", {name: "yes" if r["batch1_first_difference_from_hf"] is None
+                                  else f"to {r['batch1_first_difference_from_hf']}" for name, r in results.items()}, "")
+    print(f"GGUF file: {path.stat().st_size / 2**20:.0f} MiB; 'to N': the first N greedy tokens equal HF's")
+    if "llama.cpp" in results:
+        ours_int4, theirs = results["lmlab int4"], results["llama.cpp"]
+        prefill = ours_int4["prefill_tokens_per_s"] / theirs["prefill_tokens_per_s"]
+        decode = ours_int4["decode_batch1_tokens_per_s"] / theirs["decode_batch1_tokens_per_s"]
+        load_speed = theirs["load"]["median_s"] / ours_int4["load"]["median_s"]
+        print(f"lmlab int4 vs llama.cpp: prefill {prefill:.2f}x, decode batch 1 {decode:.2f}x, load {load_speed:.2f}x "
+              "(as fast; > 1: lmlab is faster)")
+    else:
+        print("llama.cpp: not installed (pip install 'lmlab[bench]' builds llama-cpp-python), column skipped")
 
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "transformers": transformers.__version__, "python": platform.python_version(),
                "load_average_1min": [load_before, os.getloadavg()[0]]}
-    settings = {"model": MODEL, "gguf": path.name, "dtype": "fp32", "new_tokens": args.new_tokens,
+    settings = {"model": MODEL, "gguf": path.name, "lmlab_dtypes": LMLAB_DTYPES, "new_tokens": args.new_tokens,
                 "prefill_tokens": args.prefill_tokens, "batch_prompt_lengths": [len(p) for p in batch],
                 "batch1_prompt_length": len(prompt), "rounds": args.rounds, "quick": args.quick,
                 "llama_cpp": "installed" if "llama.cpp" in results else "not installed, skipped"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": machine, "settings": settings, "batch1_identical_to_hf": identical,
-                                    "results": results}, indent=2))
+    args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
     print(f"wrote {args.out}")
 
 

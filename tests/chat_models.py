@@ -24,16 +24,17 @@ TINY_FLAGS = ["--max-steps", "4", "--batch-size", "4", "--block-size", "48", "--
               "--task-max-operand", "9", "--task-eval-size", "4"]
 
 
-def tiny_chat_model(directory, seed: int = 0):
+def tiny_chat_model(directory, seed: int = 0, context_length: int = 64):
     """A tiny random Llama with a ChatML template and a BPE tokenizer trained on the task, saved as
-    a model directory that `lmlab.load` reads (what a zoo model is, 2 layers of width 32)."""
+    a model directory that `lmlab.load` reads (what a zoo model is, 2 layers of width 32, a context of
+    `context_length` tokens)."""
     texts = [m["content"] for chat in task_examples(200) for m in chat] + ["user", "assistant", "system"]
     backend = train_bpe(texts, 300)
     backend.add_special_tokens(["<|im_start|>", "<|im_end|>"])
     im_end = backend.token_to_id("<|im_end|>")
     torch.manual_seed(seed)
-    model = build_decoder(preset("llama-tiny", vocab_size=backend.get_vocab_size(), context_length=64, n_layers=2,
-                                 n_heads=2, n_kv_heads=1, d_model=32, d_ff=64))
+    model = build_decoder(preset("llama-tiny", vocab_size=backend.get_vocab_size(), context_length=context_length,
+                                 n_layers=2, n_heads=2, n_kv_heads=1, d_model=32, d_ff=64))
     save_hf_dir(model, directory)
     TextTokenizer(backend, eos_id=im_end, pad_id=2, stop_ids=(im_end,), chat_template=CHATML).save(directory)
     return directory

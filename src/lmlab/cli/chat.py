@@ -10,13 +10,13 @@ import sys
 from dataclasses import replace
 
 from lmlab.cli.generate import add_sampling_args, sampling_config
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text
 from lmlab.models.load import load
-from lmlab.tokenizers.chat import chat_prompt
+from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 EXIT = "/exit"
-FALLBACK_STOP = "\nUser:"  # where a model on the fallback template starts the user's next turn
 
 
 def add_parser(subparsers) -> None:
@@ -29,6 +29,7 @@ def add_parser(subparsers) -> None:
                "  printf 'Hi!\\nWhat did I just say?\\n' | lmlab chat --model M --greedy",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
+    add_dtype_arg(p)
     p.add_argument("--system", help="a system message to start the conversation with")
     p.add_argument("--prompt", help="answer this one message and exit")
     p.add_argument("--chat-template", metavar="NAME",
@@ -40,10 +41,10 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     config = sampling_config(args)
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     tokenizer = tokenizer.with_chat_template(args.chat_template)
-    extra_stops = () if tokenizer.chat_template else (FALLBACK_STOP,)
-    config = replace(config, eos_id=tokenizer.stop_ids, stop_strings=config.stop_strings + extra_stops)
+    config = replace(config, eos_id=tokenizer.stop_ids,
+                     stop_strings=config.stop_strings + chat_stop_strings(tokenizer))
     messages = [{"role": "system", "content": args.system}] if args.system else []
     for line in [args.prompt] if args.prompt is not None else _user_lines():
         messages.append({"role": "user", "content": line})

@@ -7,12 +7,13 @@ inside its Ctrl-C guard, so an interrupt during start-up ends as quietly as one 
 import argparse
 
 from lmlab.cli import eval as eval_cmd
-from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, sft, tokenizer, train
-from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, seq2seq, similarity, word2vec
+from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, serve, sft, tokenizer, train
+from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, quantize, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
 
-COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, logprobs, embed,
-            similarity, eval_cmd, inspect, experiment, download, list_cmd, ngram, seq2seq, word2vec, elmo]
+COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
+            embed, similarity, eval_cmd, inspect, experiment, quantize, download, list_cmd, ngram, seq2seq, word2vec,
+            elmo]
 
 
 class _Parser(argparse.ArgumentParser):

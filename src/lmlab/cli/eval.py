@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from lmlab.cli import eval_checklist, eval_cloze, eval_facts, eval_fewshot, eval_harness
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.data.sources import read_texts
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
@@ -25,6 +26,7 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(dest="eval_command", required=True)
     ppl = sub.add_parser("perplexity", help="perplexity of a text file (exp of mean NLL of tokens 2..n)")
     ppl.add_argument("--model", required=True)
+    add_dtype_arg(ppl)
     ppl.add_argument("--file", required=True)
     ppl.add_argument("--context", type=int, metavar="N",
                      help="tokens per window for long texts (default: the sequence length the model was trained on, "
@@ -53,7 +55,7 @@ def run_perplexity(args) -> None:
         raise LmlabError(f"--context {args.context} must be at least 2 (a token and its prefix)")
     if args.stride is not None and args.stride < 1:
         raise LmlabError(f"--stride {args.stride} must be at least 1")
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     context = window_length(model.config, args.context)
     if args.stride is not None and args.stride > context:
         raise LmlabError(f"--stride {args.stride} exceeds the window of {context} tokens, so some tokens would "

@@ -3,6 +3,7 @@ the greedy whole word, perplexity of the true one), from the full passage and fr
 
 import json
 
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.data.cloze_passages import MAX_PASSAGES, cloze_passages, read_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import evaluate_cloze
@@ -14,6 +15,7 @@ DEFAULT_PASSAGES = 100
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("cloze", help="LAMBADA-style last-word prediction: accuracy and last-word perplexity")
     p.add_argument("--model", required=True, help="zoo name or model directory (a decoder)")
+    add_dtype_arg(p)
     p.add_argument("--file", help="passages, one per non-empty line, each ending with the word to predict "
                                   "(default: embedded short stories)")
     p.add_argument("--passages", type=int, help=f"embedded stories to generate (default {DEFAULT_PASSAGES})")
@@ -34,7 +36,7 @@ def run_cloze(args) -> None:
     passages = read_passages(args.file) if args.file else cloze_passages(
         DEFAULT_PASSAGES if args.passages is None else args.passages, args.seed)
     passages = passages[:args.limit]
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     result = evaluate_cloze(model.eval(), tokenizer, passages, not args.no_last_sentence, show_progress=True)
     if args.json:
         print(json.dumps(result))

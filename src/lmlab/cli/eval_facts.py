@@ -3,6 +3,7 @@ relation; a causal LM ranks each relation's candidate objects, a masked LM its v
 
 import json
 
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.data.facts import RELATIONS
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import evaluate_facts
@@ -14,6 +15,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("facts", help="factual probing (LAMA): P@1 / P@10 of true objects per relation")
     p.add_argument("--model", required=True, help="zoo name or model directory: a decoder (ranks candidate "
                                                   "objects) or an encoder with its MLM head (fills [MASK])")
+    add_dtype_arg(p)
     p.add_argument("--relations", default=",".join(RELATIONS),
                    help=f"comma-separated relations to probe (default all: {', '.join(RELATIONS)})")
     p.add_argument("--json", action="store_true", help="print one JSON object: kind, relations (facts, scored, "
@@ -24,7 +26,9 @@ def add_parser(subparsers) -> None:
 def run_facts(args) -> None:
     relations = [parse_relation(name) for name in dict.fromkeys(args.relations.split(","))]
     masked = is_encoder(args.model)
-    model, tokenizer = load_masked_lm(args.model) if masked else load(args.model)
+    if masked and args.dtype:
+        raise LmlabError(f"--dtype applies to decoders; '{args.model}' is an encoder, leave --dtype out")
+    model, tokenizer = load_masked_lm(args.model) if masked else load(args.model, args.dtype)
     result = evaluate_facts(model.eval(), tokenizer, relations, masked, show_progress=True)
     if args.json:
         print(json.dumps(result))

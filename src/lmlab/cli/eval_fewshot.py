@@ -3,6 +3,7 @@ learning), with gold or random demonstration labels, direct or chain-of-thought 
 
 import json
 
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
 from lmlab.eval.plot import save_line_plot
@@ -20,6 +21,7 @@ def add_parser(subparsers) -> None:
                                               "random labels, chain of thought, self-consistency)")
     p.add_argument("--model", required=True, help="zoo name or model directory (a decoder; chat models are "
                                                   "prompted as plain text)")
+    add_dtype_arg(p)
     p.add_argument("--data", required=True, help=f"an embedded task ({', '.join(TASKS)}) or a JSONL file of "
                                                  '{"input", "target"} or {"question", "choices", "answer"} lines')
     p.add_argument("--shots", default="0,1,4,8", help="comma-separated numbers of demonstrations (default 0,1,4,8)")
@@ -48,7 +50,7 @@ def run_fewshot(args) -> None:
         check_file_output(args.png, "--png")
     task = load_task(args.data)
     check_shots(task, shots)
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     model.eval()
     max_new_tokens = args.max_new_tokens or (128 if cot else 32)
     if cot:

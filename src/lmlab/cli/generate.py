@@ -9,6 +9,7 @@ import json
 import sys
 from dataclasses import replace
 
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch, stream_text
@@ -27,6 +28,7 @@ def add_parser(subparsers) -> None:
                "  lmlab generate --model smollm2-135m-instruct --prompt 'Once upon a time' --beams 4",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
+    add_dtype_arg(p)
     p.add_argument("--prompt", required=True, help="the text to continue")
     p.add_argument("--add-bos", action="store_true", help="put the tokenizer's bos token before the prompt")
     p.add_argument("--json", action="store_true",
@@ -76,7 +78,7 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig
 
 def run(args) -> None:
     config = sampling_config(args)
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     config = replace(config, eos_id=tokenizer.stop_ids)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     check_token_ids(model, [prompt_ids])  # before the prompt is printed

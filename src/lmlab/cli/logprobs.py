@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 
+from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.generation.logprobs import top_logprobs
 from lmlab.models.load import load
 
@@ -18,6 +19,7 @@ def add_parser(subparsers) -> None:
                "  lmlab logprobs --model M --prompt 'Zini' --top 3 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
+    add_dtype_arg(p)
     p.add_argument("--prompt", required=True, help="the text whose next token to predict")
     p.add_argument("--top", type=int, default=10, metavar="K", help="how many tokens to show (default 10)")
     p.add_argument("--add-bos", action="store_true", help="put the tokenizer's bos token before the prompt")
@@ -27,7 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
-    model, tokenizer = load(args.model)
+    model, tokenizer = load(args.model, args.dtype)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     top = [{"id": i, "text": tokenizer.token_text(i), "logprob": lp}
            for i, lp in top_logprobs(model, prompt_ids, args.top)]

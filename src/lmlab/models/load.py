@@ -1,5 +1,6 @@
 """`lmlab.load`: a model and its tokenizer from wherever they are; `load_encoder` for BERT encoders.
-Which reader a model directory needs is its config.json's `model_type`, looked up in the registry."""
+Which reader a model directory needs is its config.json's `model_type`, looked up in the registry; a
+quantization.json beside it marks a quantized decoder (`quantized_files.py`)."""
 
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from lmlab.io.json_file import read_json_object
 from lmlab.models.bert.model import BertEncoder
 from lmlab.models import registry
 from lmlab.models.family import LOAD, Family
+from lmlab.models.quantize import MODES, dequantize_model, quantize_model
+from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
 from lmlab.models.stateful import StatefulLM
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
@@ -22,16 +25,25 @@ from lmlab.tokenizers.text import TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
 
-def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4": "int4"}  # --dtype -> what it loads
+
+
+def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32
          ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
-    directory (its model/), or the directory of an n-gram, window or RNN model (`lmlab train --arch`).
-    A zoo model must be downloaded first (`lmlab download NAME`)."""
+    directory (its model/), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
+    window or RNN model (`lmlab train --arch`). A zoo model must be downloaded first (`lmlab download NAME`).
+
+    `dtype`: None (fp32, or a quantized directory as saved), a torch float dtype, or one of "fp32", "bf16",
+    "int8", "int4". int8 / int4 give a decoder with quantized linear layers (`models/quantize.py`): a GGUF
+    file keeps its quantized blocks (Q4 as int4 with "int4", Q8_0 as int8; `quantized_gguf.py`), a float
+    model is quantized after loading (int4 in groups of `group_size`)."""
+    dtype = checked_dtype(dtype)
     path = zoo_or_path(name_or_path)
     if path.is_file():
         if path.suffix != ".gguf":
             raise LmlabError(f"'{path}' is a file but not a .gguf model; pass a .gguf file or a model directory")
-        return load_gguf(path, dtype)
+        return load_gguf(path, dtype or torch.float32)
     if (path / "model" / "config.json").is_file():
         path = path / "model"
     if not path.exists():
@@ -43,10 +55,42 @@ def load(name_or_path: str | Path, dtype: torch.dtype = torch.float32
     family = _family(path)
     if not (path / TOKENIZER_FILE).is_file():
         raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
-    model = family.read(path) if family and family.read else load_hf_dir(path, dtype)
+    if is_quantized_dir(path):
+        model = _as_dtype(read_quantized(path), dtype, path)
+    elif family and family.read:
+        if dtype in MODES:
+            raise LmlabError(f"'{path}' holds a {family.title}; --dtype {dtype} quantizes transformer decoders only, "
+                             "load it without one")
+        model = family.read(path)
+    else:
+        model = load_hf_dir(path, dtype if isinstance(dtype, torch.dtype) else torch.float32)
+        if dtype in MODES:
+            model = quantize_model(model, dtype, group_size)
     tokenizer = TextTokenizer.from_dir(path)
     _check_tokenizer_fits(tokenizer.vocab_size, model.config.vocab_size, path)
     return model, tokenizer
+
+
+def checked_dtype(dtype: torch.dtype | str | None) -> torch.dtype | str | None:
+    """`dtype` as `load` uses it: None, a torch float dtype, or "int8" / "int4" (a name in DTYPES is mapped);
+    anything else is one line naming the valid ones."""
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise LmlabError(f"dtype {dtype!r} is not one lmlab loads; use one of {', '.join(DTYPES)} or a torch float dtype")
+
+
+def _as_dtype(model: TransformerDecoder, dtype: torch.dtype | str | None, path: Path) -> TransformerDecoder:
+    """A quantized model read from `path`, as `dtype` asks: as saved (None or its own mode), dequantized to a
+    float dtype; another quantization is refused (re-quantizing rounded weights compounds the error)."""
+    saved, _ = mode_of(model)
+    if dtype is None or dtype == saved:
+        return model
+    if isinstance(dtype, torch.dtype):
+        return dequantize_model(model).to(dtype)
+    raise LmlabError(f"'{path}' holds an {saved} model; load it as {saved} (or fp32 / bf16), or quantize the "
+                     f"original model to {dtype} with `lmlab quantize --to {dtype}`")
 
 
 def _family(path: Path) -> Family | None:

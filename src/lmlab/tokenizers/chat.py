@@ -24,6 +24,7 @@ FALLBACK_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}"
     "{% if add_generation_prompt %}Assistant:{% endif %}"
 )
+FALLBACK_STOP = "\nUser:"  # where a model on the fallback template starts the user's next turn
 
 
 def render_chat(template: str | None, messages: list[dict], add_generation_prompt: bool = True, **specials) -> str:
@@ -55,6 +56,12 @@ def chat_prompt(tokenizer: TextTokenizer, messages: list[dict], add_generation_p
         raise LmlabError(f"the model's chat templates ({', '.join(tokenizer.chat_templates)}) include none named "
                          "'default'; choose one with --chat-template NAME")
     return render_chat(tokenizer.chat_template, messages, add_generation_prompt, **specials)
+
+
+def chat_stop_strings(tokenizer: TextTokenizer) -> tuple[str, ...]:
+    """The stop strings a reply needs besides the tokenizer's stop ids: a model on the fallback template
+    has no end-of-turn token, so its reply ends where it starts writing the user's next turn."""
+    return () if tokenizer.chat_template else (FALLBACK_STOP,)
 
 
 @functools.lru_cache(maxsize=16)

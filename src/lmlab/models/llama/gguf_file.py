@@ -6,14 +6,20 @@ load writes the result (our fp32 state dict, config and tokenizer) into the lmla
 the file's content (`content_key`), never its name; later loads memory-map those safetensors into
 a model built on the meta device, which takes a fraction of a second and no extra copy of the weights.
 
+Loaded as "int8" or "int4", the file's blocks are kept quantized instead (`quantized_gguf.py` repacks
+them into lmlab's int4 / int8 layers) and cached as a quantized model directory of their own
+(`quantized_files.py`), memory-mapped the same way.
+
 A GGUF file may come from anyone, so the conversion checks it all before use: the tensors' byte
 ranges (`check_layout`), the metadata's types and ranges, every tensor's shape against the config,
-the tokenizer against the vocabulary, and the dequantized weights for NaN and infinity.
+the tokenizer against the vocabulary, and the dequantized weights (or the quantized scales) for NaN
+and infinity.
 """
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -31,6 +37,9 @@ from lmlab.io.gguf_layout import check_layout, content_key
 from lmlab.io.weight_checks import check_finite, check_fits
 from lmlab.models.decoder import build_decoder
 from lmlab.models.llama import gguf as llama_gguf
+from lmlab.models.quantize import MODES as QUANTIZED_MODES, quantized_decoder
+from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_quantized
+from lmlab.models.quantized_gguf import assemble, repack, row_sources
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
@@ -39,6 +48,7 @@ FAMILIES = {llama_gguf.ARCHITECTURE: llama_gguf}  # general.architecture -> conv
 SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
                    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")}
 CONVERTED_VERSION = 2  # bump when the converted layout changes, so old caches are not read
+QUANTIZED_VERSION = 1  # the same, for the quantized conversions (`load_gguf_quantized`)
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
 
 
@@ -66,10 +76,7 @@ def read_gguf(path: str | Path) -> GGUFContents:
 
 
 def dequantize_tensor(tensor: ReaderTensor) -> torch.Tensor:
-    """One GGUF tensor as fp32, shaped (out, in) like an `nn.Linear` weight."""
-    if tensor.tensor_type not in SUPPORTED_TYPES:
-        raise LmlabError(f"tensor '{tensor.name}' is stored as {tensor.tensor_type.name}, which lmlab does not "
-                         f"read yet; use a file quantized as one of {sorted(t.name for t in SUPPORTED_TYPES)}")
+    """One GGUF tensor (of a type `_checked` accepted) as fp32, shaped (out, in) like an `nn.Linear` weight."""
     values = dequantize(tensor.data, tensor.tensor_type)
     shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists the fastest-varying dim first
     values = np.require(values, np.float32, ["C", "W"])  # F32 tensors are read-only views of the file: copy those
@@ -79,6 +86,28 @@ def dequantize_tensor(tensor: ReaderTensor) -> torch.Tensor:
 def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokenizer]:
     """Build our model (fp32) and tokenizer from a read GGUF file, checking every part against the
     config before the weights are dequantized, and the weights for NaN and infinity after."""
+    cfg, family, tokenizer = _checked(contents)
+    tensors = {name: dequantize_tensor(t) for name, t in contents.tensors.items()}
+    check_finite(tensors, contents.source)
+    return _assemble(cfg, family.from_gguf(tensors, cfg)), tokenizer
+
+
+def convert_gguf_quantized(contents: GGUFContents, mode: str) -> tuple[TransformerDecoder, TextTokenizer]:
+    """Build our model with its matrices kept quantized (`quantized_gguf.py`: Q4 blocks as int4 for mode
+    "int4", Q8_0 and Q6_K as int8, the rest int8 per channel) and tokenizer, with the same checks as
+    `convert_gguf`: no fp32 copy is made of a matrix kept as it is stored."""
+    cfg, family, tokenizer = _checked(contents)
+    shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
+    packed = [repack(t, mode, dequantize_tensor) for t in contents.tensors.values()]
+    state = assemble(row_sources(family.from_gguf, shapes, cfg), packed,
+                     skip={"lm_head.weight"} if cfg.tie_embeddings else set())
+    check_finite(state, contents.source)
+    return quantized_decoder(cfg, state), tokenizer
+
+
+def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextTokenizer]:
+    """(config, family's conversion module, tokenizer) of a read GGUF file, after checking the metadata,
+    the tokenizer against the vocabulary and every tensor's shape against the config."""
     source = contents.source
     arch = contents.metadata.get("general.architecture")
     if not isinstance(arch, str) or arch not in FAMILIES:
@@ -98,22 +127,38 @@ def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokeni
         raise LmlabError(f"the tensors in {source} do not fit its metadata ({str(e).splitlines()[0]}); download "
                          "the file again") from None
     check_fits(expected, meta, source)
-    tensors = {name: dequantize_tensor(t) for name, t in contents.tensors.items()}
-    check_finite(tensors, source)
-    return _assemble(cfg, family.from_gguf(tensors, cfg)), tokenizer
+    for t in contents.tensors.values():
+        if t.tensor_type not in SUPPORTED_TYPES:
+            raise LmlabError(f"tensor '{t.name}' is stored as {t.tensor_type.name}, which lmlab does not read yet; "
+                             f"use a file quantized as one of {sorted(t.name for t in SUPPORTED_TYPES)}")
+    return cfg, family, tokenizer
 
 
-def load_gguf(path: str | Path, dtype: torch.dtype = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
-    """(model, tokenizer) from a GGUF file, converted once and memory-mapped from the cache after."""
+def load_gguf(path: str | Path, dtype: torch.dtype | str = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
+    """(model, tokenizer) from a GGUF file, converted once and memory-mapped from the cache after. `dtype`
+    is a float dtype (the fp32 conversion, cast) or "int8" / "int4" (kept quantized, its own cache)."""
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"GGUF file '{path}' does not exist; check the path")
+    if dtype in QUANTIZED_MODES:
+        return load_gguf_quantized(path, dtype)
     converted = converted_dir(path)
     if not (converted / WEIGHTS_FILE).is_file():
         model, tokenizer = convert_gguf(read_gguf(path))
         save_converted(model, tokenizer, converted)
     model, tokenizer = load_converted(converted)
     return model.to(dtype), tokenizer
+
+
+def load_gguf_quantized(path: Path, mode: str) -> tuple[TransformerDecoder, TextTokenizer]:
+    """(model, tokenizer) from a GGUF file with its matrices kept quantized (`mode` "int8" or "int4"): converted
+    once into the cache as a quantized model directory (`quantized_files.py`), memory-mapped from it after."""
+    converted = cache_dir("gguf") / f"{path.stem}-{content_key(path)}-{mode}-q{QUANTIZED_VERSION}"
+    if not is_quantized_dir(converted):
+        model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
+        save_quantized(model, converted, tokenizer, source=str(path))
+    fix = f"delete the folder '{converted}' and load again"
+    return read_quantized(converted, fix, check_values=False), TextTokenizer.from_dir(converted)
 
 
 def converted_dir(path: Path) -> Path:

@@ -1,0 +1,391 @@
+"""An OpenAI-compatible HTTP API over the continuous-batching `Engine`, and the web chat at `/`.
+
+    app = create_app(engine, tokenizer, "smollm2", context_length=8192)
+    uvicorn.run(app, host="127.0.0.1", port=8000)     # what `lmlab serve` does
+
+Routes: GET /v1/models, POST /v1/completions, /v1/chat/completions (streamed over server-sent events
+with `"stream": true`), /v1/embeddings (with an `Embedder`), GET /health, /metrics (Prometheus) and
+/ (the chat page). Every request runs on the event loop until it reaches the engine, whose thread
+does the decoding; a request whose client goes away is cancelled, so its slot is freed between two
+steps. Errors come back as OpenAI's error object with a 4xx status (5xx: a bug or an engine failure),
+mid-stream as a last `data: {"error": …}` event.
+
+A chat reply is rendered exactly as `lmlab chat` renders it: the model's own template, its stop ids,
+the fallback template's extra stop string, and the reply's leading whitespace dropped.
+"""
+
+import asyncio
+import base64
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from importlib.resources import files
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+from tokenizers import Tokenizer
+
+from lmlab.errors import LmlabError
+from lmlab.inference.embeddings import sentence_embeddings
+from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
+from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
+                                        generation_config)
+from lmlab.models.bert.model import BertEncoder
+from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
+from lmlab.tokenizers.text import TextTokenizer
+
+log = logging.getLogger(__name__)
+COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions (chat: the rest of the context)
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "TextPart"}  # pydantic's names of union branches
+ENDPOINTS = {"/", "/health", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """A sentence encoder served at /v1/embeddings under the model id `name`."""
+
+    name: str
+    encoder: BertEncoder
+    tokenizer: Tokenizer
+
+
+def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
+               embedder: Embedder | None = None) -> FastAPI:
+    """The FastAPI app serving `engine` (started by the caller) as the model `model_name`; `tokenizer`
+    is the model's, `context_length` its longest sequence (prompt + reply)."""
+    app = FastAPI(title="lmlab", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = ServerMetrics(engine.stats)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)
+    generator = _Generator(engine, tokenizer, model_name, context_length, metrics)
+    embed_lock = asyncio.Lock()  # one batch of embeddings at a time: each uses every core
+    page = (files("lmlab.inference") / "web" / "index.html").read_text(encoding="utf-8")
+    created = int(time.time())
+    names = [model_name] + ([embedder.name] if embedder else [])
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, error: ApiError):
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError):
+        api = _validation_error(error.errors())
+        return JSONResponse(api.body(), status_code=api.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException):
+        code = "not_found" if error.status_code == 404 else None
+        return JSONResponse(ApiError(error.status_code, f"{request.method} {request.url.path}: {error.detail}",
+                                     code=code).body(), status_code=error.status_code)
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, error: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse(ApiError(500, f"internal error: {type(error).__name__}: {error}").body(), status_code=500)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def web_chat():
+        return page
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": model_name}
+
+    @app.get("/metrics")
+    async def prometheus_metrics():
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [_model_card(name, created) for name in names]}
+
+    @app.get("/v1/models/{name:path}")
+    async def model(name: str):
+        _check_model(name, names)
+        return _model_card(name, created)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request):
+        _check_model(body.model, [model_name])
+        return await generator.completion(body, request)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatRequest, request: Request):
+        _check_model(body.model, [model_name])
+        return await generator.chat(body, request)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(body: EmbeddingRequest):
+        if embedder is None:
+            raise ApiError(404, f"this server has no embedding model (it serves {model_name}); start it with "
+                                "--embedding-model", param="model", code="model_not_found")
+        _check_model(body.model, [embedder.name])
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        if not texts or any(not t for t in texts):
+            raise ApiError(400, "input must be a non-empty string or a non-empty list of non-empty strings",
+                           param="input")
+        if body.dimensions not in (None, embedder.encoder.config.d_model):
+            raise ApiError(400, f"dimensions: {embedder.name} gives {embedder.encoder.config.d_model}-dimensional "
+                                "embeddings only", param="dimensions")
+        async with embed_lock:
+            vectors = await asyncio.to_thread(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
+        tokens = sum(sum(e.attention_mask) for e in embedder.tokenizer.encode_batch(texts))
+        return {"object": "list", "model": embedder.name,
+                "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
+                         for i, v in enumerate(vectors.float().cpu().numpy())],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+    return app
+
+
+class _Generator:
+    """What /v1/completions and /v1/chat/completions share: prompt -> engine request -> response or stream."""
+
+    def __init__(self, engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
+                 metrics: ServerMetrics):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.context_length = context_length
+        self.metrics = metrics
+
+    async def completion(self, body: CompletionRequest, http: Request):
+        body.refuse_unsupported()
+        prompt_ids = self._completion_prompt(body.prompt)
+        max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "prompt", COMPLETION_DEFAULT_TOKENS)
+        config = generation_config(body, max_new, self.tokenizer.stop_ids)
+        reply = _Reply("cmpl", "text_completion", self.model_name, self.tokenizer, chat=False)
+        return await self._answer(body, http, prompt_ids, config, body.logprobs, reply)
+
+    async def chat(self, body: ChatRequest, http: Request):
+        body.refuse_unsupported()
+        messages = [m.as_template_message() for m in body.messages]
+        try:
+            prompt_ids = self.tokenizer.encode(chat_prompt(self.tokenizer, messages))
+        except LmlabError as e:
+            raise ApiError(400, str(e), param="messages") from None
+        asked = body.max_completion_tokens or body.max_tokens
+        param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
+        max_new = self._max_new_tokens(len(prompt_ids), asked, param, None)
+        config = generation_config(body, max_new, self.tokenizer.stop_ids, chat_stop_strings(self.tokenizer))
+        top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
+        reply = _Reply("chatcmpl", "chat.completion", self.model_name, self.tokenizer, chat=True)
+        return await self._answer(body, http, prompt_ids, config, top_logprobs, reply)
+
+    def _completion_prompt(self, prompt) -> list[int]:
+        """Token ids of the one prompt a completion request holds (text or ids, maybe in a list of one)."""
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            if len(prompt) != 1:
+                raise ApiError(400, f"prompt holds {len(prompt)} prompts; this server takes one per request",
+                               param="prompt")
+            prompt = prompt[0]
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+        if not ids:
+            raise ApiError(400, "prompt is empty; give some text to continue", param="prompt")
+        if not all(0 <= i < self.tokenizer.vocab_size for i in ids):
+            raise ApiError(400, f"prompt holds token ids outside the vocabulary [0, {self.tokenizer.vocab_size})",
+                           param="prompt")
+        return ids
+
+    def _max_new_tokens(self, prompt_tokens: int, asked: int | None, param: str, default: int | None) -> int:
+        """The reply's token budget: `asked`, else `default` or the rest of the context; a 400
+        (context_length_exceeded) when the prompt, or the prompt and `asked`, do not fit."""
+        room = self.context_length - prompt_tokens
+        if room < 1:
+            raise ApiError(400, f"the prompt has {prompt_tokens} tokens and fills the model's context of "
+                                f"{self.context_length}; shorten it", param="messages" if param != "prompt"
+                           else "prompt", code="context_length_exceeded")
+        if asked is None:
+            return min(room, default or room)
+        if asked > room:
+            raise ApiError(400, f"the prompt ({prompt_tokens} tokens) and {param} ({asked}) exceed the model's "
+                                f"context of {self.context_length} tokens; ask for at most {room}", param=param,
+                           code="context_length_exceeded")
+        return asked
+
+    async def _answer(self, body: SamplingRequest, http: Request, prompt_ids: list[int], config,
+                      top_logprobs: int | None, reply: "_Reply"):
+        arrived = time.perf_counter()
+        try:
+            request = self.engine.submit(prompt_ids, config, top_logprobs)
+        except LmlabError as e:
+            raise ApiError(400, str(e)) from None
+        self.metrics.prompt_tokens.inc(len(prompt_ids))
+        chunks = self._chunks(http, request, arrived)
+        if body.stream:
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            return StreamingResponse(reply.events(chunks, request, usage), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            text, logprobs, finish_reason = await reply.collect(chunks)
+        except Exception as e:
+            log.exception("generation failed")
+            raise ApiError(500, f"generation failed: {type(e).__name__}: {e}") from None
+        return reply.whole(text, logprobs, finish_reason, request)
+
+    async def _chunks(self, http: Request, request, arrived: float):
+        """The engine's chunks for `request`, which is cancelled if its client disconnects or the reader
+        stops early; counts the tokens and the time to the first one."""
+        watcher = asyncio.create_task(_cancel_on_disconnect(http, request))
+        finished = first = False
+        try:
+            async for chunk in request:
+                if chunk.token_ids and not first:
+                    first = True
+                    self.metrics.time_to_first_token.observe(time.perf_counter() - arrived)
+                self.metrics.generated_tokens.inc(len(chunk.token_ids))
+                finished = chunk.finish_reason is not None
+                yield chunk
+        finally:
+            watcher.cancel()
+            if not finished:
+                request.cancel()
+
+
+async def _cancel_on_disconnect(http: Request, request) -> None:
+    """Wait for the client to go away, then cancel its engine request (the body is already read, so
+    the next ASGI message is the disconnect)."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
+    request.cancel()
+
+
+class _Reply:
+    """One answer in OpenAI's shapes, whole or as a stream of chunks: a text completion or a chat turn."""
+
+    def __init__(self, id_prefix: str, kind: str, model_name: str, tokenizer: TextTokenizer, chat: bool):
+        self.id = f"{id_prefix}-{uuid.uuid4().hex}"
+        self.kind = kind
+        self.model_name = model_name
+        self.tokenizer = tokenizer
+        self.chat = chat
+        self.created = int(time.time())
+        self.started = not chat  # a chat reply's leading whitespace is dropped, as `lmlab chat` does
+
+    def _text(self, piece: str) -> str:
+        if not self.started:
+            piece = piece.lstrip()
+            self.started = bool(piece)
+        return piece
+
+    async def collect(self, chunks) -> tuple[str, list, str | None]:
+        """(text, token logprobs, finish reason) of the whole answer."""
+        pieces, logprobs, finish_reason = [], [], None
+        async for chunk in chunks:
+            pieces.append(self._text(chunk.text))
+            logprobs += chunk.logprobs
+            finish_reason = chunk.finish_reason
+        return "".join(pieces), logprobs, finish_reason
+
+    def whole(self, text: str, logprobs: list, finish_reason: str | None, request) -> dict:
+        """The non-streamed response body."""
+        choice = {"index": 0, "finish_reason": finish_reason,
+                  "logprobs": self._logprobs(logprobs, 0) if request.top_logprobs is not None else None}
+        if self.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        return {"id": self.id, "object": self.kind, "created": self.created, "model": self.model_name,
+                "choices": [choice], "usage": _usage(request)}
+
+    async def events(self, chunks, request, include_usage: bool):
+        """The server-sent events of a streamed answer: a chunk per piece of text, the usage if asked
+        for, then [DONE]; an engine failure ends the stream with an error event."""
+        offset = 0  # characters streamed so far (a completion's logprobs give each token's text offset)
+        try:
+            if self.chat:
+                yield self._event({"role": "assistant", "content": ""}, None, None, include_usage)
+            async for chunk in chunks:
+                text = self._text(chunk.text)
+                if not (text or chunk.logprobs or chunk.finish_reason):
+                    continue
+                logprobs = self._logprobs(chunk.logprobs, offset) if request.top_logprobs is not None else None
+                offset += sum(len(self._token_text(lp.token_id)) for lp in chunk.logprobs)
+                yield self._event({"content": text} if self.chat else text, logprobs, chunk.finish_reason,
+                                  include_usage)
+        except Exception as e:
+            log.exception("generation failed mid-stream")
+            yield _sse(ApiError(500, f"generation failed: {type(e).__name__}: {e}").body())
+            return
+        if include_usage:
+            yield _sse({"id": self.id, "object": f"{self.kind}.chunk" if self.chat else self.kind,
+                        "created": self.created, "model": self.model_name, "choices": [], "usage": _usage(request)})
+        yield "data: [DONE]\n\n"
+
+    def _event(self, content, logprobs, finish_reason: str | None, include_usage: bool) -> str:
+        choice = {"index": 0, "logprobs": logprobs, "finish_reason": finish_reason}
+        choice["delta" if self.chat else "text"] = content
+        data = {"id": self.id, "object": f"{self.kind}.chunk" if self.chat else self.kind, "created": self.created,
+                "model": self.model_name, "choices": [choice]}
+        if include_usage:
+            data["usage"] = None
+        return _sse(data)
+
+    def _token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def _logprobs(self, logprobs: list, offset: int) -> dict:
+        """Chat's {"content": [{token, logprob, bytes, top_logprobs}]} or the completions API's
+        {tokens, token_logprobs, top_logprobs, text_offset}; offsets count from `offset`."""
+        if self.chat:
+            return {"content": [{**self._token(lp.token_id, lp.logprob),
+                                 "top_logprobs": [self._token(i, value) for i, value in lp.top]}
+                                for lp in logprobs]}
+        tokens = [self._token_text(lp.token_id) for lp in logprobs]
+        offsets = []
+        for token in tokens:
+            offsets.append(offset)
+            offset += len(token)
+        return {"tokens": tokens, "token_logprobs": [lp.logprob for lp in logprobs],
+                "top_logprobs": [{self._token_text(i): value for i, value in lp.top} for lp in logprobs],
+                "text_offset": offsets}
+
+    def _token(self, token_id: int, logprob: float) -> dict:
+        text = self._token_text(token_id)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+
+def _usage(request) -> dict:
+    return {"prompt_tokens": request.prompt_tokens, "completion_tokens": request.completion_tokens,
+            "total_tokens": request.prompt_tokens + request.completion_tokens}
+
+
+def _sse(data: dict) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _model_card(name: str, created: int) -> dict:
+    return {"id": name, "object": "model", "created": created, "owned_by": "lmlab"}
+
+
+def _check_model(name: str, served: list[str]) -> None:
+    if name not in served:
+        raise ApiError(404, f"the model '{name}' does not exist here; this server serves {', '.join(served)}",
+                       param="model", code="model_not_found")
+
+
+def _encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    """A vector as OpenAI sends it: a list of floats, or base64 of its little-endian float32 bytes."""
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+def _validation_error(errors: list[dict]) -> ApiError:
+    """FastAPI's validation failure (422) as OpenAI's 400, naming the first bad field."""
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        return ApiError(400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}")
+    path = [part for part in first["loc"] if part != "body"]
+    while path and isinstance(path[-1], str) and (path[-1] in _TYPE_TAGS or not path[-1].isidentifier()):
+        path.pop()  # a union's branch names (str, list[int], function-after[…]) are not fields
+    param = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or None
+    message = f"{param}: {first['msg']}" if param else first["msg"]
+    if first["type"] != "missing" and "input" in first and len(repr(first["input"])) < 200:
+        message += f" (got {json.dumps(first['input'], default=str)})"
+    return ApiError(400, message, param=param)

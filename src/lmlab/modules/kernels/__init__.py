@@ -1,0 +1,1 @@
+"""lmlab's own C++ kernels, compiled on first use (`build.py`)."""

@@ -1,0 +1,103 @@
+"""The quantized matmul kernels (quantized_matmul.cpp), compiled once on this machine at first use.
+
+Why a kernel of our own: a decoding step multiplies each weight matrix by one or a few rows, so its
+speed is how many bytes of weights it streams. torch's weight-only ops do not serve on x86 CPUs at
+those shapes, nor does torchao; measured at batch 1 on SmolLM2-135M's matrices (AMD EPYC Zen 4,
+2 threads, torch 2.13, torchao 0.18):
+
+    weight (in x out)   fp32 F.linear   torch int8pack_mm   torch int4pack_mm   torchao int8 / int4 weight-only
+    576 x 1728              81 us            408 us              876 us            7158 us / 24156 us
+    576 x 49152 (head)     9.9 ms           11.7 ms             24.3 ms            77.6 ms / -
+
+(torchao's Int4WeightOnlyConfig has no CPU layout; its fast low-bit CPU kernels target ARM).
+quantized_matmul.cpp keeps activations in fp32 and unpacks the integers in registers: 39 us and 1-1.5 ms
+on the same two matrices (int4 and int8), see the file's header.
+
+The library is built with torch's C++ extension tools (ninja and the system's C++ compiler) into the
+lmlab cache, for this CPU (-march=native: the folder name carries the CPU's flags, so a cache shared
+between machines never runs code built for another). If it cannot be built, one warning says so and
+the callers fall back to dequantizing in torch (`quantized_ops.py`): slower, same numbers.
+"""
+
+import hashlib
+import os
+import platform
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("quantized_matmul.cpp")
+NAME = "lmlab_quant"  # the library's name, and its ops' namespace: torch.ops.lmlab_quant
+# -ffp-contract=off: the plain C++ loops round exactly as torch's own ops do (dequantizing gives the same bits)
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off"]
+
+_loaded: dict[str, object] = {}  # NAME -> torch.ops.lmlab_quant, or None once building has failed
+
+
+def kernel_ops():
+    """torch.ops.lmlab_quant (int4_linear, int8_linear, int4_dequantize, int8_dequantize, set_isa), built
+    the first time on this machine (a minute; one line on stderr says so); None if it cannot be built."""
+    if NAME not in _loaded:
+        _loaded[NAME] = _build()
+    return _loaded[NAME]
+
+
+def _build():
+    directory = build_dir()
+    first_time = not (directory / f"{NAME}.so").is_file()
+    if first_time:
+        print(f"lmlab: compiling the quantized matmul kernels for this CPU (once, about a minute) into {directory}",
+              file=sys.stderr, flush=True)
+    try:
+        from torch.utils import cpp_extension
+        cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, build_directory=str(directory),
+                           is_python_module=False, verbose=False)
+    except Exception as e:  # no compiler, no ninja, a failed build: every cause means the same fallback
+        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        warnings.warn(f"lmlab could not build its quantized matmul kernels ({first_line}); int8/int4 models run "
+                      "on a slower path (dequantize, then F.linear). Install a C++ compiler and ninja to speed "
+                      "them up", RuntimeWarning, stacklevel=3)
+        return None
+    _register_fakes()
+    return torch.ops.lmlab_quant
+
+
+def _register_fakes() -> None:
+    """Output shapes of the ops for torch.compile's tracing (which runs no kernel)."""
+    def linear_shape(x, q, *rest):
+        return x.new_empty(*x.shape[:-1], q.size(0))
+
+    def dequantized_shape(q, *rest):
+        width = q.size(1) * 2 if q.dtype == torch.uint8 else q.size(1)
+        return q.new_empty(q.size(0), width, dtype=torch.float32)
+
+    for op, fake in (("int4_linear", linear_shape), ("int8_linear", linear_shape),
+                     ("int4_dequantize", dequantized_shape), ("int8_dequantize", dequantized_shape)):
+        torch.library.register_fake(f"{NAME}::{op}")(fake)
+
+
+def build_dir() -> Path:
+    """Where the library is built: lmlab's cache (``$LMLAB_CACHE``, else ``~/.cache/lmlab``, as lmlab.io.cache
+    has it: modules/ reads no files module), in a folder named after the source, the flags, torch, Python
+    and this CPU, so any change of one of them builds anew."""
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), torch.__version__.encode(),
+                 platform.python_version().encode(), _cpu_flags().encode()):
+        key.update(part)
+    root = Path(os.environ.get("LMLAB_CACHE") or Path.home() / ".cache" / "lmlab")
+    directory = root / "kernels" / f"{NAME}-{key.hexdigest()[:16]}"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _cpu_flags() -> str:
+    """The CPU's model and instruction-set flags (Linux), else the platform's name for it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return platform.machine() + line
+    except OSError:
+        pass
+    return platform.machine() + platform.processor()

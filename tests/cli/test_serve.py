@@ -1,0 +1,60 @@
+"""`lmlab serve`: started as a user starts it, it answers the API and the web page, and Ctrl-C stops
+it cleanly; bad flags are one line before anything loads."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from chat_models import tiny_chat_model
+from conftest import lmlab, one_line_error
+from lmlab.cli.serve import served_name
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_answers_until_interrupted(tmp_path):
+    model = tiny_chat_model(tmp_path / "tiny")
+    port = free_port()
+    command = [sys.executable, "-c", "import sys; from lmlab.cli.main import main; sys.exit(main())",
+               "serve", "--model", str(model), "--port", str(port), "--slots", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"{url}/health").json()["model"] == "tiny"
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+                time.sleep(0.2)
+        r = httpx.post(f"{url}/v1/chat/completions", json={"model": "tiny", "max_tokens": 4,
+                                                           "messages": [{"role": "user", "content": "1+2?"}]})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+        assert "<html" in httpx.get(url).text
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+
+
+@pytest.mark.parametrize("flags, fragment", [(["--slots", "0"], "--slots 0"), (["--port", "70000"], "--port 70000")])
+def test_bad_flags_are_one_line(flags, fragment, capsys):
+    assert lmlab("serve", "--model", "nowhere", *flags) == 2
+    one_line_error(capsys, fragment)
+
+
+def test_the_served_name_is_the_zoo_name_or_the_file_name():
+    assert served_name("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert served_name("/models/SmolLM2-135M.Q4_1.gguf") == "SmolLM2-135M.Q4_1"
+    assert served_name("runs/my-model/") == "my-model"
