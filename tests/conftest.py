@@ -10,6 +10,7 @@ from lmlab.data.markov import markov_corpus
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
+from real_models import models_root
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +27,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def built_kernels():
+    """lmlab's quantized matmul kernels (torch.ops.lmlab_quant, or None without a compiler), built once into
+    the persistent model cache: each test's own cache would build them anew (about a minute)."""
+    from lmlab.modules.kernels.build import kernel_ops
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LMLAB_CACHE", models_root())
+        return kernel_ops()
 
 
 @pytest.fixture(scope="session")

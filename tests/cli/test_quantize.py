@@ -8,22 +8,12 @@ import torch
 
 from lmlab.models.load import load
 from lmlab.models.quantized_files import QUANTIZATION_FILE
-from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized import QuantizedLinear
 
 from chat_models import tiny_chat_model
 from conftest import lmlab, one_line_error
-from real_models import models_root
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built_kernels():
-    """The kernels, built once into the persistent cache (each test's own cache would build them anew)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LMLAB_CACHE", models_root())
-        kernel_ops()
+pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 
 
 @pytest.fixture(scope="module")

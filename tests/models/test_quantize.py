@@ -16,21 +16,11 @@ from lmlab.models.load import load
 from lmlab.models.presets import preset
 from lmlab.models.quantize import dequantize_model, quantize_model
 from lmlab.models.quantized_files import QUANTIZATION_FILE, WEIGHTS_FILE, save_quantized
-from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 
 from chat_models import tiny_chat_model
-from real_models import models_root
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built_kernels():
-    """The kernels, built once into the persistent cache (each test's own cache would build them anew)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LMLAB_CACHE", models_root())
-        kernel_ops()
+pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 
 
 def tiny(family: str = "llama", tie: bool = True, seed: int = 0):

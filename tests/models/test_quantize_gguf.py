@@ -17,18 +17,9 @@ from lmlab.modules.quantized_formats import QuantizedWeight, dequantize
 from lmlab.tokenizers.bpe import train_bpe
 
 from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
-from real_models import models_root
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 SCALE_OFFSETS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q4_K: [0, 2], Q.Q8_0: [0], Q.Q6_K: [208]}  # where each holds fp16
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built_kernels():
-    """The kernels, built once into the persistent cache (each test's own cache would build them anew)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LMLAB_CACHE", models_root())
-        kernel_ops()
 
 
 @pytest.fixture(scope="module")

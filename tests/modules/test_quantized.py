@@ -7,22 +7,17 @@ import torch
 import torch.nn.functional as F
 
 from lmlab.modules import quantized_ops
-from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 from lmlab.modules.quantized_formats import (QuantizedWeight, dequantize, pack_int4, quantize_int4, quantize_int8,
                                              unpack_int4)
 
-from real_models import models_root
 
 ISAS = {0: "plain", 1: "avx2", 2: "avx512"}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ops():
-    """The kernels, built once into the persistent cache (each test's own cache would build them anew)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LMLAB_CACHE", models_root())
-        built = kernel_ops()
+def ops(built_kernels):
+    built = built_kernels
     if built is None:
         pytest.skip("the kernels cannot be built here (no C++ compiler)")
     yield built
