@@ -1,4 +1,4 @@
-"""Generation speed: lmlab (fp32, int8, int4) versus Hugging Face transformers and llama.cpp on
+"""Generation speed: lmlab (fp32, int8, int4, compiled fp32 / int4) versus transformers and llama.cpp on
 SmolLM2-135M-Instruct, all from the same GGUF file.
 
 Every side reads the zoo's GGUF file (`lmlab download smollm2-135m-instruct`): lmlab through
@@ -19,6 +19,9 @@ weights. Measured:
              token per step), at batch 1 and batch 8 (eight prompts of different lengths, left-padded).
              No side stops at end-of-sequence, so all generate exactly --new-tokens per row; the run
              says whether each one's batch-1 greedy tokens are identical to HF's.
+  compile    for "compiled fp32 / int4" (`compiled_decoder`, torch.compile of the decoding step): seconds
+             of the first 2-token generation at batch 1 and at batch 8, each of which compiles the step
+             once (from inductor's on-disk cache, ~/.cache/lmlab/inductor, when an earlier run left it warm).
 
 llama.cpp (llama-cpp-python, the `bench` extra, built from source) is timed on the same GGUF when it is
 installed: it runs the Q4_1 weights themselves (as lmlab int4 does). Repetitions interleave the
@@ -49,6 +52,7 @@ import transformers
 
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
+from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
 from lmlab.models.load import load
 
@@ -56,6 +60,7 @@ from machine import alternating, device_name, downloaded, synchronize  # benchma
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 LMLAB_DTYPES = ("fp32", "int8", "int4")
+COMPILED_DTYPES = ("fp32", "int4")
 MODEL = "smollm2-135m-instruct"
 PROMPT = "Once upon a time, in a small village at the edge of a great forest,"
 BATCH_PROMPTS = [  # eight lengths, so the batch is left-padded
@@ -136,6 +141,18 @@ class Lmlab:
         return [g.token_ids for g in generate_batch(self.model, prompts, GenerationConfig(max_new_tokens=n))]
 
 
+class CompiledLmlab(Lmlab):
+    """lmlab as `dtype` with its decoding steps compiled: `compiled_decoder(model)`."""
+
+    def __init__(self, path: Path, device: torch.device, dtype: str):
+        super().__init__(path, device, dtype)
+        self.name = f"compiled {dtype}"
+
+    def load(self):
+        super().load()
+        self.model = compiled_decoder(self.model)
+
+
 class HF:
     """What a transformers user writes: from_pretrained with gguf_file, model(...), model.generate(...)."""
 
@@ -202,7 +219,8 @@ def time_loads(ours: list[Lmlab], others: list, rounds: int, device: torch.devic
         loads[impl.name] = {"s": [timed(impl.load, device)[0]]}
     with tempfile.TemporaryDirectory(prefix="lmlab-cache-") as empty, lmlab_cache(empty):
         for impl in ours:
-            loads[impl.name]["first_time_conversion_s"] = timed(impl.load, device)[0]
+            if not isinstance(impl, CompiledLmlab):  # the same conversion as its eager twin's
+                loads[impl.name]["first_time_conversion_s"] = timed(impl.load, device)[0]
     for _ in range(rounds - 1):
         for impl in ours:
             loads[impl.name]["cached_s"].append(timed(impl.load, device)[0])
@@ -233,6 +251,7 @@ def rss_mib() -> float:
 def measure_rss(name: str, path: Path, device: torch.device) -> None:
     """Print {"before_mib", "after_mib", "model_mib"} for implementation `name` (the --rss child)."""
     impl = {f"lmlab {d}" if d != "fp32" else "lmlab": lambda d=d: Lmlab(path, device, d) for d in LMLAB_DTYPES}
+    impl |= {f"compiled {d}": lambda d=d: CompiledLmlab(path, device, d) for d in COMPILED_DTYPES}
     impl |= {"hf": lambda: HF(path, device), "llama.cpp": lambda: LlamaCpp(path, 256)}
     chosen = impl[name]()
     if name == "llama.cpp":
@@ -272,6 +291,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
 
     ours = [Lmlab(path, device, dtype) for dtype in LMLAB_DTYPES]
+    ours += [CompiledLmlab(path, device, dtype) for dtype in COMPILED_DTYPES]
     impls = [*ours, HF(path, device)]
     if llama_cpp_installed():
         impls.append(LlamaCpp(path, args.prefill_tokens + args.new_tokens + 64))
@@ -287,6 +307,7 @@ def main() -> None:
         impl.prefill(prefill_ids[:64])
     prefill_s = interleaved(impls, lambda impl: timed(lambda: impl.prefill(prefill_ids), device)[0], args.rounds)
     decoded = {}  # (impl, batch size) -> the tokens of the last round
+    compile_s = {impl.name: [] for impl in ours if isinstance(impl, CompiledLmlab)}  # the first call per batch size
 
     def decode(impl, prompts: list[list[int]]) -> float | None:
         seconds, tokens = timed(lambda: impl.decode(prompts, args.new_tokens), device)
@@ -297,8 +318,10 @@ def main() -> None:
         return len(prompts) * args.new_tokens / seconds
 
     def decode_rounds(prompts: list[list[int]]) -> dict[str, list]:
-        for impl in impls:  # warm-up at this batch size (lmlab also lays out its weights for it)
-            impl.decode(prompts, 2)
+        for impl in impls:  # warm-up at this batch size (lmlab also lays out its weights for it, or compiles)
+            seconds = timed(lambda: impl.decode(prompts, 2), device)[0]
+            if impl.name in compile_s:
+                compile_s[impl.name].append(seconds)
         return interleaved(impls, lambda impl: decode(impl, prompts), args.rounds)
 
     decode_1, decode_8 = decode_rounds([prompt]), decode_rounds(batch)
@@ -323,23 +346,26 @@ def main() -> None:
                                             if rows_8 is not None else None),
             "batch1_text": tokenizer.decode(decoded[impl.name, 1][0]),
         }
+        if impl.name in compile_s:
+            results[impl.name]["first_decode_with_compile_s"] = dict(zip(("batch1", "batch8"), compile_s[impl.name]))
 
     print(f"SmolLM2-135M-Instruct ({path.name}), {device_name(device)} ({args.device}), {torch.get_num_threads()} "
           f"torch threads, torch {torch.__version__}, transformers {transformers.__version__}; prefill "
           f"{args.prefill_tokens} tokens, decode {args.new_tokens} new tokens, median of {args.rounds} interleaved "
           f"rounds; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     columns = [impl.name for impl in impls]
-    print(f"{'':<28}" + "".join(f"{c:>12}" for c in columns))
+    print(f"{'':<28}" + "".join(f"{c:>14}" for c in columns))
 
     def row(label: str, values: dict[str, float | None], fmt: str) -> None:
-        print(f"{label:<28}" + "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>12}"
+        print(f"{label:<28}" + "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>14}"
                                        for c in columns))
 
-    row("load, first time (s)", {impl.name: loads[impl.name]["first_time_conversion_s"] for impl in ours}, ".2f")
+    row("load, first time (s)", {name: times.get("first_time_conversion_s") for name, times in loads.items()}, ".2f")
     row("load (s)", {name: r["load"]["median_s"] for name, r in results.items()}, ".2f")
     row("prefill (tokens/s)", {name: r["prefill_tokens_per_s"] for name, r in results.items()}, ".0f")
     row("decode batch 1 (tokens/s)", {name: r["decode_batch1_tokens_per_s"] for name, r in results.items()}, ".1f")
     row("decode batch 8 (tokens/s)", {name: r["decode_batch8_tokens_per_s"] for name, r in results.items()}, ".1f")
+    row("compile, batch 1 / 8 (s)", {name: f"{s[0]:.0f} / {s[1]:.0f}" for name, s in compile_s.items()}, "")
     row("RSS after load (MiB)", {name: r["memory_mib"]["after_mib"] for name, r in results.items()}, ".0f")
     row("  of which the model (MiB)", {name: r["memory_mib"]["model_mib"] for name, r in results.items()}, ".0f")
     row("batch 1 = HF's tokens", {name: "yes" if r["batch1_first_difference_from_hf"] is None
@@ -352,6 +378,8 @@ def main() -> None:
         load_speed = theirs["load"]["median_s"] / ours_int4["load"]["median_s"]
         print(f"lmlab int4 vs llama.cpp: prefill {prefill:.2f}x, decode batch 1 {decode:.2f}x, load {load_speed:.2f}x "
               "(as fast; > 1: lmlab is faster)")
+        compiled = results["compiled int4"]["decode_batch1_tokens_per_s"] / theirs["decode_batch1_tokens_per_s"]
+        print(f"compiled int4 vs llama.cpp: decode batch 1 {compiled:.2f}x")
     else:
         print("llama.cpp: not installed (pip install 'lmlab[bench]' builds llama-cpp-python), column skipped")
 
@@ -359,7 +387,8 @@ def main() -> None:
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "transformers": transformers.__version__, "python": platform.python_version(),
                "load_average_1min": [load_before, os.getloadavg()[0]]}
-    settings = {"model": MODEL, "gguf": path.name, "lmlab_dtypes": LMLAB_DTYPES, "new_tokens": args.new_tokens,
+    settings = {"model": MODEL, "gguf": path.name, "lmlab_dtypes": LMLAB_DTYPES, "compiled_dtypes": COMPILED_DTYPES,
+                "new_tokens": args.new_tokens,
                 "prefill_tokens": args.prefill_tokens, "batch_prompt_lengths": [len(p) for p in batch],
                 "batch1_prompt_length": len(prompt), "rounds": args.rounds, "quick": args.quick,
                 "llama_cpp": "installed" if "llama.cpp" in results else "not installed, skipped"}

@@ -81,3 +81,17 @@ def test_fused_swiglu_gradient_equals_autograds_in_fp32():
     (fused,) = torch.autograd.grad((fused_swiglu(gate_up) * upstream).sum(), gate_up)
     (plain,) = torch.autograd.grad((plain_swiglu(gate_up) * upstream).sum(), gate_up)
     torch.testing.assert_close(fused, plain, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("no_grad", [torch.no_grad, torch.inference_mode], ids=["no_grad", "inference_mode"])
+def test_fused_ops_without_autograd_equal_the_functions_output(dtype, no_grad):
+    """Without autograd the ops skip their autograd Function (for speed and torch.compile): same bits."""
+    rope = RotaryEmbedding(head_dim=8, max_len=16)(torch.arange(3, 8))  # fp32 tables
+    x = randn(2, 5, 7, 8, dtype=dtype).transpose(1, 2)[:, :5]  # (B, H, T, D), a strided view
+    h, weight, gate_up = randn(3, 5, 16, dtype=dtype), randn(16, dtype=dtype), randn(3, 5, 32, dtype=dtype)
+    with_function = [fused_rotary(x, rope), fused_rms_norm(h, weight, 1e-6), fused_swiglu(gate_up)]
+    with no_grad():
+        direct = [fused_rotary(x, rope), fused_rms_norm(h, weight, 1e-6), fused_swiglu(gate_up)]
+    for got, expected in zip(direct, with_function):
+        assert got.dtype == expected.dtype and torch.equal(got, expected)

@@ -9,7 +9,8 @@ import argparse
 import sys
 from dataclasses import replace
 
-from lmlab.cli.generate import add_sampling_args, sampling_config
+from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
+from lmlab.generation.compiled import compiled_decoder
 from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text
@@ -30,6 +31,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
     add_dtype_arg(p)
+    add_compile_arg(p)
     p.add_argument("--system", help="a system message to start the conversation with")
     p.add_argument("--prompt", help="answer this one message and exit")
     p.add_argument("--chat-template", metavar="NAME",
@@ -42,6 +44,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     config = sampling_config(args)
     model, tokenizer = load(args.model, args.dtype)
+    if args.compile:
+        model = compiled_decoder(model)
     tokenizer = tokenizer.with_chat_template(args.chat_template)
     config = replace(config, eos_id=tokenizer.stop_ids,
                      stop_strings=config.stop_strings + chat_stop_strings(tokenizer))

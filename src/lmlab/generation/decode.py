@@ -4,7 +4,8 @@ Each step feeds only the newest token; the KV cache holds the keys and values of
 before it, so a step costs O(length) instead of re-running the whole sequence (O(length^2)).
 A step is mostly matrix-vector products that stream the weights from memory; it runs under
 inference mode (no autograd bookkeeping), through the model's `decoding_view` (`layout.py`),
-which streams the weights about twice as fast on the CPU.
+which streams the weights about twice as fast on the CPU; a `compiled_decoder` view (`compiled.py`) runs it
+compiled.
 
 `token_steps` is the loop itself, the only greedy / sampling loop in lmlab: decoders (here),
 encoder-decoders (`encoder_decoder.py`, `seq2seq.py`) and stateful LMs (`stateful.py`) each give it
@@ -41,9 +42,10 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
+    step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
 
     def advance(token: torch.Tensor) -> torch.Tensor:
-        return last_logits(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
+        return step(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
 
     yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
 

@@ -34,8 +34,8 @@ def attend(
     """
     if not need_weights:
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
-            dropout_p=dropout_p, enable_gqa=k.size(1) != q.size(1), scale=scale,
+            q, k, v, attn_mask=mask, is_causal=_decided(is_causal and mask is None),
+            dropout_p=dropout_p, enable_gqa=_decided(k.size(1) != q.size(1)), scale=scale,
         )
         return out, None
     groups = q.size(1) // k.size(1)
@@ -52,6 +52,15 @@ def attend(
     weights = scores.softmax(dim=-1)
     out = F.dropout(weights, dropout_p) @ v  # (B, H, T, D)
     return out, weights
+
+
+def _decided(condition) -> bool:
+    """`condition` as a plain bool. Traced by torch.compile with dynamic shapes, a comparison of sizes
+    (T > 1, H_kv != H) is a symbolic bool, which SDPA refuses as an argument (a graph break); a branch
+    on it makes the compiler settle it instead, with a guard that recompiles if the answer changes."""
+    if condition:
+        return True
+    return False
 
 
 class SelfAttention(nn.Module):

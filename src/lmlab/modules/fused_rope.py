@@ -11,7 +11,8 @@ Here the two halves of the output are written straight into one buffer,
 with a multiply and a fused multiply-add each (no negation, no concatenation). A rotation is
 orthogonal, so the backward pass is the same rotation by the negative angle (sin -> -sin) applied
 to the incoming gradient: nothing is saved but the cos/sin tables. Called once on the query and
-key heads stacked together, it replaces the two `apply_rotary` calls of a training step.
+key heads stacked together, it replaces the two `apply_rotary` calls of a training step. Without
+autograd (inference or no_grad) the rotation runs directly: no Function, so `torch.compile` traces it.
 """
 
 import torch
@@ -20,10 +21,19 @@ import torch
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, sign: float) -> torch.Tensor:
     """x (…, D) rotated by +angle (sign 1) or -angle (sign -1); cos, sin: the first halves (…, D/2)."""
     x1, x2 = x.chunk(2, dim=-1)
-    out = torch.empty(x.shape, dtype=torch.result_type(x, cos), device=x.device)  # fp32 tables: fp32 maths
+    dtype = torch.promote_types(x.dtype, cos.dtype)  # fp32 tables: fp32 maths
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
     out1, out2 = out.chunk(2, dim=-1)
     torch.mul(x1, cos, out=out1).addcmul_(x2, sin, value=-sign)  # x1 cos - x2 sin
     torch.mul(x2, cos, out=out2).addcmul_(x1, sin, value=sign)  # x2 cos + x1 sin
+    return out.to(x.dtype)
+
+
+def _rotate_direct(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """`_rotate` by +angle with the halves joined by a concatenation: the same ops and bits, but no
+    writes into slices of a buffer (`out=` a strided view), which torch.compile cannot trace."""
+    x1, x2 = x.chunk(2, dim=-1)
+    out = torch.cat([(x1 * cos).addcmul_(x2, sin, value=-1.0), (x2 * cos).addcmul_(x1, sin, value=1.0)], dim=-1)
     return out.to(x.dtype)
 
 
@@ -46,4 +56,6 @@ def fused_rotary(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> to
     cos, sin = rope
     half = x.size(-1) // 2
     # the tables repeat their first half (pairs i and i + D/2 share an angle): read one copy
+    if not torch.is_grad_enabled():
+        return _rotate_direct(x, cos[..., :half], sin[..., :half])
     return _FusedRotary.apply(x, cos[..., :half], sin[..., :half])

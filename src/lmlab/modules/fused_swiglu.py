@@ -8,19 +8,26 @@ both gradients straight into their halves of one buffer,
     d up   = g silu(gate)
 
 three passes and no temporary, where autograd makes four passes and four d_ff-wide temporaries.
+Without autograd (inference or no_grad) the forward runs as plain ops, which `torch.compile` traces.
 """
 
 import torch
 import torch.nn.functional as F
 
 
+def _gated(gate_up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """silu(gate) * up (…, d_ff), and silu(gate) (…, d_ff), for gate_up (…, 2 d_ff)."""
+    gate, up = gate_up.chunk(2, dim=-1)  # (…, d_ff) each
+    activated = F.silu(gate)
+    return activated * up, activated
+
+
 class _FusedSwiGLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, gate_up: torch.Tensor) -> torch.Tensor:
-        gate, up = gate_up.chunk(2, dim=-1)  # (…, d_ff) each
-        activated = F.silu(gate)
+        out, activated = _gated(gate_up)
         ctx.save_for_backward(gate_up, activated)
-        return activated * up
+        return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
@@ -35,4 +42,6 @@ class _FusedSwiGLU(torch.autograd.Function):
 
 def fused_swiglu(gate_up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up for gate_up (…, 2 d_ff) = [gate | up] -> (…, d_ff)."""
+    if not torch.is_grad_enabled():
+        return _gated(gate_up)[0]
     return _FusedSwiGLU.apply(gate_up)
