@@ -7,7 +7,7 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
 from lmlab.models.load import load, zoo_or_path
-from lmlab.models.quantize import MODES
+from lmlab.models.quantize import MODES, check_group_size_value
 from lmlab.models.quantized_files import WEIGHTS_FILE, save_quantized
 from lmlab.modules.quantized_formats import RUN
 
@@ -37,8 +37,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     if args.group_size is not None and args.to != "int4":
         raise LmlabError(f"--group-size is int4's setting; leave it out with --to {args.to}")
-    if args.group_size is not None and (args.group_size <= 0 or args.group_size % RUN):
-        raise LmlabError(f"--group-size {args.group_size} is not a positive multiple of {RUN}; use 32, 64 or 128")
+    if args.group_size is not None:
+        check_group_size_value(args.group_size, "--group-size")
     source = zoo_or_path(args.model)
     if args.group_size is not None and source.suffix == ".gguf":
         raise LmlabError(f"'{args.model}' is a GGUF file, which keeps its own groups of 32; leave --group-size out")

@@ -41,7 +41,7 @@ def quantize_model(model: TransformerDecoder, mode: str, group_size: int = 32) -
         for name, linear in list(block.named_modules()):
             if isinstance(linear, nn.Linear):
                 weight = quantize_int4(linear.weight, group_size) if mode == "int4" else quantize_int8(linear.weight)
-                _replace(block, name, QuantizedLinear(weight, _bias(linear)))
+                block.set_submodule(name, QuantizedLinear(weight, _bias(linear)))
     tied = model.lm_head.weight is model.token_embedding.weight
     embedding = QuantizedEmbedding(quantize_int8(model.token_embedding.weight))
     head = embedding.as_linear() if tied else QuantizedLinear(quantize_int8(model.lm_head.weight), _bias(model.lm_head))
@@ -49,10 +49,15 @@ def quantize_model(model: TransformerDecoder, mode: str, group_size: int = 32) -
     return model.eval()
 
 
+def check_group_size_value(group_size: int, name: str = "int4 group size") -> None:
+    """int4's group size is a positive multiple of 32 (a whole number of packed runs); `name` says it in the error."""
+    if group_size <= 0 or group_size % RUN:
+        raise LmlabError(f"{name} {group_size} is not a positive multiple of {RUN}; use 32, 64 or 128")
+
+
 def check_group_size(model: TransformerDecoder, group_size: int) -> None:
     """int4's group size fits every linear layer of the blocks: a positive multiple of 32 dividing its input."""
-    if group_size <= 0 or group_size % RUN:
-        raise LmlabError(f"int4 group size {group_size} is not a positive multiple of {RUN}; use 32, 64 or 128")
+    check_group_size_value(group_size)
     for i, block in enumerate(model.blocks):
         for name, linear in block.named_modules():
             if isinstance(linear, nn.Linear) and linear.in_features % group_size:
@@ -70,10 +75,10 @@ def dequantize_model(model: TransformerDecoder) -> TransformerDecoder:
             linear.weight = nn.Parameter(dequantize(module.weight), requires_grad=False)
             if module.bias is not None:
                 linear.bias = nn.Parameter(module.bias.detach().clone(), requires_grad=False)
-            _replace(model, name, linear)
+            model.set_submodule(name, linear)
         elif isinstance(module, QuantizedEmbedding):
             table = dequantize(module.weight)
-            _replace(model, name, nn.Embedding(*table.shape, _weight=table))
+            model.set_submodule(name, nn.Embedding(*table.shape, _weight=table))
     if model.config.tie_embeddings:
         model.lm_head.weight = model.token_embedding.weight
     return model.eval()
@@ -100,7 +105,7 @@ def fill_quantized(model: TransformerDecoder, state: dict[str, torch.Tensor]) ->
         weight = QuantizedWeight(q, scales, mins, input_width(module) // scales.shape[1])
         layer = QuantizedEmbedding(weight) if isinstance(module, nn.Embedding) else QuantizedLinear(
             weight, state.get(f"{name}.bias"))  # the bias stays in `state`: load_state_dict assigns it
-        _replace(model, name, layer)
+        model.set_submodule(name, layer)
     if cfg.tie_embeddings and isinstance(model.token_embedding, QuantizedEmbedding):
         model.lm_head = model.token_embedding.as_linear()
     elif cfg.tie_embeddings:
@@ -127,9 +132,3 @@ def quantized_state(model: TransformerDecoder) -> dict[str, torch.Tensor]:
 
 def _bias(linear: nn.Linear) -> torch.Tensor | None:
     return linear.bias.detach() if linear.bias is not None else None
-
-
-def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
-    """Put `new` at the dotted path `name` under `root`."""
-    parent, _, child = name.rpartition(".")
-    setattr(root.get_submodule(parent) if parent else root, child, new)

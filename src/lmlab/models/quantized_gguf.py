@@ -26,7 +26,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import ReaderTensor
 
 from lmlab.errors import LmlabError
-from lmlab.modules.quantized_formats import QuantizedWeight, dequantize, pack_int4, quantize_int8
+from lmlab.modules.quantized_formats import QuantizedWeight, dequantize, pack_int4, quantize_int8, select_rows
 
 BLOCK_BYTES = {Q.Q4_0: 18, Q.Q4_1: 20, Q.Q4_K: 144, Q.Q8_0: 34, Q.Q6_K: 210}
 INT4_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q4_K)
@@ -130,10 +130,7 @@ def stacked(parts: list[QuantizedWeight | torch.Tensor]) -> QuantizedWeight | to
 
 def take_rows(weight: QuantizedWeight | torch.Tensor, rows: torch.Tensor) -> QuantizedWeight | torch.Tensor:
     """Rows `rows` of a matrix, in that order (a vector: all of it, in order, is all a converter may ask)."""
-    if isinstance(weight, torch.Tensor):
-        return weight[rows]
-    return QuantizedWeight(weight.q[rows].contiguous(), weight.scales[rows].contiguous(),
-                           weight.mins[rows].contiguous() if weight.mins is not None else None, weight.group_size)
+    return weight[rows] if isinstance(weight, torch.Tensor) else select_rows(weight, rows)
 
 
 def row_sources(from_gguf, shapes: dict[str, tuple[int, ...]], cfg) -> dict[str, torch.Tensor]:

@@ -108,9 +108,7 @@ def apply_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0, dropout: fl
                              f"{', '.join(examples)} (a pattern matches a dotted name or its end, * is a wildcard)")
         chosen.update(matched)
     for name in sorted(chosen):
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        setattr(parent, attr, LoRALinear(getattr(parent, attr), rank, alpha, dropout))
+        model.set_submodule(name, LoRALinear(model.get_submodule(name), rank, alpha, dropout))
     freeze_base(model)
     return model
 
