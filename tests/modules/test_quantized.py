@@ -154,8 +154,8 @@ def test_without_kernels_the_torch_path_gives_the_same_numbers(monkeypatch):
 def test_a_failed_build_warns_once_and_falls_back(monkeypatch, tmp_path):
     from lmlab.modules.kernels import build
     monkeypatch.setattr(build, "_loaded", {})
-    monkeypatch.setattr(build, "SOURCE", tmp_path / "missing.cpp")
-    (tmp_path / "missing.cpp").write_text("this is not C++")
+    monkeypatch.setattr(build, "SOURCES", [tmp_path / "broken.cpp"])
+    (tmp_path / "broken.cpp").write_text("this is not C++")
     monkeypatch.setenv("LMLAB_CACHE", str(tmp_path / "cache"))
     with pytest.warns(RuntimeWarning, match="could not build"):
         assert build.kernel_ops() is None

@@ -5,7 +5,8 @@ before it, so a step costs O(length) instead of re-running the whole sequence (O
 A step is mostly matrix-vector products that stream the weights from memory; it runs under
 inference mode (no autograd bookkeeping), through the model's `decoding_view` (`layout.py`),
 which streams the weights about twice as fast on the CPU; a `compiled_decoder` view (`compiled.py`) runs it
-compiled.
+compiled, and a quantized Llama-style model runs it as one C++ call (`fused.py`) whenever its rows are
+unpadded.
 
 `token_steps` is the loop itself, the only greedy / sampling loop in lmlab: decoders (here),
 encoder-decoders (`encoder_decoder.py`, `seq2seq.py`) and stateful LMs (`stateful.py`) each give it
@@ -18,6 +19,7 @@ import torch
 
 from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
 from lmlab.generation.config import GenerationConfig
+from lmlab.generation.fused import fused_step
 from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import Generation
@@ -42,7 +44,8 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
-    step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
+    # compiled for a `compiled_decoder` view (compiled.py); one C++ call for a quantized Llama (fused.py)
+    step = getattr(model, "decode_step", None) or (None if padded else fused_step(model)) or last_logits
 
     def advance(token: torch.Tensor) -> torch.Tensor:
         return step(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)

@@ -1,4 +1,5 @@
-"""The quantized matmul kernels (quantized_matmul.cpp), compiled once on this machine at first use.
+"""The quantized matmul kernels (quantized_matmul.cpp) and the fused decoding step built on them
+(decoder_step.cpp, `generation/fused.py`), compiled once on this machine at first use.
 
 Why a kernel of our own: a decoding step multiplies each weight matrix by one or a few rows, so its
 speed is how many bytes of weights it streams. torch's weight-only ops do not serve on x86 CPUs at
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("quantized_matmul.cpp")
+SOURCES = [Path(__file__).with_name(name) for name in ("quantized_matmul.cpp", "decoder_step.cpp")]
+HEADER = Path(__file__).with_name("quantized_matmul.h")
 NAME = "lmlab_quant"  # the library's name, and its ops' namespace: torch.ops.lmlab_quant
 # -ffp-contract=off: the plain C++ loops round exactly as torch's own ops do (dequantizing gives the same bits)
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off"]
@@ -52,7 +54,7 @@ def _build():
               file=sys.stderr, flush=True)
     try:
         from torch.utils import cpp_extension
-        cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, build_directory=str(directory),
+        cpp_extension.load(NAME, [str(source) for source in SOURCES], extra_cflags=FLAGS, build_directory=str(directory),
                            is_python_module=False, verbose=False)
     except Exception as e:  # no compiler, no ninja, a failed build: every cause means the same fallback
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -83,7 +85,7 @@ def build_dir() -> Path:
     has it: modules/ reads no files module), in a folder named after the source, the flags, torch, Python
     and this CPU, so any change of one of them builds anew."""
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), torch.__version__.encode(),
+    for part in (*(path.read_bytes() for path in (*SOURCES, HEADER)), " ".join(FLAGS).encode(), torch.__version__.encode(),
                  platform.python_version().encode(), _cpu_flags().encode()):
         key.update(part)
     root = Path(os.environ.get("LMLAB_CACHE") or Path.home() / ".cache" / "lmlab")

@@ -28,6 +28,8 @@
 #include <ATen/ops/linear.h>
 #include <torch/library.h>
 
+#include "quantized_matmul.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -380,6 +382,38 @@ at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, i
 // wins up to 12-16 rows, the int8 one up to 24-32 (its numbers unpack more cheaply)
 constexpr int64_t kMaxRowsInt4 = 12, kMaxRowsInt8 = 24;
 
+void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
+                      int64_t G, float* y) {
+  const int64_t N = q.size(0);
+  if (min.defined()) {  // int4
+    const int64_t K = q.size(1) * 2;
+    std::vector<float> xsum(M * (K / G));  // (M, K / G); a loop here costs less than calling a torch op
+    for (int64_t i = 0; i < M * (K / G); ++i) {
+      float total = 0.f;
+      for (int64_t k = 0; k < G; ++k) total += x[i * G + k];
+      xsum[i] = total;
+    }
+    AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_linear",
+      AT_DISPATCH_CASE(at::kFloat, [&] {
+        run<Int4Tile>(Int4Problem<float>{x, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
+                                         min.data_ptr<float>(), y, M, N, K, G});
+      })
+      AT_DISPATCH_CASE(at::kHalf, [&] {
+        run<Int4Tile>(Int4Problem<at::Half>{x, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
+                                            min.data_ptr<at::Half>(), y, M, N, K, G});
+      }));
+    return;
+  }
+  const int64_t K = q.size(1);
+  AT_DISPATCH_SWITCH(scale.scalar_type(), "int8_linear",
+    AT_DISPATCH_CASE(at::kFloat, [&] {
+      run<Int8Tile>(Int8Problem<float>{x, q.data_ptr<int8_t>(), scale.data_ptr<float>(), y, M, N, K, G});
+    })
+    AT_DISPATCH_CASE(at::kHalf, [&] {
+      run<Int8Tile>(Int8Problem<at::Half>{x, q.data_ptr<int8_t>(), scale.data_ptr<at::Half>(), y, M, N, K, G});
+    }));
+}
+
 // x (..., K) -> (..., N): the shape of y for x
 std::vector<int64_t> out_shape(const at::Tensor& x, int64_t N) {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
@@ -398,23 +432,8 @@ at::Tensor int4_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Te
   TORCH_CHECK(min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() && min.is_contiguous(),
               "mins must be like the scales");
   if (M > kMaxRowsInt4) return at::linear(x_in, int4_dequantize(q, scale, min, G));
-  const float* xp = x.data_ptr<float>();
-  std::vector<float> xsum(M * (K / G));  // (M, K / G); a loop here costs less than calling a torch op
-  for (int64_t i = 0; i < M * (K / G); ++i) {
-    float total = 0.f;
-    for (int64_t k = 0; k < G; ++k) total += xp[i * G + k];
-    xsum[i] = total;
-  }
   at::Tensor y = at::empty({M, N}, x.options());
-  AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_linear",
-    AT_DISPATCH_CASE(at::kFloat, [&] {
-      run<Int4Tile>(Int4Problem<float>{xp, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
-                                       min.data_ptr<float>(), y.data_ptr<float>(), M, N, K, G});
-    })
-    AT_DISPATCH_CASE(at::kHalf, [&] {
-      run<Int4Tile>(Int4Problem<at::Half>{xp, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
-                                          min.data_ptr<at::Half>(), y.data_ptr<float>(), M, N, K, G});
-    }));
+  quantized_matmul(x.data_ptr<float>(), M, q, scale, min, G, y.data_ptr<float>());
   return y.view(out_shape(x_in, N));
 }
 
@@ -427,15 +446,7 @@ at::Tensor int8_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Te
   check_groups(x, q, scale, K, G, 1);
   if (M > kMaxRowsInt8) return at::linear(x_in, int8_dequantize(q, scale, G));
   at::Tensor y = at::empty({M, N}, x.options());
-  AT_DISPATCH_SWITCH(scale.scalar_type(), "int8_linear",
-    AT_DISPATCH_CASE(at::kFloat, [&] {
-      run<Int8Tile>(Int8Problem<float>{x.data_ptr<float>(), q.data_ptr<int8_t>(), scale.data_ptr<float>(),
-                                       y.data_ptr<float>(), M, N, K, G});
-    })
-    AT_DISPATCH_CASE(at::kHalf, [&] {
-      run<Int8Tile>(Int8Problem<at::Half>{x.data_ptr<float>(), q.data_ptr<int8_t>(), scale.data_ptr<at::Half>(),
-                                          y.data_ptr<float>(), M, N, K, G});
-    }));
+  quantized_matmul(x.data_ptr<float>(), M, q, scale, at::Tensor(), G, y.data_ptr<float>());
   return y.view(out_shape(x_in, N));
 }
 

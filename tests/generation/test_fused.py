@@ -1,0 +1,95 @@
+"""The fused C++ decoding step (`generation/fused.py`, `kernels/decoder_step.cpp`) computes what the modules
+compute: the same logits up to float rounding, the same keys and values in the cache, the same greedy and
+seeded-sampling tokens; it takes only the models it computes exactly, and unpadded rows only."""
+
+import pytest
+import torch
+
+import lmlab.generation.decode as decode
+from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.generation.batch import new_cache
+from lmlab.generation.decode import last_logits
+from lmlab.generation.fused import fused_step
+from lmlab.generation.layout import decoding_view
+from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
+from lmlab.models.quantize import quantize_model
+
+pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
+
+
+def tiny(mode: str = "int4", family: str = "llama", group_size: int = 32, tie: bool = True, kv_heads: int = 2,
+         seed: int = 0) -> torch.nn.Module:
+    """A small random decoder of odd shapes (3 layers, head_dim 16, grouped-query heads), quantized."""
+    torch.manual_seed(seed)
+    cfg = preset(f"{family}-tiny", vocab_size=120, context_length=64, n_layers=3, n_heads=4, d_model=64, d_ff=3 * group_size,
+                 tie_embeddings=tie, **({"n_kv_heads": kv_heads} if family == "llama" else {}))
+    model = build_decoder(cfg).eval()
+    return quantize_model(model, mode, group_size) if mode != "fp32" else model
+
+
+def eager(model, prompts, config):
+    """generate_batch with the fused step switched off: the modules' own decoding."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "fused_step", lambda model: None)
+        return [g.token_ids for g in generate_batch(model, prompts, config)]
+
+
+@pytest.mark.parametrize("mode, group_size, kv_heads, tie", [
+    ("int4", 32, 2, True), ("int4", 64, 4, False), ("int8", 32, 1, True), ("int8", 64, 2, False)])
+def test_steps_give_the_modules_logits_and_cache(mode, group_size, kv_heads, tie):
+    model = tiny(mode, group_size=group_size, kv_heads=kv_heads, tie=tie)
+    step = fused_step(model)
+    assert step is not None
+    prompt = torch.tensor([[4, 8, 15, 16, 23, 42, 7], [9, 9, 1, 2, 3, 4, 5]])  # two rows of one length
+    with torch.inference_mode():
+        fused_cache, module_cache = new_cache(model, 2, 30), new_cache(model, 2, 30)
+        last_logits(model, prompt, None, fused_cache)
+        last_logits(model, prompt, None, module_cache)
+        view = decoding_view(model)
+        for token in ([[3], [5]], [[100], [0]], [[42], [41]], [[7], [119]]):
+            ids = torch.tensor(token)
+            fused, modules = step(model, ids, None, fused_cache), last_logits(view, ids, None, module_cache)
+            torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
+    assert fused_cache.length == module_cache.length == 11
+    for layer in range(3):
+        torch.testing.assert_close(fused_cache.k[layer], module_cache.k[layer], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused_cache.v[layer], module_cache.v[layer], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("config", [GenerationConfig(max_new_tokens=20, temperature=0.0),
+                                    GenerationConfig(max_new_tokens=20, temperature=0.9, top_k=20, seed=3)],
+                         ids=["greedy", "seeded sampling"])
+def test_generation_gives_the_modules_tokens(config):
+    model = tiny("int4")
+    for prompts in ([[4, 8, 15, 16, 23, 42]], [[1, 2, 3], [3, 2, 1]], [[7], [4, 8, 15], [9, 9]]):
+        assert [g.token_ids for g in generate_batch(model, prompts, config)] == eager(model, prompts, config)
+
+
+def test_only_the_decoders_it_computes_exactly_are_fused():
+    assert fused_step(tiny("int4")) is not None
+    assert fused_step(tiny("fp32")) is None  # float weights: the modules (or compiled_decoder)
+    assert fused_step(tiny("int4", family="gpt2")) is None  # LayerNorm, GELU, biases, learned positions
+    maps = tiny("int4")
+    maps.blocks[1].attention.need_weights = True  # someone is reading attention maps
+    assert fused_step(maps) is None
+    training = tiny("int4").train()
+    training.blocks[0].dropout.p = 0.1
+    assert fused_step(training) is None
+
+
+def test_padded_rows_decode_through_the_modules(monkeypatch):
+    calls = []
+    monkeypatch.setattr(decode, "fused_step", lambda model: calls.append(model))
+    generate_batch(tiny("int4"), [[7], [4, 8, 15]], GenerationConfig(max_new_tokens=3))
+    assert calls == []  # a left-padded batch never asks for the fused step
+
+
+def test_a_position_past_the_cache_is_refused():
+    model = tiny("int4")
+    step = fused_step(model)
+    with torch.inference_mode():
+        cache = new_cache(model, 1, 4)
+        last_logits(model, torch.tensor([[1, 2, 3, 4]]), None, cache)
+        with pytest.raises(RuntimeError, match="past the cache"):
+            step(model, torch.tensor([[5]]), None, cache)
