@@ -12,7 +12,9 @@ weights. Measured:
              conversion into an empty cache); transformers and llama.cpp from the GGUF file.
   memory     resident memory (RSS) of a fresh process that loaded the model and generated 8 tokens, and
              how much of it the model added (RSS minus that of the same process before loading, which
-             holds Python, torch and the library): one subprocess per implementation.
+             holds Python, torch and the libraries: for lmlab its C++ kernel library loaded, built if need
+             be (`kernel_ops()`), as llama.cpp's holds `import llama_cpp` and its C++ library): one
+             subprocess per implementation.
   prefill    prompt tokens/s for one 512-token prompt, as generation runs it: fill an empty KV cache
              and compute the last position's logits.
   decode     new tokens/s of greedy generation (the whole call: a short prompt's prefill, then one
@@ -55,6 +57,7 @@ from lmlab.generation.batch import new_cache
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
 from lmlab.models.load import load
+from lmlab.modules.kernels.build import kernel_ops
 
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
@@ -256,6 +259,8 @@ def measure_rss(name: str, path: Path, device: torch.device) -> None:
     chosen = impl[name]()
     if name == "llama.cpp":
         import llama_cpp  # noqa: F401  (its import belongs to the baseline, as torch's does for the others)
+    elif isinstance(chosen, Lmlab):
+        kernel_ops()  # lmlab's C++ library, loaded once per process whatever the model: baseline, like llama_cpp's
     before = rss_mib()
     chosen.load()
     chosen.decode([[1, 2, 3, 4]], 8)  # every weight read once

@@ -76,10 +76,21 @@ def test_kernel_dequantize_gives_the_same_bits_as_torch(ops, dtype):
     assert torch.equal(ops.int8_dequantize(int8.q, int8.scales, 32), dequantize(int8))
 
 
-def test_every_row_count_takes_the_path_for_it_and_agrees(ops):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_row_count_takes_the_path_for_it_and_agrees(ops, threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        check_every_row_count()
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_every_row_count():
     for weight in (random_int4(48, 128, 32, torch.float16), random_int8(48, 128, 128, torch.float32)):
         layer = QuantizedLinear(weight)
-        for rows in (1, 2, 3, 4, 5, 12, 13, 24, 25, 100):  # the kernels up to 12 (int4) or 24 (int8), then MKL
+        # the kernels up to 12 (int4) or 24 (int8) rows a thread, then MKL
+        for rows in (1, 2, 3, 4, 5, 12, 13, 24, 25, 48, 49, 100):
             x = torch.randn(rows, 128)
             assert close(layer(x), reference(x, weight)), rows
         x = torch.randn(2, 3, 5, 128)  # any leading shape

@@ -1,9 +1,13 @@
+import platform
+import sys
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import lmlab
 from lmlab.errors import LmlabError
+from lmlab.tokenizers import bpe
 from lmlab.tokenizers.bpe import (
     MIN_VOCAB_SIZE,
     SPECIAL_TOKENS,
@@ -60,6 +64,37 @@ def test_save_then_load_gives_the_same_tokenizer(tokenizer, tmp_path):
         loaded = load_tokenizer(source)
         assert loaded.to_str() == tokenizer.to_str()
         assert loaded.encode(CORPUS[1]).ids == tokenizer.encode(CORPUS[1]).ids
+
+
+def test_loading_returns_the_freed_parse_buffers_and_keeps_the_tokenizer_as_it_is(tokenizer, tmp_path, monkeypatch):
+    """load_tokenizer trims the heap after parsing (`return_freed_memory`); the tokenizer is the one
+    Tokenizer.from_file gives, encoding and decoding exactly as before."""
+    from tokenizers import Tokenizer
+
+    trims = []
+    monkeypatch.setattr(bpe, "return_freed_memory", lambda: trims.append(1))
+    path = save_tokenizer(tokenizer, tmp_path)
+    loaded, plain = load_tokenizer(path), Tokenizer.from_file(str(path))
+    assert trims == [1]
+    assert loaded.to_str() == plain.to_str()
+    for text in [*CORPUS[:3], "emoji 😀 and <|eos|> spelled out", ""]:
+        ids = plain.encode(text).ids
+        assert loaded.encode(text).ids == ids
+        assert loaded.decode(ids, skip_special_tokens=False) == plain.decode(ids, skip_special_tokens=False)
+
+
+def test_returning_freed_memory_uses_glibc_and_is_a_no_op_elsewhere(monkeypatch):
+    bpe._malloc_trim.cache_clear()
+    try:
+        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+            assert bpe._malloc_trim() is not None
+        bpe.return_freed_memory()  # wherever the tests run: no error
+        bpe._malloc_trim.cache_clear()
+        monkeypatch.setattr(sys, "platform", "darwin")
+        assert bpe._malloc_trim() is None
+        bpe.return_freed_memory()
+    finally:
+        bpe._malloc_trim.cache_clear()
 
 
 def test_third_party_tokenizer_without_our_specials_gives_none(tokenizer):

@@ -18,9 +18,18 @@
 // The caller advances the cache's length by one afterwards. Each number is computed as the torch ops
 // compute it, up to the order of float additions: the same greedy tokens (tests/generation/test_fused.py).
 
+// torch's vector types (at::vec::Vectorized, with SLEEF's exp) at the widest width this build targets, as
+// inductor's generated code includes them: the exponentials of softmax and SiLU are most of this file's work
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define CPU_CAPABILITY_AVX512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define CPU_CAPABILITY_AVX2
+#endif
+
 #include <ATen/Parallel.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -35,15 +44,31 @@
 namespace lmlab_quant {
 namespace {
 
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kLanes = Vec::size();
+
 // The tensors of one layer in the flat list the op takes, and how many a layer has
 enum Slot : int64_t { NORM1, QKV_Q, QKV_S, QKV_M, OUT_Q, OUT_S, OUT_M, NORM2, UP_Q, UP_S, UP_M, DOWN_Q, DOWN_S,
                       DOWN_M, PER_LAYER };
 
+// Above this many multiply-adds (heads x positions x head_dim) a step's attention is shared among threads
+constexpr int64_t kThreadedAttention = 1 << 18;
+
 float dot(const float* a, const float* b, int64_t n) {
-  float total = 0.f;
-#pragma omp simd reduction(+ : total)
-  for (int64_t i = 0; i < n; ++i) total += a[i] * b[i];
+  Vec acc(0.f);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = at::vec::fmadd(Vec::loadu(a + i), Vec::loadu(b + i), acc);
+  float total = acc.reduce_add();
+  for (; i < n; ++i) total += a[i] * b[i];
   return total;
+}
+
+// y += p x for n numbers
+void add_scaled(float* y, const float* x, float p, int64_t n) {
+  const Vec scale(p);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) at::vec::fmadd(Vec::loadu(x + i), scale, Vec::loadu(y + i)).store(y + i);
+  for (; i < n; ++i) y[i] += p * x[i];
 }
 
 // y = w * (x / sqrt(mean(x^2) + eps)) for one row of C numbers
@@ -62,7 +87,7 @@ void rotate(float* x, const float* cos, const float* sin, int64_t D) {
   }
 }
 
-// y (D) = softmax over s < S of scale q . k_s, times v_s; k, v: (S, D) rows of one cache head
+// y (D) = softmax over s < S of scale q . k_s, times v_s; k, v: (S, D) rows of one cache head; scores: S floats
 void attend_one(const float* q, const float* k, const float* v, int64_t S, int64_t D, float scale, float* scores,
                 float* y) {
   float top = -std::numeric_limits<float>::infinity();
@@ -70,18 +95,28 @@ void attend_one(const float* q, const float* k, const float* v, int64_t S, int64
     scores[s] = scale * dot(q, k + s * D, D);
     top = std::max(top, scores[s]);
   }
-  float total = 0.f;
-  for (int64_t s = 0; s < S; ++s) {
-    scores[s] = std::exp(scores[s] - top);
-    total += scores[s];
+  const Vec shift(top);
+  Vec sums(0.f);
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes) {  // exp as torch's CPU attention takes it (exp_u20)
+    const Vec e = (Vec::loadu(scores + s) - shift).exp_u20();
+    e.store(scores + s);
+    sums = sums + e;
   }
+  float total = sums.reduce_add();
+  for (; s < S; ++s) total += scores[s] = std::exp(scores[s] - top);
   std::fill(y, y + D, 0.f);
-  for (int64_t s = 0; s < S; ++s) {
-    const float p = scores[s] / total;
-    const float* vs = v + s * D;
-#pragma omp simd
-    for (int64_t i = 0; i < D; ++i) y[i] += p * vs[i];
+  for (s = 0; s < S; ++s) add_scaled(y, v + s * D, scores[s] / total, D);
+}
+
+// out (n) = silu(gate) * up, with torch's silu: g / (1 + exp(-g))
+void silu_times(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec g = Vec::loadu(gate + i);
+    (g / (Vec(1.f) + g.neg().exp()) * Vec::loadu(up + i)).store(out + i);
   }
+  for (; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
 }
 
 void matmul(const float* x, int64_t B, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
@@ -140,8 +175,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
         std::copy(row + (H + Hkv + kv) * D, row + (H + Hkv + kv + 1) * D, vc + at);
       }
     }
-    // a head's work is S dot products and S row updates of D numbers: threads pay off past a few thousand
-    at::parallel_for(0, B * H, std::max<int64_t>(1, 16384 / (S * D)), [&](int64_t begin, int64_t end) {
+    auto heads = [&](int64_t begin, int64_t end) {
       std::vector<float> scores(S);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / H, head = i % H, kv = head / group;
@@ -149,16 +183,16 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
         attend_one(&qkv[b * width + head * D], kc + base, vc + base, S, D, static_cast<float>(scale),
                    scores.data(), &o[(b * H + head) * D]);
       }
-    });
+    };
+    if (B * H * S * D < kThreadedAttention)
+      heads(0, B * H);
+    else
+      at::parallel_for(0, B * H, 1, heads);
     matmul(o.data(), B, w(l, OUT_Q), w(l, OUT_S), optional(l * PER_LAYER + OUT_M), groups[l * 4 + 1], y.data());
     for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
     for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM2).data_ptr<float>(), eps, C, &a[b * C]);
     matmul(a.data(), B, w(l, UP_Q), w(l, UP_S), optional(l * PER_LAYER + UP_M), groups[l * 4 + 2], up.data());
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t j = 0; j < d_ff; ++j) {
-        const float gate = up[b * 2 * d_ff + j], value = up[b * 2 * d_ff + d_ff + j];
-        a[b * d_ff + j] = gate / (1.f + std::exp(-gate)) * value;
-      }
+    for (int64_t b = 0; b < B; ++b) silu_times(&up[b * 2 * d_ff], &up[b * 2 * d_ff + d_ff], d_ff, &a[b * d_ff]);
     matmul(a.data(), B, w(l, DOWN_Q), w(l, DOWN_S), optional(l * PER_LAYER + DOWN_M), groups[l * 4 + 3], y.data());
     for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
   }

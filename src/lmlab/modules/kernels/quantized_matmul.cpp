@@ -146,6 +146,9 @@ struct Avx512 {
 // Weight rows are read a few at a time, interleaved, which the hardware prefetcher follows poorly: each tile
 // asks for the bytes of the tile this many tiles ahead (prefetching past the end of a matrix is harmless)
 constexpr int64_t kAhead = 2;
+// int8 rows (the LM head: 28 MB, from memory at every step) go faster fetched further ahead into L2, a line at a
+// time: 1.5 -> 1.0 ms for SmolLM2's head within a decoding step. The same for int4 rows measured no gain.
+constexpr int64_t kAheadInt8 = 8;
 
 // n scales (or mins) of one weight row as fp32, so the group loop broadcasts each from memory in one load
 inline void to_floats(const float* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
@@ -297,7 +300,7 @@ static void add_groups(const Int8Problem<S>& p, int64_t m0, int64_t n0, const fl
       for (int r = 0; r < R; ++r) xv[r] = T::load(p.x + (m0 + r) * p.K + k);
       for (int j = 0; j < NR; ++j) {
         const int8_t* bytes = p.q + (n0 + j) * p.K + k;
-        __builtin_prefetch(bytes + kAhead * NR * p.K);
+        if (k % 64 == 0) __builtin_prefetch(bytes + kAheadInt8 * NR * p.K, 0, 2);  // once a line, into L2
         const V w = T::int8_chunk(bytes);
         for (int r = 0; r < R; ++r) part[r][j] = T::fma(w, xv[r], part[r][j]);
       }
@@ -377,10 +380,16 @@ void check_groups(const at::Tensor& x, const at::Tensor& q, const at::Tensor& sc
 at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in, int64_t G);
 at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, int64_t G);
 
-// Above this many rows of x, dequantize + at::linear (MKL's GEMM) beats the kernels, by format: measured on
-// SmolLM2-135M's matrices (576 x 960, 576 x 3072, 1536 x 576; AMD EPYC Zen 4, 1 thread), the int4 kernel
-// wins up to 12-16 rows, the int8 one up to 24-32 (its numbers unpack more cheaply)
-constexpr int64_t kMaxRowsInt4 = 12, kMaxRowsInt8 = 24;
+// Above this many rows of x, dequantize + at::linear (MKL's GEMM) beats the kernels, by format and threads.
+// Measured on SmolLM2-135M's matrices (576 x 3072, 1536 x 576; AMD EPYC Zen 4): on 1 thread the int4 kernel
+// wins up to 12-16 rows, the int8 one up to 24-32 (its numbers unpack more cheaply); on 2 threads the kernels
+// run twice as fast while dequantize + GEMM at these sizes barely gains (int4, 24 rows: 1.5 ms against 1.5 ms;
+// int8, 48 rows: 1.2 against 3.2 ms). So the limits grow with the threads, up to 4 (more were not measured).
+constexpr int64_t kMaxRowsInt4 = 12, kMaxRowsInt8 = 24, kMaxThreadsMeasured = 4;
+
+int64_t max_kernel_rows(int64_t per_thread) {
+  return per_thread * std::min<int64_t>(at::get_num_threads(), kMaxThreadsMeasured);
+}
 
 void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                       int64_t G, float* y) {
@@ -431,7 +440,7 @@ at::Tensor int4_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Te
   check_groups(x, q, scale, K, G, 32);
   TORCH_CHECK(min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() && min.is_contiguous(),
               "mins must be like the scales");
-  if (M > kMaxRowsInt4) return at::linear(x_in, int4_dequantize(q, scale, min, G));
+  if (M > max_kernel_rows(kMaxRowsInt4)) return at::linear(x_in, int4_dequantize(q, scale, min, G));
   at::Tensor y = at::empty({M, N}, x.options());
   quantized_matmul(x.data_ptr<float>(), M, q, scale, min, G, y.data_ptr<float>());
   return y.view(out_shape(x_in, N));
@@ -444,7 +453,7 @@ at::Tensor int8_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Te
   const at::Tensor x = x_in.reshape({-1, K}).contiguous();
   const int64_t M = x.size(0);
   check_groups(x, q, scale, K, G, 1);
-  if (M > kMaxRowsInt8) return at::linear(x_in, int8_dequantize(q, scale, G));
+  if (M > max_kernel_rows(kMaxRowsInt8)) return at::linear(x_in, int8_dequantize(q, scale, G));
   at::Tensor y = at::empty({M, N}, x.options());
   quantized_matmul(x.data_ptr<float>(), M, q, scale, at::Tensor(), G, y.data_ptr<float>());
   return y.view(out_shape(x_in, N));
