@@ -153,7 +153,7 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str = torch.float32) -> tup
 def load_gguf_quantized(path: Path, mode: str) -> tuple[TransformerDecoder, TextTokenizer]:
     """(model, tokenizer) from a GGUF file with its matrices kept quantized (`mode` "int8" or "int4"): converted
     once into the cache as a quantized model directory (`quantized_files.py`), memory-mapped from it after."""
-    converted = cache_dir("gguf") / f"{path.stem}-{content_key(path)}-{mode}-q{QUANTIZED_VERSION}"
+    converted = cache_dir("gguf") / f"{path.stem}-{content_key(path, _key_memo())}-{mode}-q{QUANTIZED_VERSION}"
     if not is_quantized_dir(converted):
         model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
         save_quantized(model, converted, tokenizer, source=str(path))
@@ -161,10 +161,15 @@ def load_gguf_quantized(path: Path, mode: str) -> tuple[TransformerDecoder, Text
     return read_quantized(converted, fix, check_values=False), TextTokenizer.from_dir(converted)
 
 
+def _key_memo() -> Path:
+    """Where the content keys of GGUF files already seen are remembered (`content_key`)."""
+    return cache_dir("gguf") / "content-keys.json"
+
+
 def converted_dir(path: Path) -> Path:
     """Where the conversion of the GGUF file at `path` lives: named after its content (`content_key`) and
     the converted layout's version; the file's name only labels the folder for a reader."""
-    return cache_dir("gguf") / f"{path.stem}-{content_key(path)}-v{CONVERTED_VERSION}"
+    return cache_dir("gguf") / f"{path.stem}-{content_key(path, _key_memo())}-v{CONVERTED_VERSION}"
 
 
 def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> None:
