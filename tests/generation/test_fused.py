@@ -47,9 +47,11 @@ def test_steps_give_the_modules_logits_and_cache(mode, group_size, kv_heads, tie
         last_logits(model, prompt, None, fused_cache)
         last_logits(model, prompt, None, module_cache)
         view = decoding_view(model)
-        for token in ([[3], [5]], [[100], [0]], [[42], [41]], [[7], [119]]):
+        for token in ([3, 5], [100, 0], [42, 41], [7, 119]):
             ids = torch.tensor(token)
-            fused, modules = step(model, ids, None, fused_cache), last_logits(view, ids, None, module_cache)
+            fused = step(ids, fused_cache.k, fused_cache.v, [fused_cache.length] * 2)
+            fused_cache.advance(1)
+            modules = last_logits(view, ids[:, None], None, module_cache)
             torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
     assert fused_cache.length == module_cache.length == 11
     for layer in range(3):
@@ -85,6 +87,28 @@ def test_padded_rows_decode_through_the_modules(monkeypatch):
     assert calls == []  # a left-padded batch never asks for the fused step
 
 
+def test_rows_at_their_own_positions_give_what_each_gives_alone():
+    """The serving engine's slots: each row of the cache at its own length."""
+    model = tiny("int4")
+    step = fused_step(model)
+    prompts = [[4, 8, 15, 16, 23, 42, 7], [9, 9], [1, 2, 3, 4]]
+    with torch.inference_mode():
+        shared = new_cache(model, 4, 20)  # one spare row, as a slot cache has
+        alone = []
+        for row, prompt in enumerate(prompts):
+            own = new_cache(model, 1, 20)
+            last_logits(model, torch.tensor([prompt]), None, own)
+            for layer in range(3):
+                shared.k[layer][row] = own.k[layer][0]
+                shared.v[layer][row] = own.v[layer][0]
+            alone.append((own, step(torch.tensor([row + 5]), own.k, own.v, [len(prompt)])))
+        together = step(torch.tensor([5, 6, 7]), shared.k, shared.v, [len(p) for p in prompts])
+    for row, (own, logits) in enumerate(alone):
+        torch.testing.assert_close(together[row], logits[0], rtol=1e-5, atol=1e-5)
+        n = len(prompts[row]) + 1
+        torch.testing.assert_close(shared.k[2][row, :, :n], own.k[2][0, :, :n], rtol=1e-5, atol=1e-5)
+
+
 def test_a_position_past_the_cache_is_refused():
     model = tiny("int4")
     step = fused_step(model)
@@ -92,4 +116,4 @@ def test_a_position_past_the_cache_is_refused():
         cache = new_cache(model, 1, 4)
         last_logits(model, torch.tensor([[1, 2, 3, 4]]), None, cache)
         with pytest.raises(RuntimeError, match="past the cache"):
-            step(model, torch.tensor([[5]]), None, cache)
+            step(torch.tensor([5]), cache.k, cache.v, [cache.length])

@@ -9,6 +9,7 @@ import torch
 from chat_models import tiny_chat_model
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.generation.fused import fused_step
 from lmlab.inference import slots
 from lmlab.inference.engine import Engine
 from lmlab.models.decoder import build_decoder
@@ -21,8 +22,20 @@ TEXTS = ["1+2=", "what is 3 + 4", "hello there how are you doing", "9", "system 
 
 
 @pytest.fixture(scope="module")
-def chat(tmp_path_factory):
-    model, tokenizer = load(tiny_chat_model(tmp_path_factory.mktemp("chat")))
+def chat_dir(tmp_path_factory):
+    return tiny_chat_model(tmp_path_factory.mktemp("chat"))
+
+
+@pytest.fixture(scope="module")
+def chat(chat_dir):
+    return load(chat_dir)
+
+
+@pytest.fixture(scope="module")
+def int4_chat(chat_dir, built_kernels):
+    """The same model in int4: its steps run as one C++ call (generation/fused.py), slots at their own lengths."""
+    model, tokenizer = load(chat_dir, "int4")
+    assert built_kernels is None or fused_step(model) is not None
     return model, tokenizer
 
 
@@ -52,8 +65,9 @@ def alone(model, tokenizer, prompt, config) -> tuple[str, list[int], str]:
 
 
 @pytest.mark.parametrize("n_slots", [1, 3, 8])
-def test_each_request_gets_what_it_gets_alone(chat, n_slots):
-    model, tokenizer = chat
+@pytest.mark.parametrize("weights", ["chat", "int4_chat"])
+def test_each_request_gets_what_it_gets_alone(weights, n_slots, request):
+    model, tokenizer = request.getfixturevalue(weights)
     prompts = [tokenizer.encode(t) for t in TEXTS]
     configs = settings(tokenizer)
     with Engine(model, tokenizer, slots=n_slots) as engine:

@@ -44,10 +44,14 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
-    # compiled for a `compiled_decoder` view (compiled.py); one C++ call for a quantized Llama (fused.py)
-    step = getattr(model, "decode_step", None) or (None if padded else fused_step(model)) or last_logits
+    step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
+    fused = None if padded or hasattr(model, "decode_step") else fused_step(model)  # one C++ call (fused.py)
 
     def advance(token: torch.Tensor) -> torch.Tensor:
+        if fused is not None:
+            logits = fused(token, cache.k, cache.v, [cache.length] * B)  # (B, V)
+            cache.advance(1)
+            return logits
         return step(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
 
     yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)

@@ -23,20 +23,21 @@ from torch import nn
 from lmlab.modules.attention import SelfAttention
 from lmlab.modules.feed_forward import SwiGLU
 from lmlab.modules.kernels.build import kernel_ops
-from lmlab.modules.kv_cache import KVCache
 from lmlab.modules.norms import RMSNorm
 from lmlab.modules.positions import RotaryEmbedding
 from lmlab.modules.quantized import QuantizedLinear
 from lmlab.modules.transformer import PreNormBlock, TransformerDecoder
 
-Step = Callable[[nn.Module, torch.Tensor, torch.Tensor | None, KVCache], torch.Tensor]
+Step = Callable[[torch.Tensor, list[torch.Tensor], list[torch.Tensor], list[int]], torch.Tensor]
 
 
 def fused_step(model: nn.Module) -> Step | None:
-    """A decoding step (model, ids (B, 1), mask, cache) -> logits (B, V) that runs `model`'s whole stack in
-    one C++ call, for `decode_steps` to use instead of `last_logits`; None when the model is not one it
-    computes exactly (see the module's docstring) or the kernels are not built. The step itself takes
-    no mask: call it only when every row sits at the cache's length."""
+    """A decoding step `step(ids (B,), k, v, positions) -> logits (B, V)` that runs `model`'s whole stack in
+    one C++ call; None when the model is not one it computes exactly (see the module's docstring) or the
+    kernels are not built. k and v are the cache's per-layer buffers (rows >= B, H_kv, max_len, D): row b's
+    new key and value go to position positions[b] (its length so far; the caller then advances it), and
+    its token attends to positions 0..positions[b] of its row. Used by `decode_steps` (every row at the
+    cache's length) and the serving engine (each slot at its own)."""
     ops = kernel_ops() if _fits(model) else None
     if ops is None:
         return None
@@ -45,13 +46,10 @@ def fused_step(model: nn.Module) -> Step | None:
     scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
     eps = model.norm.eps
 
-    def step(_: nn.Module, ids: torch.Tensor, mask: torch.Tensor | None, cache: KVCache) -> torch.Tensor:
-        assert mask is None, "the fused step runs unpadded rows only"
-        x = model.token_embedding(ids[:, 0])  # (B, C)
-        logits = ops.decoder_step(x, weights, groups, cache.k, cache.v, cache.length, model.rotary.cos,
-                                  model.rotary.sin, attention.n_heads, attention.n_kv_heads, eps, scale)
-        cache.advance(1)
-        return logits  # (B, V)
+    def step(ids: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], positions: list[int]) -> torch.Tensor:
+        x = model.token_embedding(ids)  # (B, C)
+        return ops.decoder_step(x, weights, groups, k, v, positions, model.rotary.cos, model.rotary.sin,
+                                attention.n_heads, attention.n_kv_heads, eps, scale)  # (B, V)
 
     return step
 

@@ -29,6 +29,7 @@ from lmlab.generation.batch import check_prompts
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
 from lmlab.generation.history import History
+from lmlab.generation.fused import fused_step
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import OutputRow
 from lmlab.generation.sampling import next_token
@@ -77,12 +78,14 @@ class Engine:
         self._closing = False
         self._thread: threading.Thread | None = None
         self._step_model = model
+        self._fused = None  # the whole step in one C++ call, for a quantized Llama-style model (generation/fused.py)
         self._counts = {"requests_finished": 0, "tokens_generated": 0, "steps": 0}
 
     def start(self) -> "Engine":
         """Start the decoding thread (once)."""
         if self._thread is None:
             self._step_model = decoding_view(self.model)
+            self._fused = fused_step(self.model)
             self._thread = threading.Thread(target=self._loop, name="lmlab-engine", daemon=True)
             self._thread.start()
         return self
@@ -197,8 +200,12 @@ class Engine:
         rows = len(self._running)
         view = self.cache.step_view(rows)
         tokens = torch.tensor([[entry.token] for entry in self._running], device=view.at.device)  # (B, 1)
-        hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, 1, C)
-        logits = self._step_model.lm_head(hidden[:, -1]).float()  # (B, V)
+        if self._fused is not None:
+            logits = self._fused(tokens[:, 0], self.cache.k, self.cache.v, self.cache.lengths[:rows])  # (B, V)
+            view.advance(1)
+        else:
+            hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, 1, C)
+            logits = self._step_model.lm_head(hidden[:, -1]).float()  # (B, V)
         self._counts["steps"] += 1
         entries = list(self._running)
         chunks = [self._emit(entry, logits[i]) for i, entry in enumerate(entries)]

@@ -8,14 +8,14 @@
 // over heads once the context is long enough to pay for it.
 //
 // The model it runs (checked on the Python side, generation/fused.py, which builds the arguments):
-//   h = embedding rows (B, C) of the new tokens, every row at the same position `start` (no padding)
+//   h = embedding rows (B, C) of the new tokens, row b at its own position p_b (its cache row's length)
 //   per layer:  a = rms_norm(h) -> qkv = a Wqkv^T (B, (H + 2 Hkv) D): queries, keys, values by head
-//               rotate queries and keys by position `start` (pairs i, i + D/2, as Llama); keys and values
-//               stored at `start` in the layer's cache (B, Hkv, max_len, D)
-//               o = softmax(scale q k^T) v over positions 0..start, query head h reading kv head h / (H / Hkv)
+//               rotate row b's queries and keys by position p_b (pairs i, i + D/2, as Llama); its keys and
+//               values stored at p_b in row b of the layer's cache (rows >= B, H_kv, max_len, D)
+//               o = softmax(scale q k^T) v over positions 0..p_b, query head h reading kv head h / (H / Hkv)
 //               h += o Wout^T;  g|u = rms_norm(h) Wgate_up^T;  h += (silu(g) u) Wdown^T
 //   logits = rms_norm(h) Whead^T (B, V)
-// The caller advances the cache's length by one afterwards. Each number is computed as the torch ops
+// The caller advances each row's length by one afterwards. Each number is computed as the torch ops
 // compute it, up to the order of float additions: the same greedy tokens (tests/generation/test_fused.py).
 
 // torch's vector types (at::vec::Vectorized, with SLEEF's exp) at the widest width this build targets, as
@@ -128,10 +128,11 @@ void matmul(const float* x, int64_t B, const at::Tensor& q, const at::Tensor& sc
 
 // x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order; mins undefined for
 // int8 matrices), then the final norm's weight and the head's q, scales, mins. groups: the group size of each
-// layer's qkv, out, gate_up and down, then the head's. k_cache / v_cache: a (B, Hkv, max_len, D) tensor a layer.
-// cos, sin: (max_len, D). Returns the logits (B, V).
+// layer's qkv, out, gate_up and down, then the head's. k_cache / v_cache: a (rows >= B, Hkv, max_len, D) tensor
+// a layer. positions: each row's position (B). cos, sin: (max_len, D). Returns the logits (B, V).
 at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at::Tensor>>& weight_list,
-                        at::IntArrayRef groups, at::TensorList k_cache, at::TensorList v_cache, int64_t start,
+                        at::IntArrayRef groups, at::TensorList k_cache, at::TensorList v_cache,
+                        at::IntArrayRef positions,
                         const at::Tensor& cos, const at::Tensor& sin, int64_t H, int64_t Hkv, double eps,
                         double scale) {
   const int64_t L = static_cast<int64_t>(k_cache.size());
@@ -141,13 +142,16 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "decoder_step: x must be (B, C) float32");
   const at::Tensor x0 = x_in.contiguous();
   const int64_t B = x0.size(0), C = x0.size(1), D = k_cache[0].size(3), max_len = k_cache[0].size(2);
-  TORCH_CHECK(start >= 0 && start < max_len && start < cos.size(0), "decoder_step: position ", start,
-              " is past the cache (", max_len, ") or the rotary tables (", cos.size(0), ")");
+  const int64_t slots = k_cache[0].size(0);
+  TORCH_CHECK(static_cast<int64_t>(positions.size()) == B, "decoder_step: ", B, " positions expected");
+  for (const int64_t at : positions)
+    TORCH_CHECK(at >= 0 && at < max_len && at < cos.size(0), "decoder_step: position ", at, " is past the cache (",
+                max_len, ") or the rotary tables (", cos.size(0), ")");
   for (int64_t l = 0; l < L; ++l)
     TORCH_CHECK(k_cache[l].is_contiguous() && v_cache[l].is_contiguous() && k_cache[l].scalar_type() == at::kFloat &&
-                k_cache[l].sizes() == at::IntArrayRef({B, Hkv, max_len, D}) &&
-                v_cache[l].sizes() == k_cache[l].sizes(), "decoder_step: layer ", l, "'s cache must be (", B, ", ",
-                Hkv, ", ", max_len, ", ", D, ") contiguous float32");
+                slots >= B && k_cache[l].sizes() == at::IntArrayRef({slots, Hkv, max_len, D}) &&
+                v_cache[l].sizes() == k_cache[l].sizes(), "decoder_step: layer ", l, "'s cache must be (>= ", B,
+                ", ", Hkv, ", ", max_len, ", ", D, ") contiguous float32");
   std::vector<at::Tensor> weights;  // undefined for an int8 matrix's mins
   weights.reserve(weight_list.size());
   for (const std::optional<at::Tensor> t : weight_list) weights.push_back(t.has_value() ? *t : at::Tensor());
@@ -155,9 +159,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   auto optional = [&](int64_t i) -> const at::Tensor& { return weights[i]; };
   const int64_t width = (H + 2 * Hkv) * D, d_ff = w(0, DOWN_Q).scalar_type() == at::kByte ? w(0, DOWN_Q).size(1) * 2
                                                                                              : w(0, DOWN_Q).size(1);
-  const int64_t S = start + 1, group = H / Hkv;
-  const float* cos_row = cos.data_ptr<float>() + start * D;
-  const float* sin_row = sin.data_ptr<float>() + start * D;
+  const int64_t group = H / Hkv, longest = *std::max_element(positions.begin(), positions.end()) + 1;
 
   std::vector<float> h(x0.data_ptr<float>(), x0.data_ptr<float>() + B * C);  // (B, C) the residual stream
   std::vector<float> a(B * std::max(C, d_ff)), qkv(B * width), o(B * H * D), up(B * 2 * d_ff), y(B * C);
@@ -168,23 +170,25 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
     float* vc = v_cache[l].data_ptr<float>();
     for (int64_t b = 0; b < B; ++b) {
       float* row = &qkv[b * width];
+      const float* cos_row = cos.data_ptr<float>() + positions[b] * D;
+      const float* sin_row = sin.data_ptr<float>() + positions[b] * D;
       for (int64_t head = 0; head < H + Hkv; ++head) rotate(row + head * D, cos_row, sin_row, D);
       for (int64_t kv = 0; kv < Hkv; ++kv) {
-        const int64_t at = ((b * Hkv + kv) * max_len + start) * D;
+        const int64_t at = ((b * Hkv + kv) * max_len + positions[b]) * D;
         std::copy(row + (H + kv) * D, row + (H + kv + 1) * D, kc + at);
         std::copy(row + (H + Hkv + kv) * D, row + (H + Hkv + kv + 1) * D, vc + at);
       }
     }
     auto heads = [&](int64_t begin, int64_t end) {
-      std::vector<float> scores(S);
+      std::vector<float> scores(longest);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / H, head = i % H, kv = head / group;
         const int64_t base = (b * Hkv + kv) * max_len * D;
-        attend_one(&qkv[b * width + head * D], kc + base, vc + base, S, D, static_cast<float>(scale),
+        attend_one(&qkv[b * width + head * D], kc + base, vc + base, positions[b] + 1, D, static_cast<float>(scale),
                    scores.data(), &o[(b * H + head) * D]);
       }
     };
-    if (B * H * S * D < kThreadedAttention)
+    if (B * H * longest * D < kThreadedAttention)
       heads(0, B * H);
     else
       at::parallel_for(0, B * H, 1, heads);
@@ -205,7 +209,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
 }
 
 TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
-  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, Tensor[] k_cache, Tensor[] v_cache, int start, "
+  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, Tensor[] k_cache, Tensor[] v_cache, int[] positions, "
         "Tensor cos, Tensor sin, int n_heads, int n_kv_heads, float eps, float scale) -> Tensor");
 }
 
