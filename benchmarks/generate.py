@@ -8,13 +8,14 @@ Q8_0 embedding / tied LM head as int8; "int8" re-quantizes the Q4_1 matrices to 
 transformers through `from_pretrained(dir, gguf_file=...)`, which dequantizes it to the same fp32
 weights. Measured:
 
-  load       seconds until the model is ready: lmlab from its warm cache (and, once, the first-time
-             conversion into an empty cache); transformers and llama.cpp from the GGUF file.
-  memory     resident memory (RSS) of a fresh process that loaded the model and generated 8 tokens, and
-             how much of it the model added (RSS minus that of the same process before loading, which
+  load       seconds until the model is ready in a fresh process (what a command pays): lmlab from its
+             warm cache, transformers and llama.cpp from the GGUF file; and, once, lmlab's first-time
+             conversion into an empty cache.
+  memory     resident memory (RSS) of that fresh process once it loaded the model and generated 8 tokens,
+             and how much of it the model added (RSS minus that of the same process before loading, which
              holds Python, torch and the libraries: for lmlab its C++ kernel library loaded, built if need
-             be (`kernel_ops()`), as llama.cpp's holds `import llama_cpp` and its C++ library): one
-             subprocess per implementation.
+             be (`kernel_ops()`), as llama.cpp's holds `import llama_cpp` and its C++ library). Both are
+             medians over --rounds subprocesses per implementation.
   prefill    prompt tokens/s for one 512-token prompt, as generation runs it: fill an empty KV cache
              and compute the last position's logits.
   decode     new tokens/s of greedy generation (the whole call: a short prompt's prefill, then one
@@ -50,7 +51,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-import transformers
 
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
@@ -90,7 +90,7 @@ def parse_args() -> argparse.Namespace:
                    help="torch intra-op threads (default: torch's choice); on a busy shared machine 1 is steadier")
     p.add_argument("--quick", action="store_true", help="few tokens, one round: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--rss", metavar="IMPL", help=argparse.SUPPRESS)  # the child process of `resident_memory`
+    p.add_argument("--rss", metavar="IMPL", help=argparse.SUPPRESS)  # the child process of `fresh_process`
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda asked for but CUDA is not available")
@@ -165,6 +165,8 @@ class HF:
         self.path, self.device = path, device
 
     def load(self):
+        import transformers
+
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
             self.path.parent, gguf_file=self.path.name, dtype=torch.float32).to(self.device).eval()
 
@@ -214,28 +216,33 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def time_loads(ours: list[Lmlab], others: list, rounds: int, device: torch.device) -> dict[str, dict]:
-    """Load every implementation (their models stay loaded); lmlab's cached loads `rounds` times each, and
-    their first-time conversions once, into an empty cache."""
-    loads = {impl.name: {"cached_s": [timed(impl.load, device)[0]]} for impl in ours}
-    for impl in others:  # once: transformers takes tens of seconds
-        loads[impl.name] = {"s": [timed(impl.load, device)[0]]}
+def load_all(ours: list[Lmlab], others: list, device: torch.device) -> dict[str, float]:
+    """Load every implementation (their models stay loaded for the rest of the run); return the seconds of
+    lmlab's first-time conversions (into an empty cache, once each)."""
+    for impl in [*ours, *others]:
+        impl.load()
+    conversions = {}
     with tempfile.TemporaryDirectory(prefix="lmlab-cache-") as empty, lmlab_cache(empty):
         for impl in ours:
             if not isinstance(impl, CompiledLmlab):  # the same conversion as its eager twin's
-                loads[impl.name]["first_time_conversion_s"] = timed(impl.load, device)[0]
-    for _ in range(rounds - 1):
-        for impl in ours:
-            loads[impl.name]["cached_s"].append(timed(impl.load, device)[0])
-    for load_times in loads.values():
-        key = "cached_s" if "cached_s" in load_times else "s"
-        load_times["median_s"] = statistics.median(load_times[key])
-    return loads
+                conversions[impl.name] = timed(impl.load, device)[0]
+    for impl in ours:
+        impl.load()  # from the warm cache again
+    return conversions
 
 
-def resident_memory(name: str, args: argparse.Namespace) -> dict[str, float]:
-    """RSS (MiB) of a fresh process before and after loading implementation `name` and generating 8 tokens:
-    this script run again with --rss NAME."""
+def fresh_processes(impls: list, args: argparse.Namespace) -> dict[str, dict]:
+    """Load time and resident memory of each implementation in a fresh process (what a command pays),
+    `rounds` times, alternating the order: {"load_s", "model_mib", "after_mib", ...: medians, "rounds": [...]}."""
+    runs = {impl.name: [] for impl in impls}
+    for _, impl in alternating(impls, args.rounds):
+        runs[impl.name].append(fresh_process(impl.name, args))
+    return {name: {key: statistics.median(run[key] for run in rounds) for key in rounds[0]} | {"rounds": rounds}
+            for name, rounds in runs.items()}
+
+
+def fresh_process(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """This script run again with --rss NAME: {"load_s", "before_mib", "after_mib", "model_mib"}."""
     command = [sys.executable, __file__, "--rss", name, "--device", args.device]
     if args.threads:
         command += ["--threads", str(args.threads)]
@@ -252,7 +259,7 @@ def rss_mib() -> float:
 
 
 def measure_rss(name: str, path: Path, device: torch.device) -> None:
-    """Print {"before_mib", "after_mib", "model_mib"} for implementation `name` (the --rss child)."""
+    """Print {"load_s", "before_mib", "after_mib", "model_mib"} for implementation `name` (the --rss child)."""
     impl = {f"lmlab {d}" if d != "fp32" else "lmlab": lambda d=d: Lmlab(path, device, d) for d in LMLAB_DTYPES}
     impl |= {f"compiled {d}": lambda d=d: CompiledLmlab(path, device, d) for d in COMPILED_DTYPES}
     impl |= {"hf": lambda: HF(path, device), "llama.cpp": lambda: LlamaCpp(path, 256)}
@@ -262,10 +269,10 @@ def measure_rss(name: str, path: Path, device: torch.device) -> None:
     elif isinstance(chosen, Lmlab):
         kernel_ops()  # lmlab's C++ library, loaded once per process whatever the model: baseline, like llama_cpp's
     before = rss_mib()
-    chosen.load()
+    seconds = timed(chosen.load, device)[0]
     chosen.decode([[1, 2, 3, 4]], 8)  # every weight read once
     after = rss_mib()
-    print(json.dumps({"before_mib": before, "after_mib": after, "model_mib": after - before}))
+    print(json.dumps({"load_s": seconds, "before_mib": before, "after_mib": after, "model_mib": after - before}))
 
 
 def interleaved(impls: list, measure, rounds: int) -> dict[str, list]:
@@ -286,13 +293,15 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 def main() -> None:
     args = parse_args()
-    transformers.logging.set_verbosity_error()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     path = downloaded(MODEL)
     if args.rss:
         return measure_rss(args.rss, path, device)
+    import transformers  # here, not at the top: in a --rss child its 200k objects would slow lmlab's GC-bound load
+
+    transformers.logging.set_verbosity_error()
     load_before = os.getloadavg()[0]  # other work on a shared machine skews every number; recorded to judge
 
     ours = [Lmlab(path, device, dtype) for dtype in LMLAB_DTYPES]
@@ -300,8 +309,8 @@ def main() -> None:
     impls = [*ours, HF(path, device)]
     if llama_cpp_installed():
         impls.append(LlamaCpp(path, args.prefill_tokens + args.new_tokens + 64))
-    loads = time_loads(ours, impls[len(ours):], args.rounds, device)
-    memory = {impl.name: resident_memory(impl.name, args) for impl in impls}
+    conversions = load_all(ours, impls[len(ours):], device)
+    fresh = fresh_processes(impls, args)
 
     tokenizer = ours[0].tokenizer
     text_ids = tokenizer.encode(PREFILL_TEXT)
@@ -338,8 +347,8 @@ def main() -> None:
     for impl in impls:
         rows_8 = decoded[impl.name, 8]
         results[impl.name] = {
-            "load": loads[impl.name],
-            "memory_mib": memory[impl.name],
+            "first_time_conversion_s": conversions.get(impl.name),
+            "fresh_process": fresh[impl.name],
             "prefill_tokens_per_s": median([args.prefill_tokens / s for s in prefill_s[impl.name]]),
             "rounds_prefill_s": prefill_s[impl.name],
             "decode_batch1_tokens_per_s": median(decode_1[impl.name]),
@@ -365,14 +374,14 @@ def main() -> None:
         print(f"{label:<28}" + "".join(f"{format(values[c], fmt) if values.get(c) is not None else 'n/a':>14}"
                                        for c in columns))
 
-    row("load, first time (s)", {name: times.get("first_time_conversion_s") for name, times in loads.items()}, ".2f")
-    row("load (s)", {name: r["load"]["median_s"] for name, r in results.items()}, ".2f")
+    row("load, first time (s)", conversions, ".2f")
+    row("load (s)", {name: r["fresh_process"]["load_s"] for name, r in results.items()}, ".2f")
     row("prefill (tokens/s)", {name: r["prefill_tokens_per_s"] for name, r in results.items()}, ".0f")
     row("decode batch 1 (tokens/s)", {name: r["decode_batch1_tokens_per_s"] for name, r in results.items()}, ".1f")
     row("decode batch 8 (tokens/s)", {name: r["decode_batch8_tokens_per_s"] for name, r in results.items()}, ".1f")
     row("compile, batch 1 / 8 (s)", {name: f"{s[0]:.0f} / {s[1]:.0f}" for name, s in compile_s.items()}, "")
-    row("RSS after load (MiB)", {name: r["memory_mib"]["after_mib"] for name, r in results.items()}, ".0f")
-    row("  of which the model (MiB)", {name: r["memory_mib"]["model_mib"] for name, r in results.items()}, ".0f")
+    row("RSS after load (MiB)", {name: r["fresh_process"]["after_mib"] for name, r in results.items()}, ".0f")
+    row("  of which the model (MiB)", {name: r["fresh_process"]["model_mib"] for name, r in results.items()}, ".0f")
     row("batch 1 = HF's tokens", {name: "yes" if r["batch1_first_difference_from_hf"] is None
                                   else f"to {r['batch1_first_difference_from_hf']}" for name, r in results.items()}, "")
     print(f"GGUF file: {path.stat().st_size / 2**20:.0f} MiB; 'to N': the first N greedy tokens equal HF's")
@@ -380,7 +389,7 @@ def main() -> None:
         ours_int4, theirs = results["lmlab int4"], results["llama.cpp"]
         prefill = ours_int4["prefill_tokens_per_s"] / theirs["prefill_tokens_per_s"]
         decode = ours_int4["decode_batch1_tokens_per_s"] / theirs["decode_batch1_tokens_per_s"]
-        load_speed = theirs["load"]["median_s"] / ours_int4["load"]["median_s"]
+        load_speed = theirs["fresh_process"]["load_s"] / ours_int4["fresh_process"]["load_s"]
         print(f"lmlab int4 vs llama.cpp: prefill {prefill:.2f}x, decode batch 1 {decode:.2f}x, load {load_speed:.2f}x "
               "(as fast; > 1: lmlab is faster)")
         compiled = results["compiled int4"]["decode_batch1_tokens_per_s"] / theirs["decode_batch1_tokens_per_s"]

@@ -1,6 +1,7 @@
 """The fused C++ decoding step (`generation/fused.py`, `kernels/decoder_step.cpp`) computes what the modules
 compute: the same logits up to float rounding, the same keys and values in the cache, the same greedy and
-seeded-sampling tokens; it takes only the models it computes exactly, and unpadded rows only."""
+seeded-sampling tokens, rows at any positions (left-padded batches, the engine's slots); it takes only the
+models it computes exactly."""
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch
 import lmlab.generation.decode as decode
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
+from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
 from lmlab.generation.fused import fused_step
 from lmlab.generation.layout import decoding_view
@@ -64,7 +66,7 @@ def test_steps_give_the_modules_logits_and_cache(mode, group_size, kv_heads, tie
                          ids=["greedy", "seeded sampling"])
 def test_generation_gives_the_modules_tokens(config):
     model = tiny("int4")
-    for prompts in ([[4, 8, 15, 16, 23, 42]], [[1, 2, 3], [3, 2, 1]], [[7], [4, 8, 15], [9, 9]]):
+    for prompts in ([[4, 8, 15, 16, 23, 42]], [[1, 2, 3], [3, 2, 1]], [[7], [4, 8, 15], [9, 9]]):  # last: padded
         assert [g.token_ids for g in generate_batch(model, prompts, config)] == eager(model, prompts, config)
 
 
@@ -80,11 +82,14 @@ def test_only_the_decoders_it_computes_exactly_are_fused():
     assert fused_step(training) is None
 
 
-def test_padded_rows_decode_through_the_modules(monkeypatch):
+def test_a_compiled_view_of_a_quantized_model_runs_the_fused_step(monkeypatch):
+    model = tiny("int4")
     calls = []
-    monkeypatch.setattr(decode, "fused_step", lambda model: calls.append(model))
-    generate_batch(tiny("int4"), [[7], [4, 8, 15]], GenerationConfig(max_new_tokens=3))
-    assert calls == []  # a left-padded batch never asks for the fused step
+    real = decode.fused_step
+    monkeypatch.setattr(decode, "fused_step", lambda m: calls.append(m) or real(m))
+    config = GenerationConfig(max_new_tokens=4)
+    tokens = [g.token_ids for g in generate_batch(compiled_decoder(model), [[7], [4, 8, 15]], config)]
+    assert len(calls) == 1 and tokens == eager(model, [[7], [4, 8, 15]], config)  # nothing compiled
 
 
 def test_rows_at_their_own_positions_give_what_each_gives_alone():

@@ -5,8 +5,7 @@ before it, so a step costs O(length) instead of re-running the whole sequence (O
 A step is mostly matrix-vector products that stream the weights from memory; it runs under
 inference mode (no autograd bookkeeping), through the model's `decoding_view` (`layout.py`),
 which streams the weights about twice as fast on the CPU; a `compiled_decoder` view (`compiled.py`) runs it
-compiled, and a quantized Llama-style model runs it as one C++ call (`fused.py`) whenever its rows are
-unpadded.
+compiled, and a quantized Llama-style model runs it as one C++ call (`fused.py`), which wins over both.
 
 `token_steps` is the loop itself, the only greedy / sampling loop in lmlab: decoders (here),
 encoder-decoders (`encoder_decoder.py`, `seq2seq.py`) and stateful LMs (`stateful.py`) each give it
@@ -45,13 +44,14 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
     step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
-    fused = None if padded or hasattr(model, "decode_step") else fused_step(model)  # one C++ call (fused.py)
+    fused = fused_step(model)  # the whole step as one C++ call, for a quantized Llama-style model (fused.py)
+    padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
 
     def advance(token: torch.Tensor) -> torch.Tensor:
         if fused is not None:
-            logits = fused(token, cache.k, cache.v, [cache.length] * B)  # (B, V)
+            logits = fused(token, cache.k, cache.v, [cache.length - pad for pad in padding], [cache.length] * B)
             cache.advance(1)
-            return logits
+            return logits  # (B, V)
         return step(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
 
     yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)

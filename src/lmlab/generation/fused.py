@@ -10,9 +10,10 @@ It serves a model only when the model is exactly what the C++ computes, and says
 pre-norm blocks with RMSNorm, self-attention with rotary positions (grouped-query heads allowed),
 SwiGLU, and every matrix (qkv, out, gate_up, down, the LM head) an int8 / int4 `QuantizedLinear`
 without bias; fp32 on the CPU, the kernels built, no additive positions, no dropout in training mode,
-no attention maps asked for. Every row must sit at the same position (no padding mask): a batch-1
-generation, or prompts of one length. Anything else decodes through the modules as before, with the
-same results: the fused step's greedy tokens equal the eager ones (tests/generation/test_fused.py).
+no attention maps asked for. Rows may sit at different positions (a left-padded batch, the serving
+engine's slots). Anything else decodes through the modules as before (compiled, for a `compiled_decoder`
+view), with the same results: the fused step's greedy tokens equal the eager ones
+(tests/generation/test_fused.py).
 """
 
 from collections.abc import Callable
@@ -28,16 +29,17 @@ from lmlab.modules.positions import RotaryEmbedding
 from lmlab.modules.quantized import QuantizedLinear
 from lmlab.modules.transformer import PreNormBlock, TransformerDecoder
 
-Step = Callable[[torch.Tensor, list[torch.Tensor], list[torch.Tensor], list[int]], torch.Tensor]
+Step = Callable[[torch.Tensor, list[torch.Tensor], list[torch.Tensor], list[int], list[int] | None], torch.Tensor]
 
 
 def fused_step(model: nn.Module) -> Step | None:
-    """A decoding step `step(ids (B,), k, v, positions) -> logits (B, V)` that runs `model`'s whole stack in
-    one C++ call; None when the model is not one it computes exactly (see the module's docstring) or the
-    kernels are not built. k and v are the cache's per-layer buffers (rows >= B, H_kv, max_len, D): row b's
-    new key and value go to position positions[b] (its length so far; the caller then advances it), and
-    its token attends to positions 0..positions[b] of its row. Used by `decode_steps` (every row at the
-    cache's length) and the serving engine (each slot at its own)."""
+    """A decoding step `step(ids (B,), k, v, positions, columns=None) -> logits (B, V)` that runs `model`'s whole
+    stack in one C++ call; None when the model is not one it computes exactly (see the module's docstring)
+    or the kernels are not built. k and v are the cache's per-layer buffers (rows >= B, H_kv, max_len, D):
+    row b's new token sits at position positions[b], its key and value go to column columns[b] of its row
+    (default: the position; the caller then advances the cache), and it attends to the positions[b] + 1
+    columns ending there. Used by `decode_steps` (every row at the cache's length, left-padded rows
+    starting later) and by the serving engine (each slot at its own length)."""
     ops = kernel_ops() if _fits(model) else None
     if ops is None:
         return None
@@ -46,10 +48,12 @@ def fused_step(model: nn.Module) -> Step | None:
     scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
     eps = model.norm.eps
 
-    def step(ids: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], positions: list[int]) -> torch.Tensor:
+    def step(ids: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], positions: list[int],
+             columns: list[int] | None = None) -> torch.Tensor:
         x = model.token_embedding(ids)  # (B, C)
-        return ops.decoder_step(x, weights, groups, k, v, positions, model.rotary.cos, model.rotary.sin,
-                                attention.n_heads, attention.n_kv_heads, eps, scale)  # (B, V)
+        return ops.decoder_step(x, weights, groups, k, v, positions, positions if columns is None else columns,
+                                model.rotary.cos, model.rotary.sin, attention.n_heads, attention.n_kv_heads, eps,
+                                scale)  # (B, V)
 
     return step
 

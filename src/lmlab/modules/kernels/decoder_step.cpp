@@ -8,11 +8,13 @@
 // over heads once the context is long enough to pay for it.
 //
 // The model it runs (checked on the Python side, generation/fused.py, which builds the arguments):
-//   h = embedding rows (B, C) of the new tokens, row b at its own position p_b (its cache row's length)
+//   h = embedding rows (B, C) of the new tokens, row b at position p_b, stored at column c_b >= p_b of its
+//       cache row (c_b = p_b but in a left-padded batch, whose row b begins after c_b - p_b padding columns)
 //   per layer:  a = rms_norm(h) -> qkv = a Wqkv^T (B, (H + 2 Hkv) D): queries, keys, values by head
 //               rotate row b's queries and keys by position p_b (pairs i, i + D/2, as Llama); its keys and
-//               values stored at p_b in row b of the layer's cache (rows >= B, H_kv, max_len, D)
-//               o = softmax(scale q k^T) v over positions 0..p_b, query head h reading kv head h / (H / Hkv)
+//               values stored at column c_b in row b of the layer's cache (rows >= B, H_kv, max_len, D)
+//               o = softmax(scale q k^T) v over columns c_b - p_b .. c_b, query head h reading kv head
+//               h / (H / Hkv)
 //               h += o Wout^T;  g|u = rms_norm(h) Wgate_up^T;  h += (silu(g) u) Wdown^T
 //   logits = rms_norm(h) Whead^T (B, V)
 // The caller advances each row's length by one afterwards. Each number is computed as the torch ops
@@ -129,10 +131,11 @@ void matmul(const float* x, int64_t B, const at::Tensor& q, const at::Tensor& sc
 // x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order; mins undefined for
 // int8 matrices), then the final norm's weight and the head's q, scales, mins. groups: the group size of each
 // layer's qkv, out, gate_up and down, then the head's. k_cache / v_cache: a (rows >= B, Hkv, max_len, D) tensor
-// a layer. positions: each row's position (B). cos, sin: (max_len, D). Returns the logits (B, V).
+// a layer. positions, columns: each row's position and cache column (B). cos, sin: (max_len, D). Returns the
+// logits (B, V).
 at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at::Tensor>>& weight_list,
                         at::IntArrayRef groups, at::TensorList k_cache, at::TensorList v_cache,
-                        at::IntArrayRef positions,
+                        at::IntArrayRef positions, at::IntArrayRef columns,
                         const at::Tensor& cos, const at::Tensor& sin, int64_t H, int64_t Hkv, double eps,
                         double scale) {
   const int64_t L = static_cast<int64_t>(k_cache.size());
@@ -143,10 +146,12 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   const at::Tensor x0 = x_in.contiguous();
   const int64_t B = x0.size(0), C = x0.size(1), D = k_cache[0].size(3), max_len = k_cache[0].size(2);
   const int64_t slots = k_cache[0].size(0);
-  TORCH_CHECK(static_cast<int64_t>(positions.size()) == B, "decoder_step: ", B, " positions expected");
-  for (const int64_t at : positions)
-    TORCH_CHECK(at >= 0 && at < max_len && at < cos.size(0), "decoder_step: position ", at, " is past the cache (",
-                max_len, ") or the rotary tables (", cos.size(0), ")");
+  TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && static_cast<int64_t>(columns.size()) == B,
+              "decoder_step: ", B, " positions and columns expected");
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(positions[b] >= 0 && positions[b] <= columns[b] && columns[b] < max_len && positions[b] < cos.size(0),
+                "decoder_step: position ", positions[b], " at column ", columns[b], " is past the cache (", max_len,
+                ") or the rotary tables (", cos.size(0), ")");
   for (int64_t l = 0; l < L; ++l)
     TORCH_CHECK(k_cache[l].is_contiguous() && v_cache[l].is_contiguous() && k_cache[l].scalar_type() == at::kFloat &&
                 slots >= B && k_cache[l].sizes() == at::IntArrayRef({slots, Hkv, max_len, D}) &&
@@ -174,7 +179,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
       const float* sin_row = sin.data_ptr<float>() + positions[b] * D;
       for (int64_t head = 0; head < H + Hkv; ++head) rotate(row + head * D, cos_row, sin_row, D);
       for (int64_t kv = 0; kv < Hkv; ++kv) {
-        const int64_t at = ((b * Hkv + kv) * max_len + positions[b]) * D;
+        const int64_t at = ((b * Hkv + kv) * max_len + columns[b]) * D;
         std::copy(row + (H + kv) * D, row + (H + kv + 1) * D, kc + at);
         std::copy(row + (H + Hkv + kv) * D, row + (H + Hkv + kv + 1) * D, vc + at);
       }
@@ -183,7 +188,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
       std::vector<float> scores(longest);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / H, head = i % H, kv = head / group;
-        const int64_t base = (b * Hkv + kv) * max_len * D;
+        const int64_t base = ((b * Hkv + kv) * max_len + columns[b] - positions[b]) * D;  // the row's first column
         attend_one(&qkv[b * width + head * D], kc + base, vc + base, positions[b] + 1, D, static_cast<float>(scale),
                    scores.data(), &o[(b * H + head) * D]);
       }
@@ -210,7 +215,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
 
 TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
   m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, Tensor[] k_cache, Tensor[] v_cache, int[] positions, "
-        "Tensor cos, Tensor sin, int n_heads, int n_kv_heads, float eps, float scale) -> Tensor");
+        "int[] columns, Tensor cos, Tensor sin, int n_heads, int n_kv_heads, float eps, float scale) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(lmlab_quant, CPU, m) { m.impl("decoder_step", &decoder_step); }
