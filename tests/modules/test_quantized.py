@@ -51,7 +51,8 @@ def close(y: torch.Tensor, expected: torch.Tensor, tol: float = 1e-5) -> bool:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 def test_int4_kernel_matches_dequantized_linear(ops, isa, group_size, dtype):
     ops.set_isa(isa)
-    for out, rows in [(1, 1), (7, 3), (33, 5), (130, 16)]:  # odd output counts: the 4- and 2-row tiles' tails
+    # odd output counts: the 4- and 2-row tiles' tails; past 4 rows, 4 weight rows dequantized at a time
+    for out, rows in [(1, 1), (7, 3), (33, 5), (130, 16), (6, 7)]:
         weight = random_int4(out, 256, group_size, dtype, seed=out)
         x = torch.randn(rows, 256)
         y = ops.int4_linear(x, weight.q, weight.scales, weight.mins, group_size)
