@@ -90,8 +90,8 @@ def test_every_row_count_takes_the_path_for_it_and_agrees(ops, threads):
 def check_every_row_count():
     for weight in (random_int4(48, 128, 32, torch.float16), random_int8(48, 128, 128, torch.float32)):
         layer = QuantizedLinear(weight)
-        # the kernels up to 12 (int4) or 24 (int8) rows a thread, then MKL
-        for rows in (1, 2, 3, 4, 5, 12, 13, 24, 25, 48, 49, 100):
+        # the kernels up to 32 (int4) or 24 (int8) rows a thread, then MKL
+        for rows in (1, 2, 3, 4, 5, 12, 13, 24, 25, 32, 33, 48, 49, 64, 65, 100):
             x = torch.randn(rows, 128)
             assert close(layer(x), reference(x, weight)), rows
         x = torch.randn(2, 3, 5, 128)  # any leading shape

@@ -381,11 +381,13 @@ at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, c
 at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, int64_t G);
 
 // Above this many rows of x, dequantize + at::linear (MKL's GEMM) beats the kernels, by format and threads.
-// Measured on SmolLM2-135M's matrices (576 x 3072, 1536 x 576; AMD EPYC Zen 4): on 1 thread the int4 kernel
-// wins up to 12-16 rows, the int8 one up to 24-32 (its numbers unpack more cheaply); on 2 threads the kernels
-// run twice as fast while dequantize + GEMM at these sizes barely gains (int4, 24 rows: 1.5 ms against 1.5 ms;
-// int8, 48 rows: 1.2 against 3.2 ms). So the limits grow with the threads, up to 4 (more were not measured).
-constexpr int64_t kMaxRowsInt4 = 12, kMaxRowsInt8 = 24, kMaxThreadsMeasured = 4;
+// Measured on SmolLM2-135M (AMD EPYC Zen 4): int8 on 1 thread wins up to 24-32 rows (its numbers unpack
+// cheaply); on 2 threads the kernels run twice as fast while dequantize + GEMM at these sizes barely gains
+// (int8, 48 rows: 1.2 against 3.2 ms). int4 past 4 rows dequantizes 4 weight rows at a time into L1 and runs
+// a small GEMM on them (`run_dequantized`): a whole int4 prefill of 24 / 64 / 200 / 512 tokens takes 113 /
+// 328 / 949 / 2455 ms that way against 121 / 225 / 625 / 1810 through MKL on 1 thread, and 73 / 201 / 589 /
+// 1502 against 79 / 208 / 476 / 1094 on 2. So the limits grow with the threads, up to 4 (more not measured).
+constexpr int64_t kMaxRowsInt4 = 32, kMaxRowsInt8 = 24, kMaxThreadsMeasured = 4;
 
 int64_t max_kernel_rows(int64_t per_thread) {
   return per_thread * std::min<int64_t>(at::get_num_threads(), kMaxThreadsMeasured);
