@@ -16,7 +16,8 @@ tokens/s counts each row's tokens up to its end of turn, and it streams nothing,
 llama.cpp's column is skipped, with a note, when llama-cpp-python's server is not installed.
 Usage:
 
-  python benchmarks/serve.py                     # 16 clients, 64 requests of up to 128 tokens
+  python benchmarks/serve.py                     # 16 clients, 64 requests of up to 128 tokens, lmlab int4
+  python benchmarks/serve.py --dtype int8        # or fp32, bf16
   python benchmarks/serve.py --quick             # a smoke test, not a benchmark
   python benchmarks/serve.py --clients 8 --duration 60
 """
@@ -63,7 +64,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=64, help="requests in all (cycling through the questions)")
     p.add_argument("--duration", type=float, help="also stop starting requests after this many seconds")
     p.add_argument("--max-tokens", type=int, default=128, help="max_tokens of each request")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "int8", "int4"], default="fp32", help="lmlab serve --dtype")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "int8", "int4"], default="int4",
+                   help="lmlab serve --dtype (int4: the file's own Q4_1 blocks)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of each side (default: every core)")
     p.add_argument("--quick", action="store_true", help="4 clients, 8 requests of 16 tokens: a smoke test")
     p.add_argument("--out", type=Path, default=RESULTS)
