@@ -54,27 +54,41 @@ def content_key(path: Path, memo: Path | None = None) -> str:
     spread over the rest: two files that differ in name only share it, two different files do not,
     and it reads a few MB whatever the file's size (~20 ms for a 100 MB model, a sixth of a warm load).
 
-    With `memo` (a JSON file in lmlab's cache), a file seen before is not read again while its stat is
-    unchanged: device, inode, size, modification and change times. The kernel sets the change time
-    (ctime) on every write, rename or chmod, and no call lets a user set it back, so the same stat
-    means the same bytes, as git's index and build tools take it. A memo that cannot be read or written is
-    ignored."""
+    With `memo` (a JSON file in lmlab's cache that `remember_content_key` writes once a file has loaded),
+    a file seen before is not read again while its stat is unchanged: device, inode, size, modification
+    and change times. The kernel sets the change time (ctime) on every write, rename or chmod, and no
+    call lets a user set it back, so the same stat means the same bytes, as git's index and build tools
+    take it. A memo that cannot be read is ignored."""
     path = Path(path).resolve()
-    stat = path.stat()
-    identity = [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
-    known = _read_memo(memo) if memo is not None else {}
-    entry = known.get(str(path))
-    if isinstance(entry, dict) and entry.get("stat") == identity and isinstance(entry.get("key"), str):
+    entry = _read_memo(memo).get(str(path)) if memo is not None else None
+    if isinstance(entry, dict) and entry.get("stat") == file_identity(path) and isinstance(entry.get("key"), str):
         return entry["key"]
-    key = _hash_content(path, stat.st_size)
-    if memo is not None:
-        known.pop(str(path), None)
-        kept = dict(list(known.items())[-(MEMO_ENTRIES - 1):])  # the most recent files, in insertion order
-        try:
-            atomic_write_text(memo, json.dumps({**kept, str(path): {"stat": identity, "key": key}}))
-        except (OSError, LmlabError):
-            pass  # a cache that cannot be written (read-only, a directory in the way): hashed again next time
-    return key
+    return _hash_content(path, path.stat().st_size)
+
+
+def file_identity(path: Path) -> list[int]:
+    """What `content_key`'s memo compares: the file's device, inode, size, mtime and ctime (ns)."""
+    stat = Path(path).resolve().stat()
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def remember_content_key(path: Path, identity: list[int], key: str, memo: Path) -> None:
+    """Note in `memo` that the file at `path`, as `identity` describes it, has content key `key`: called after
+    the file loaded, so a refused file leaves nothing behind. Nothing is noted if the file changed since
+    `identity` was taken; the memo keeps the last `MEMO_ENTRIES` files; a memo that cannot be written is
+    skipped (the key is computed again next time)."""
+    path = Path(path).resolve()
+    if file_identity(path) != identity:
+        return
+    known = _read_memo(memo)
+    if known.get(str(path)) == {"stat": identity, "key": key}:
+        return
+    known.pop(str(path), None)
+    kept = dict(list(known.items())[-(MEMO_ENTRIES - 1):])  # the most recent files, in insertion order
+    try:
+        atomic_write_text(memo, json.dumps({**kept, str(path): {"stat": identity, "key": key}}))
+    except (OSError, LmlabError):
+        pass  # a cache that cannot be written (read-only, a directory in the way)
 
 
 def _hash_content(path: Path, size: int) -> str:

@@ -33,7 +33,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.cache import cache_dir
 from lmlab.io.config_file import config_from
-from lmlab.io.gguf_layout import check_layout, content_key
+from lmlab.io.gguf_layout import check_layout, content_key, file_identity, remember_content_key
 from lmlab.io.weight_checks import check_finite, check_fits
 from lmlab.models.decoder import build_decoder
 from lmlab.models.llama import gguf as llama_gguf
@@ -140,20 +140,25 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str = torch.float32) -> tup
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"GGUF file '{path}' does not exist; check the path")
+    identity, key = file_identity(path), content_key(path, _key_memo())
     if dtype in QUANTIZED_MODES:
-        return load_gguf_quantized(path, dtype)
-    converted = converted_dir(path)
-    if not (converted / WEIGHTS_FILE).is_file():
-        model, tokenizer = convert_gguf(read_gguf(path))
-        save_converted(model, tokenizer, converted)
-    model, tokenizer = load_converted(converted)
-    return model.to(dtype), tokenizer
+        loaded = load_gguf_quantized(path, dtype, key)
+    else:
+        converted = converted_dir(path, key)
+        if not (converted / WEIGHTS_FILE).is_file():
+            model, tokenizer = convert_gguf(read_gguf(path))
+            save_converted(model, tokenizer, converted)
+        model, tokenizer = load_converted(converted)
+        loaded = model.to(dtype), tokenizer
+    remember_content_key(path, identity, key, _key_memo())  # only once it loaded: a refused file leaves no trace
+    return loaded
 
 
-def load_gguf_quantized(path: Path, mode: str) -> tuple[TransformerDecoder, TextTokenizer]:
+def load_gguf_quantized(path: Path, mode: str, key: str) -> tuple[TransformerDecoder, TextTokenizer]:
     """(model, tokenizer) from a GGUF file with its matrices kept quantized (`mode` "int8" or "int4"): converted
-    once into the cache as a quantized model directory (`quantized_files.py`), memory-mapped from it after."""
-    converted = cache_dir("gguf") / f"{path.stem}-{content_key(path, _key_memo())}-{mode}-q{QUANTIZED_VERSION}"
+    once into the cache as a quantized model directory (`quantized_files.py`), memory-mapped from it after.
+    `key`: the file's `content_key`."""
+    converted = cache_dir("gguf") / f"{path.stem}-{key}-{mode}-q{QUANTIZED_VERSION}"
     if not is_quantized_dir(converted):
         model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
         save_quantized(model, converted, tokenizer, source=str(path))
@@ -162,14 +167,14 @@ def load_gguf_quantized(path: Path, mode: str) -> tuple[TransformerDecoder, Text
 
 
 def _key_memo() -> Path:
-    """Where the content keys of GGUF files already seen are remembered (`content_key`)."""
+    """Where the content keys of GGUF files already loaded are remembered (`content_key`)."""
     return cache_dir("gguf") / "content-keys.json"
 
 
-def converted_dir(path: Path) -> Path:
-    """Where the conversion of the GGUF file at `path` lives: named after its content (`content_key`) and
-    the converted layout's version; the file's name only labels the folder for a reader."""
-    return cache_dir("gguf") / f"{path.stem}-{content_key(path, _key_memo())}-v{CONVERTED_VERSION}"
+def converted_dir(path: Path, key: str | None = None) -> Path:
+    """Where the conversion of the GGUF file at `path` lives: named after its content (`content_key`, or `key`
+    when the caller has it) and the converted layout's version; the file's name only labels the folder."""
+    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path, _key_memo())}-v{CONVERTED_VERSION}"
 
 
 def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> None:
