@@ -80,6 +80,13 @@ def test_only_the_decoders_it_computes_exactly_are_fused():
     training = tiny("int4").train()
     training.blocks[0].dropout.p = 0.1
     assert fused_step(training) is None
+    hooked = tiny("int4")
+    handle = hooked.blocks[2].register_forward_hook(lambda module, args, output: None)  # an inspect tool
+    assert fused_step(hooked) is None
+    handle.remove()
+    assert fused_step(hooked) is not None
+    with torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None):
+        assert fused_step(hooked) is None
 
 
 def test_a_compiled_view_of_a_quantized_model_runs_the_fused_step(monkeypatch):

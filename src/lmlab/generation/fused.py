@@ -10,7 +10,7 @@ It serves a model only when the model is exactly what the C++ computes, and says
 pre-norm blocks with RMSNorm, self-attention with rotary positions (grouped-query heads allowed),
 SwiGLU, and every matrix (qkv, out, gate_up, down, the LM head) an int8 / int4 `QuantizedLinear`
 without bias; fp32 on the CPU, the kernels built, no additive positions, no dropout in training mode,
-no attention maps asked for. Rows may sit at different positions (a left-padded batch, the serving
+no attention maps asked for, no forward hooks. Rows may sit at different positions (a left-padded batch, the serving
 engine's slots). Anything else decodes through the modules as before (compiled, for a `compiled_decoder`
 view), with the same results: the fused step's greedy tokens equal the eager ones
 (tests/generation/test_fused.py).
@@ -59,13 +59,24 @@ def fused_step(model: nn.Module) -> Step | None:
 
 
 def _fits(model: nn.Module) -> bool:
-    """Whether `model` is exactly the decoder `decoder_step.cpp` computes."""
+    """Whether `model` is exactly the decoder `decoder_step.cpp` computes, with no forward hook on any module
+    (prompt tuning, the inspect tools): the C++ would run past them."""
     if not (type(model) is TransformerDecoder and model.positions is None and type(model.rotary) is RotaryEmbedding
             and type(model.norm) is RMSNorm and _quantized(model.lm_head) and model.rotary.cos.is_cpu
-            and model.rotary.cos.dtype == torch.float32 and (not model.training or model.dropout.p == 0)):
+            and model.rotary.cos.dtype == torch.float32 and (not model.training or model.dropout.p == 0)
+            and not _hooked(model)):
         return False
     first = model.blocks[0].attention if len(model.blocks) else None
     return first is not None and all(_block_fits(block, first, model) for block in model.blocks)
+
+
+def _hooked(model: nn.Module) -> bool:
+    """Whether a forward hook would run in some module of `model` (its own, or one set for every module)."""
+    from torch.nn.modules import module as torch_module
+
+    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
 def _block_fits(block: nn.Module, first: SelfAttention, model: TransformerDecoder) -> bool:
@@ -78,7 +89,8 @@ def _block_fits(block: nn.Module, first: SelfAttention, model: TransformerDecode
             and (attention.n_heads, attention.n_kv_heads, attention.head_dim, attention.scale)
             == (first.n_heads, first.n_kv_heads, first.head_dim, first.scale)
             and attention.head_dim == model.rotary.cos.size(1)
-            and type(ff) is SwiGLU and all(_quantized(layer) for layer in (attention.qkv, attention.out, ff.gate_up, ff.down)))
+            and type(ff) is SwiGLU
+            and all(_quantized(layer) for layer in (attention.qkv, attention.out, ff.gate_up, ff.down)))
 
 
 def _quantized(layer: nn.Module) -> bool:

@@ -28,8 +28,8 @@ from lmlab.errors import LmlabError
 from lmlab.generation.batch import check_prompts
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
-from lmlab.generation.history import History
 from lmlab.generation.fused import fused_step
+from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import OutputRow
 from lmlab.generation.sampling import next_token
