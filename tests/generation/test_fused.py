@@ -21,10 +21,10 @@ pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 
 
 def tiny(mode: str = "int4", family: str = "llama", group_size: int = 32, tie: bool = True, kv_heads: int = 2,
-         seed: int = 0) -> torch.nn.Module:
+         seed: int = 0, context: int = 64) -> torch.nn.Module:
     """A small random decoder of odd shapes (3 layers, head_dim 16, grouped-query heads), quantized."""
     torch.manual_seed(seed)
-    cfg = preset(f"{family}-tiny", vocab_size=120, context_length=64, n_layers=3, n_heads=4, d_model=64, d_ff=3 * group_size,
+    cfg = preset(f"{family}-tiny", vocab_size=120, context_length=context, n_layers=3, n_heads=4, d_model=64, d_ff=3 * group_size,
                  tie_embeddings=tie, **({"n_kv_heads": kv_heads} if family == "llama" else {}))
     model = build_decoder(cfg).eval()
     return quantize_model(model, mode, group_size) if mode != "fp32" else model
@@ -119,6 +119,26 @@ def test_rows_at_their_own_positions_give_what_each_gives_alone():
         torch.testing.assert_close(together[row], logits[0], rtol=1e-5, atol=1e-5)
         n = len(prompts[row]) + 1
         torch.testing.assert_close(shared.k[2][row, :, :n], own.k[2][0, :, :n], rtol=1e-5, atol=1e-5)
+
+
+def test_long_contexts_attend_on_every_thread_as_on_one():
+    """Past ~16k multiply-adds a step's attention is shared among threads (decoder_step.cpp)."""
+    model = tiny("int4", context=160)
+    step = fused_step(model)
+    prompts = torch.randint(0, 120, (3, 120), generator=torch.Generator().manual_seed(2))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            fused_cache, module_cache = new_cache(model, 3, 130), new_cache(model, 3, 130)
+            last_logits(model, prompts, None, fused_cache)
+            last_logits(model, prompts, None, module_cache)
+            ids = torch.tensor([5, 6, 7])
+            fused = step(ids, fused_cache.k, fused_cache.v, [120] * 3)  # 3 rows x 4 heads x 121 x 16: threaded
+            modules = last_logits(decoding_view(model), ids[:, None], None, module_cache)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
 
 
 def test_a_position_past_the_cache_is_refused():
