@@ -14,7 +14,10 @@
 // row is read from memory once per call however many rows x has. One kernel body serves three
 // instruction sets through small traits (AVX-512: 16 lanes, AVX2: 8, plain C++: 1); which one runs is
 // chosen at run time among those this build was compiled for (`set_isa`), so the tests check all three
-// on one machine. Past a dozen or two rows (a prompt) the ops dequantize the weight and call at::linear.
+// on one machine. Past 4 rows an int4 product dequantizes 4 weight rows at a time into L1 and runs a small
+// GEMM on them (`run_dequantized`); past 32 (int4) / 24 (int8) rows a thread (a long prompt) the ops
+// dequantize the whole weight and call at::linear. `quantized_matmul` is the entry for other C++ files
+// (decoder_step.cpp, the fused decoding step).
 //
 // Measured on SmolLM2-135M's matrices (AMD EPYC Zen 4 at 2.6 GHz, one thread, batch 1): int4 streams
 // 13-16 G weights/s (compute-bound: each number costs a conversion and a fused multiply-add), int8 16-22
