@@ -123,11 +123,6 @@ void silu_times(const float* gate, const float* up, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
 }
 
-void matmul(const float* x, int64_t B, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
-            int64_t G, float* y) {
-  quantized_matmul(x, B, q, scale, min, G, y);
-}
-
 }  // namespace
 
 // x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order; mins undefined for
@@ -163,7 +158,6 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   weights.reserve(weight_list.size());
   for (const std::optional<at::Tensor> t : weight_list) weights.push_back(t.has_value() ? *t : at::Tensor());
   auto w = [&](int64_t l, int64_t slot) -> const at::Tensor& { return weights[l * PER_LAYER + slot]; };
-  auto optional = [&](int64_t i) -> const at::Tensor& { return weights[i]; };
   const int64_t width = (H + 2 * Hkv) * D, d_ff = w(0, DOWN_Q).scalar_type() == at::kByte ? w(0, DOWN_Q).size(1) * 2
                                                                                              : w(0, DOWN_Q).size(1);
   const int64_t group = H / Hkv, longest = *std::max_element(positions.begin(), positions.end()) + 1;
@@ -172,7 +166,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   std::vector<float> a(B * std::max(C, d_ff)), qkv(B * width), o(B * H * D), up(B * 2 * d_ff), y(B * C);
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM1).data_ptr<float>(), eps, C, &a[b * C]);
-    matmul(a.data(), B, w(l, QKV_Q), w(l, QKV_S), optional(l * PER_LAYER + QKV_M), groups[l * 4], qkv.data());
+    quantized_matmul(a.data(), B, w(l, QKV_Q), w(l, QKV_S), w(l, QKV_M), groups[l * 4], qkv.data());
     float* kc = k_cache[l].data_ptr<float>();
     float* vc = v_cache[l].data_ptr<float>();
     for (int64_t b = 0; b < B; ++b) {
@@ -199,19 +193,20 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
       heads(0, B * H);
     else
       at::parallel_for(0, B * H, 1, heads);
-    matmul(o.data(), B, w(l, OUT_Q), w(l, OUT_S), optional(l * PER_LAYER + OUT_M), groups[l * 4 + 1], y.data());
+    quantized_matmul(o.data(), B, w(l, OUT_Q), w(l, OUT_S), w(l, OUT_M), groups[l * 4 + 1], y.data());
     for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
     for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM2).data_ptr<float>(), eps, C, &a[b * C]);
-    matmul(a.data(), B, w(l, UP_Q), w(l, UP_S), optional(l * PER_LAYER + UP_M), groups[l * 4 + 2], up.data());
+    quantized_matmul(a.data(), B, w(l, UP_Q), w(l, UP_S), w(l, UP_M), groups[l * 4 + 2], up.data());
     for (int64_t b = 0; b < B; ++b) silu_times(&up[b * 2 * d_ff], &up[b * 2 * d_ff + d_ff], d_ff, &a[b * d_ff]);
-    matmul(a.data(), B, w(l, DOWN_Q), w(l, DOWN_S), optional(l * PER_LAYER + DOWN_M), groups[l * 4 + 3], y.data());
+    quantized_matmul(a.data(), B, w(l, DOWN_Q), w(l, DOWN_S), w(l, DOWN_M), groups[l * 4 + 3], y.data());
     for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
   }
   const int64_t last = L * PER_LAYER;
   for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], weights[last].data_ptr<float>(), eps, C, &a[b * C]);
   const at::Tensor& head_q = weights[last + 1];
   at::Tensor logits = at::empty({B, head_q.size(0)}, x0.options());
-  matmul(a.data(), B, head_q, weights[last + 2], optional(last + 3), groups[L * 4], logits.data_ptr<float>());
+  quantized_matmul(a.data(), B, head_q, weights[last + 2], weights[last + 3], groups[L * 4],
+                   logits.data_ptr<float>());
   return logits;
 }
 

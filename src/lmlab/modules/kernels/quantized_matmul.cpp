@@ -349,20 +349,27 @@ void rows(const Problem<S>& p, int64_t n_begin, int64_t n_end) {
     for (int64_t m = 0; m < p.M; m += 4) tile<T, Tile, S, Problem, 1>(p, m, n, std::min<int64_t>(4, p.M - m), buf.data());
 }
 
-// Every output row, shared among torch's threads, with the instruction set in use.
-template <template <class, typename, int, int> class Tile, typename S, template <typename> class Problem>
-void run(const Problem<S>& p) {
+// body(isa, begin, end) for row ranges of [0, N) shared among torch's threads, with the instruction set in
+// use (an Avx512{}, Avx2{} or Plain{} value, whose type the body takes its vector traits from). A grain of 16
+// rows: a task's work (16 rows x K numbers) outweighs handing it to a thread.
+template <class F>
+void for_rows(int64_t N, F&& body) {
   const int64_t isa = isa_in_use.load();
-  // a grain of 16 rows: a task's work (16 rows x K numbers) outweighs handing it to a thread
-  at::parallel_for(0, p.N, 16, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if (isa == AVX512) return rows<Avx512, Tile, S, Problem>(p, begin, end);
+    if (isa == AVX512) return body(Avx512{}, begin, end);
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
-    if (isa >= AVX2) return rows<Avx2, Tile, S, Problem>(p, begin, end);
+    if (isa >= AVX2) return body(Avx2{}, begin, end);
 #endif
-    rows<Plain, Tile, S, Problem>(p, begin, end);
+    body(Plain{}, begin, end);
   });
+}
+
+// Every output row of a problem through its tiles.
+template <template <class, typename, int, int> class Tile, typename S, template <typename> class Problem>
+void run(const Problem<S>& p) {
+  for_rows(p.N, [&](auto isa, int64_t begin, int64_t end) { rows<decltype(isa), Tile, S, Problem>(p, begin, end); });
 }
 
 // ---- the operators ----
@@ -402,8 +409,8 @@ int64_t max_kernel_rows(int64_t per_thread) {
 // (int8 numbers unpack so cheaply that the same for them measured slower: 21 -> 34 ms at 8 rows.)
 constexpr int64_t kUnpackOnceRows = 4;
 
-template <typename S, template <typename> class Problem>
-void run_dequantized(const Problem<S>& p);
+template <typename S>
+void run_dequantized(const Int4Problem<S>& p);
 
 void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                       int64_t G, float* y) {
@@ -546,58 +553,29 @@ void fp32_tiles(const float* x, const float* w, float* y, int64_t M, int64_t K, 
   for (; m < M; ++m) fp32_tile<T, 1, NR>(x, w, y, K, N, m, n0);
 }
 
-// Weight rows [n, n + nr) of an int4 problem as fp32 into w (nr, K), as int4_dequantize makes them
+// Output rows [n_begin, n_end) of an int4 problem with many rows of x: 4 weight rows at a time dequantized (as
+// int4_dequantize makes them) into a block that stays in L1, then multiplied with every row of x
 template <class T, typename S>
-void dequantize_block(const Int4Problem<S>& p, int64_t n, int64_t nr, float* w) {
-  const int64_t groups = p.K / p.G;
-  dequantize_int4_rows<T, S>(p.q + n * (p.K / 2), p.scale + n * groups, p.min + n * groups, w, p.K, p.G, 0, nr);
-}
-
-// Output rows [n_begin, n_end) of a problem with many rows of x: 4 weight rows at a time dequantized into a
-// block that stays in L1, then multiplied with every row of x
-template <class T, typename S, template <typename> class Problem>
-void dequantized_rows(const Problem<S>& p, int64_t n_begin, int64_t n_end) {
+void dequantized_rows(const Int4Problem<S>& p, int64_t n_begin, int64_t n_end) {
   constexpr int64_t NR = 4;
+  const int64_t groups = p.K / p.G;
   std::vector<float> w(NR * p.K);
-  int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) {
-    dequantize_block<T>(p, n, NR, w.data());
-    fp32_tiles<T, NR>(p.x, w.data(), p.y, p.M, p.K, p.N, n);
-  }
-  for (; n < n_end; ++n) {
-    dequantize_block<T>(p, n, 1, w.data());
-    fp32_tiles<T, 1>(p.x, w.data(), p.y, p.M, p.K, p.N, n);
+  for (int64_t n = n_begin; n < n_end; n += NR) {
+    const int64_t nr = std::min(NR, n_end - n);
+    dequantize_int4_rows<T, S>(p.q + n * (p.K / 2), p.scale + n * groups, p.min + n * groups, w.data(), p.K, p.G,
+                               0, nr);
+    if (nr == NR)
+      fp32_tiles<T, NR>(p.x, w.data(), p.y, p.M, p.K, p.N, n);
+    else
+      for (int64_t j = 0; j < nr; ++j) fp32_tiles<T, 1>(p.x, w.data() + j * p.K, p.y, p.M, p.K, p.N, n + j);
   }
 }
 
-template <typename S, template <typename> class Problem>
-void run_dequantized(const Problem<S>& p) {
-  const int64_t isa = isa_in_use.load();
-  at::parallel_for(0, p.N, 16, [&](int64_t begin, int64_t end) {
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if (isa == AVX512) return dequantized_rows<Avx512>(p, begin, end);
-#endif
-#if defined(__AVX2__) && defined(__FMA__)
-    if (isa >= AVX2) return dequantized_rows<Avx2>(p, begin, end);
-#endif
-    dequantized_rows<Plain>(p, begin, end);
-  });
+template <typename S>
+void run_dequantized(const Int4Problem<S>& p) {
+  for_rows(p.N, [&](auto isa, int64_t begin, int64_t end) { dequantized_rows<decltype(isa), S>(p, begin, end); });
 }
 
-// Every row of a weight, dequantized among torch's threads with the instruction set in use.
-template <class F>
-void dequantize_rows(int64_t N, F&& body) {
-  const int64_t isa = isa_in_use.load();
-  at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if (isa == AVX512) return body(Avx512{}, begin, end);
-#endif
-#if defined(__AVX2__) && defined(__FMA__)
-    if (isa >= AVX2) return body(Avx2{}, begin, end);
-#endif
-    body(Plain{}, begin, end);
-  });
-}
 
 at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in, int64_t G) {
   TORCH_CHECK(q_in.dim() == 2 && q_in.scalar_type() == at::kByte, "int4 weights must be (out, in / 2) uint8");
@@ -610,13 +588,13 @@ at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, c
   at::Tensor w = at::empty({N, K}, scale.options().dtype(at::kFloat));
   AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_dequantize",
     AT_DISPATCH_CASE(at::kFloat, [&] {
-      dequantize_rows(N, [&](auto isa, int64_t b, int64_t e) {
+      for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int4_rows<decltype(isa), float>(q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
                                                    min.data_ptr<float>(), w.data_ptr<float>(), K, G, b, e);
       });
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
-      dequantize_rows(N, [&](auto isa, int64_t b, int64_t e) {
+      for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int4_rows<decltype(isa), at::Half>(q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
                                                       min.data_ptr<at::Half>(), w.data_ptr<float>(), K, G, b, e);
       });
@@ -634,13 +612,13 @@ at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, i
   at::Tensor w = at::empty({N, K}, scale.options().dtype(at::kFloat));
   AT_DISPATCH_SWITCH(scale.scalar_type(), "int8_dequantize",
     AT_DISPATCH_CASE(at::kFloat, [&] {
-      dequantize_rows(N, [&](auto isa, int64_t b, int64_t e) {
+      for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int8_rows<decltype(isa), float>(q.data_ptr<int8_t>(), scale.data_ptr<float>(),
                                                    w.data_ptr<float>(), K, G, b, e);
       });
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
-      dequantize_rows(N, [&](auto isa, int64_t b, int64_t e) {
+      for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int8_rows<decltype(isa), at::Half>(q.data_ptr<int8_t>(), scale.data_ptr<at::Half>(),
                                                       w.data_ptr<float>(), K, G, b, e);
       });
