@@ -40,6 +40,24 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130(tmp_path, corpus_file, dela
     assert proc.returncode == 130 and stderr.endswith("lmlab: interrupted\n") and "Traceback" not in stderr, stderr
 
 
+def test_ctrl_c_during_an_import_lands_after_it(tmp_path):
+    """A Ctrl-C in the middle of a module's import is raised once the import has finished, so no library is
+    left half-imported (deterministic: the module sends SIGINT to its own process halfway through)."""
+    (tmp_path / "halfway.py").write_text("import signal, time\nsignal.raise_signal(signal.SIGINT)\n"
+                                         "time.sleep(0.1)\nFINISHED = True\n")
+    child = ("import signal, sys, time\n"
+             "from lmlab.cli.main import _interrupt_outside_imports\n"
+             "signal.signal(signal.SIGINT, _interrupt_outside_imports)\n"
+             "try:\n"
+             "    import halfway\n"
+             "    time.sleep(5)\n"
+             "except KeyboardInterrupt:\n"
+             "    print('interrupted after the import:', sys.modules['halfway'].FINISHED)\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                          env=os.environ | {"PYTHONPATH": str(tmp_path)})
+    assert done.stdout == "interrupted after the import: True\n", done.stderr
+
+
 def test_ctrl_c_during_training_saves_a_checkpoint_and_exits_130(tmp_path, corpus_file):
     out = tmp_path / "r"
     proc = start(*TRAIN, "--data", corpus_file, "--out", out, stdout=subprocess.PIPE)

@@ -7,9 +7,11 @@ checkpoint); a reader that closes stdout early (`lmlab list | head -1`) ends the
 This module imports nothing heavy itself, so that the guards below are in place before torch loads.
 """
 
+import _thread
 import os
 import signal
 import sys
+import threading
 import warnings
 
 from lmlab.errors import LmlabError
@@ -22,6 +24,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 def main(argv: list[str] | None = None) -> int:
     """Run the command in `argv` (default: this process's arguments); returns the exit code."""
     interrupts = sigint_count()
+    if argv is None:
+        signal.signal(signal.SIGINT, _interrupt_outside_imports)
     try:
         from lmlab.cli.commands import build_parser
 
@@ -46,6 +50,23 @@ def main(argv: list[str] | None = None) -> int:
         print("lmlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
+
+
+def _interrupt_outside_imports(signum, frame) -> None:
+    """Ctrl-C as KeyboardInterrupt, held back while an import runs and raised soon after it.
+
+    An exception raised at a random line of a library's import can leave that library half-imported
+    (numpy's linalg in sys.modules but not on numpy, and every later `np.linalg` recursing), or be
+    swallowed by its C code and end the process by SIGINT instead of exit code 130. Held back, the
+    Ctrl-C is delivered again 20 ms later through whichever SIGINT handler is then in place (the
+    training loop's, once training runs), until it lands outside any import.
+    """
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib."):
+            threading.Timer(0.02, _thread.interrupt_main).start()
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
