@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
+from lmlab.tokenizers.bpe_tables import REST_FILE, has_tables, load_tables
 
 BOS = "<|bos|>"
 EOS = "<|eos|>"
@@ -98,20 +99,22 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
 
 
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    """Load a tokenizer from a `tokenizer.json` file or from a directory that contains one."""
+    """Load a tokenizer from a `tokenizer.json` file or from a directory that contains one (or the BPE
+    tables that lmlab's caches keep instead, `bpe_tables.py`: read first where a directory has them)."""
     path = Path(path)
-    file = path / TOKENIZER_FILE if path.is_dir() else path
+    tables = path.is_dir() and has_tables(path)
+    file = path / (REST_FILE if tables else TOKENIZER_FILE) if path.is_dir() else path
     if not file.is_file():
         raise LmlabError(
             f"tokenizer '{file}' does not exist; "
             f"pass a tokenizer.json file or a directory containing one"
         )
     try:
-        tokenizer = Tokenizer.from_file(str(file))
+        tokenizer = load_tables(path) if tables else Tokenizer.from_file(str(file))
     except Exception as error:  # the Rust library raises a bare Exception for any parse failure
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise LmlabError(
-            f"tokenizer '{file}' is not a valid tokenizer.json ({first_line}); "
+            f"tokenizer '{file}' is not a valid {file.name} ({first_line}); "
             f"re-save or re-train it"
         ) from error
     return_freed_memory()  # the parse's buffers, freed but still resident: see there

@@ -20,6 +20,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
+from lmlab.tokenizers.bpe_tables import save_tables
 
 CONFIG_FILE = "tokenizer_config.json"
 
@@ -67,10 +68,15 @@ class TextTokenizer:
         """How one token reads on its own (for tables of top tokens)."""
         return self.backend.decode([token_id], skip_special_tokens=False)
 
-    def save(self, directory: str | Path) -> None:
-        """Write tokenizer.json and tokenizer_config.json into `directory` (atomically, each)."""
+    def save(self, directory: str | Path, tables: bool = False) -> None:
+        """Write tokenizer.json and tokenizer_config.json into `directory` (atomically, each). `tables`: a
+        byte-level BPE as its tables in place of tokenizer.json, which load 1.6x faster (`bpe_tables.py`):
+        for lmlab's own caches, since other tools read tokenizer.json."""
         directory = Path(directory)
-        atomic_write_text(directory / TOKENIZER_FILE, self.backend.to_str())
+        if tables:
+            save_tables(self.backend, directory)
+        else:
+            atomic_write_text(directory / TOKENIZER_FILE, self.backend.to_str())
         name = self.backend.id_to_token
         config = {
             "bos_token": name(self.bos_id) if self.bos_id is not None else None,

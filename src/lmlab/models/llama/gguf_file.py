@@ -47,8 +47,8 @@ from lmlab.tokenizers.text import TextTokenizer
 FAMILIES = {llama_gguf.ARCHITECTURE: llama_gguf}  # general.architecture -> conversion module
 SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
                    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")}
-CONVERTED_VERSION = 2  # bump when the converted layout changes, so old caches are not read
-QUANTIZED_VERSION = 1  # the same, for the quantized conversions (`load_gguf_quantized`)
+CONVERTED_VERSION = 3  # bump when the converted layout changes, so old caches are not read
+QUANTIZED_VERSION = 2  # the same, for the quantized conversions (`load_gguf_quantized`)
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
 
 
@@ -161,7 +161,7 @@ def load_gguf_quantized(path: Path, mode: str, key: str) -> tuple[TransformerDec
     converted = cache_dir("gguf") / f"{path.stem}-{key}-{mode}-q{QUANTIZED_VERSION}"
     if not is_quantized_dir(converted):
         model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
-        save_quantized(model, converted, tokenizer, source=str(path))
+        save_quantized(model, converted, tokenizer, source=str(path), tokenizer_tables=True)
     fix = f"delete the folder '{converted}' and load again"
     return read_quantized(converted, fix, check_values=False), TextTokenizer.from_dir(converted)
 
@@ -186,7 +186,7 @@ def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, director
         tmp.mkdir()
         save_file(state, tmp / WEIGHTS_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(config_to_dict(cfg), indent=2))
-        tokenizer.save(tmp)
+        tokenizer.save(tmp, tables=True)
 
 
 def load_converted(directory: Path) -> tuple[TransformerDecoder, TextTokenizer]:
