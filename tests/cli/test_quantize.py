@@ -1,5 +1,5 @@
 """`lmlab quantize` writes a quantized model directory that every command reads back; `--dtype` on generate,
-chat, logprobs and eval loads a model quantized; bad flags and outputs are one line, before any work."""
+chat, logprobs and eval (perplexity, task) loads a model quantized; bad flags and outputs are one line, before any work."""
 
 import json
 
@@ -52,6 +52,7 @@ def test_quantized_directory_serves_generate(tmp_path, chat_dir, capsys):
     ["chat", "--prompt", "1+2", "--greedy", "--max-new-tokens", "3"],
     ["logprobs", "--prompt", "1+2="],
     ["eval", "perplexity", "--file", "{text}"],
+    ["eval", "task", "--questions", "2", "--max-operand", "9"],
 ])
 @pytest.mark.parametrize("dtype", ["int8", "int4", "bf16"])
 def test_commands_take_a_dtype(tmp_path, chat_dir, capsys, command, dtype):

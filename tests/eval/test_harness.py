@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
+from lmlab.modules.quantized import QuantizedLinear
 
 from conftest import lmlab, one_line_error
 
@@ -179,6 +180,15 @@ def test_cli_prints_each_tasks_metrics_as_json(tmp_path, capsys):
     assert set(result) == {"lmlab_choices", "lmlab_sequences"}
     assert result["lmlab_choices"]["samples"] == 3 and 0 <= result["lmlab_choices"]["acc"] <= 1
     assert set(result["lmlab_sequences"]) == {"exact_match", "samples"}
+
+
+def test_dtype_loads_the_model_quantized(tmp_path, capsys):
+    directory = write_model(tmp_path / "m", "llama")
+    scorer = harness.load_scorer(str(directory), dtype="int8")
+    assert any(isinstance(m, QuantizedLinear) for m in scorer.model.modules())
+    assert lmlab("eval", "harness", "--model", directory, "--dtype", "int8", "--tasks", "lmlab_choices",
+                 "--include-path", TASKS_DIR, "--limit", 3, "--trust-task-code", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["lmlab_choices"]["samples"] == 3
 
 
 def test_cli_unknown_task_names_the_include_path_flag(capsys):

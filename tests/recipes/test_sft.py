@@ -193,3 +193,5 @@ def test_eval_task_grades_a_model_and_a_run_directory(base, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["kl_to_reference"] > 0  # tuned: it moved
     assert lmlab("eval", "task", "--model", base, "--questions", "0") == 2
     one_line_error(capsys, "--questions 0 must be at least 1")
+    assert lmlab("eval", "task", "--model", tmp_path / "r", "--dtype", "int8", "--questions", "3") == 2
+    one_line_error(capsys, "holds an adapter without a merged model", "drop --dtype")

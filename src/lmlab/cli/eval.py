@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
     ppl.set_defaults(run=run_perplexity)
     task = sub.add_parser("task", help="mean reward and accuracy of greedy replies to fresh addition questions")
     task.add_argument("--model", required=True, help="zoo name, model or run directory (a LoRA run: its merged model)")
+    add_dtype_arg(task)
     task.add_argument("--questions", type=int, default=200, help="questions asked (default 200)")
     task.add_argument("--max-operand", type=int, default=99, help="operands 0..N (default 99)")
     task.add_argument("--seed", type=int, default=1000,
@@ -93,14 +94,14 @@ def run_task(args) -> None:
         raise LmlabError(f"--questions {args.questions} is more than lmlab supports (at most {MAX_QUESTIONS:,})")
     if not 0 <= args.max_operand <= MAX_OPERAND:
         raise LmlabError(f"--max-operand {args.max_operand} must be between 0 and {MAX_OPERAND:,}")
-    model, tokenizer = _load_any(args.model)
+    model, tokenizer = _load_any(args.model, args.dtype)
     prompts = task_prompts(args.questions, args.seed, args.max_operand)
     with torch.no_grad():
         score = task_score(model.eval(), tokenizer, prompts)
     result = {"questions": len(prompts), "reward": score["task_reward"], "accuracy": score["task_accuracy"]}
     if args.reference:
-        result["kl_to_reference"] = kl_to_reference(model, _load_any(args.reference)[0].eval(), tokenizer, prompts,
-                                                    seed=args.seed)
+        reference = _load_any(args.reference, args.dtype)[0].eval()
+        result["kl_to_reference"] = kl_to_reference(model, reference, tokenizer, prompts, seed=args.seed)
     if args.json:
         print(json.dumps(result))
         return
@@ -108,6 +109,7 @@ def run_task(args) -> None:
     print(f"task reward {result['reward']:.3f}, accuracy {result['accuracy']:.1%} over {len(prompts)} questions{kl}")
 
 
-def _load_any(name: str):
-    """A zoo name, model directory or run directory (a fine-tuning run: its merged model, or base + adapter)."""
-    return load_tuned(name) if Path(name, "run.json").is_file() else load(name)
+def _load_any(name: str, dtype: str | None):
+    """A zoo name, model directory or run directory (a fine-tuning run: its merged model, or base + adapter),
+    loaded as `dtype` (None: as stored)."""
+    return load_tuned(name, dtype) if Path(name, "run.json").is_file() else load(name, dtype)

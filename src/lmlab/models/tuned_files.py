@@ -57,14 +57,18 @@ def save_tuned(model: TransformerDecoder, tokenizer: TextTokenizer, out: Path, m
     return save_model_dir(model, tokenizer, out / "model"), adapter_dir
 
 
-def load_tuned(out: str | os.PathLike) -> tuple[TransformerDecoder, TextTokenizer]:
-    """The fine-tuned model saved in run directory `out`: its full or merged model when it has one,
-    else the base model named in its run.json with the adapter loaded (PEFT modules stay in place)."""
+def load_tuned(out: str | os.PathLike, dtype: str | None = None) -> tuple[TransformerDecoder, TextTokenizer]:
+    """The fine-tuned model saved in run directory `out`: its full or merged model when it has one (as
+    `dtype`, `lmlab.load`'s), else the base model named in its run.json with the adapter loaded (PEFT
+    modules stay in place; fp32 only, the adapter was trained on the fp32 base)."""
     out = Path(out)
     if (out / "model" / "config.json").is_file():
-        return load(out)
+        return load(out, dtype)
     if not (out / "adapter").is_dir() or not (out / "run.json").is_file():
         raise LmlabError(f"'{out}' holds no finished fine-tuning run (no model/ or adapter/); finish it with --resume")
+    if dtype not in (None, "fp32"):
+        raise LmlabError(f"'{out}' holds an adapter without a merged model, which runs on its fp32 base model; "
+                         "drop --dtype (a LoRA run's merged model takes any)")
     model, tokenizer = load(json.loads((out / "run.json").read_text())["base_model"])
     return load_peft(model, out / "adapter"), tokenizer
 
