@@ -15,6 +15,7 @@ from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, w
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.decoder import build_decoder
 from lmlab.models import registry
+from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import special_token_ids
 from lmlab.tokenizers.text import TextTokenizer
@@ -69,7 +70,7 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     convert = registry.lookup(cfg.family, kind="decoder").convert
     header = safetensors_header(safetensors_files(directory))
     check_layer_bound({"n_layers": cfg.n_layers}, header, str(directory))
-    with torch.device("meta"):
+    with on_meta():
         model = build_decoder(cfg)
     state, hf_state = checked_state(model, lambda hf: convert.from_hf(hf, cfg), header,
                                     lambda: read_safetensors(directory), str(directory))

@@ -21,6 +21,7 @@ from lmlab.models import registry
 from lmlab.models.encoders import build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
+from lmlab.modules.meta import on_meta
 
 
 def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
@@ -37,7 +38,7 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
                       lambda: convert.config_from_hf(hf).replace(pooler=convert.has_pooler(header)))
     if cfg.family != "albert":  # ALBERT's n_layers all share one stored layer
         check_layer_bound({"num_hidden_layers": cfg.n_layers}, header, source)
-    with torch.device("meta"):
+    with on_meta():
         model = build(cfg)
     state, _ = checked_state(model, lambda hf_state: convert.from_hf(hf_state, cfg), header, lambda: {
         k.removeprefix(convert.BASE_PREFIX): v for k, v in read_safetensors(directory).items()}, source)

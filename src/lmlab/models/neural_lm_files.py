@@ -6,7 +6,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
@@ -17,6 +16,7 @@ from lmlab.io.hf import read_config_json, safetensors_files
 from lmlab.io.weight_checks import check_finite, check_fits, safetensors_header
 from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.models.window import WindowConfig, WindowLM
+from lmlab.modules.meta import on_meta
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -53,7 +53,7 @@ def _load(directory: Path, config_cls, model_cls):
                          lambda: config_cls(**{k: v for k, v in saved.items() if k in fields}),
                          "re-export the model with lmlab train")
     header = safetensors_header(safetensors_files(directory))
-    with torch.device("meta"):
+    with on_meta():
         meta = model_cls(config)
     names_of: dict[int, list[str]] = {}  # a tied weight is stored under one of its names
     for name, param in meta.named_parameters(remove_duplicate=False):

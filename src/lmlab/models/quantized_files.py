@@ -28,6 +28,7 @@ from lmlab.models import registry
 from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import read_hf_config, special_ids
 from lmlab.models.quantize import MODES, fill_quantized, input_width, quantized_state
+from lmlab.modules.meta import on_meta
 from lmlab.modules.quantized import QuantizedLinear
 from lmlab.modules.quantized_formats import RUN
 from lmlab.modules.transformer import TransformerDecoder
@@ -85,7 +86,7 @@ def read_quantized(directory: str | Path, fix: str = "quantize the model again w
     cfg = read_hf_config(directory)
     source = str(directory / WEIGHTS_FILE)
     header = _header(directory / WEIGHTS_FILE, fix)
-    with torch.device("meta"):
+    with on_meta():
         expected = build_decoder(cfg)
     left = dict(header)
     for name, tensor in expected.state_dict().items():

@@ -23,6 +23,7 @@ from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_from_dict, config_to_dict
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.models.family import LOAD, LOAD_ENCODER, Family
+from lmlab.modules.meta import on_meta
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 
 
@@ -57,7 +58,7 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     header = safetensors_header(safetensors_files(path))
     check_layer_bound({"encoder layers": cfg.n_encoder_layers, "decoder layers": cfg.n_decoder_layers}, header,
                       str(path))
-    with torch.device("meta"):
+    with on_meta():
         model = build_encoder_decoder(cfg)
     state, _ = checked_state(model, lambda hf_state: convert.from_hf(hf_state, cfg), header,
                              lambda: read_safetensors(path), str(path))

@@ -40,6 +40,7 @@ from lmlab.models.llama import gguf as llama_gguf
 from lmlab.models.quantize import MODES as QUANTIZED_MODES, quantized_decoder
 from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_quantized
 from lmlab.models.quantized_gguf import assemble, repack, row_sources
+from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
@@ -119,7 +120,7 @@ def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextToken
     if tokenizer.vocab_size > cfg.vocab_size:
         raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but token_embd.weight only "
                          f"{cfg.vocab_size} rows; the file is damaged, download it again")
-    with torch.device("meta"):
+    with on_meta():
         expected = build_decoder(cfg).state_dict()
     try:
         meta = family.from_gguf({name: torch.empty(shape, device="meta") for name, shape in shapes.items()}, cfg)
@@ -204,7 +205,7 @@ def load_converted(directory: Path) -> tuple[TransformerDecoder, TextTokenizer]:
 
 def _assemble(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> TransformerDecoder:
     """A model for `cfg` that takes `state`'s tensors as its own (built on meta: no init, no copy)."""
-    with torch.device("meta"):
+    with on_meta():
         model = build_decoder(cfg)
     model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:

@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from safetensors.torch import save_file
 
 from lmlab.data.char_vocab import CharVocab
@@ -20,6 +19,7 @@ from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files
 from lmlab.io.weight_checks import check_finite, check_fits, safetensors_header
 from lmlab.models.seq2seq import Seq2Seq, Seq2SeqConfig, build_seq2seq
+from lmlab.modules.meta import on_meta
 
 MODEL_TYPE = "seq2seq-rnn"
 
@@ -63,7 +63,7 @@ def load_seq2seq_dir(directory: str | Path) -> Seq2SeqModel:
         raise LmlabError(f"'{path}' holds a {config.get('model_type')!r} model, not a {MODEL_TYPE} one; "
                          "pass a directory written by `lmlab seq2seq train`")
     model_config = config_from(str(config_file), lambda: Seq2SeqConfig(**config["lmlab"]), "train the model again")
-    with torch.device("meta"):
+    with on_meta():
         expected = build_seq2seq(model_config).state_dict()
     check_fits(expected, safetensors_header(safetensors_files(path)), str(path))
     model = build_seq2seq(model_config)
