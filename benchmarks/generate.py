@@ -27,7 +27,13 @@ weights. Measured:
              once (from inductor's on-disk cache, ~/.cache/lmlab/inductor, when an earlier run left it warm).
 
 llama.cpp (llama-cpp-python, the `bench` extra, built from source) is timed on the same GGUF when it is
-installed: it runs the Q4_1 weights themselves (as lmlab int4 does). Repetitions interleave the
+installed: it runs the Q4_1 weights themselves (as lmlab int4 does). On a CPU with AMX, llama-cpp-python
+0.3.36 built as it comes (-march=native) crashed in its AMX matmul (ggml_backend_amx_mul_mat) on our VM;
+build it for AVX-512 instead:
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+  -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON"
+  pip install --force-reinstall --no-deps llama-cpp-python
+Repetitions interleave the
 implementations (alternating their order) and each reports its median, so a noisy shared machine slows
 all alike; the load average before and after is recorded. Usage:
 
