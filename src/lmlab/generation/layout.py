@@ -81,11 +81,11 @@ def panels_pay() -> bool:
     seconds = {plain: [], on_panels: []}
     with torch.inference_mode():
         for round_ in range(4):
-            for layout in seconds:
+            for run in seconds:
                 start = time.perf_counter()
-                layout()
+                run()
                 if round_:  # the first round warms up
-                    seconds[layout].append(time.perf_counter() - start)
+                    seconds[run].append(time.perf_counter() - start)
     return statistics.median(seconds[on_panels]) < statistics.median(seconds[plain])
 
 
