@@ -1,21 +1,14 @@
-"""Decoding steps run the linear layers on column panels (`decoding_view`) where they pay on this CPU: the
-same products as `nn.Linear` up to float rounding, parameters shared rather than copied, panels remade
-when the weights change, and the model itself left untouched; where they do not pay, the model itself."""
+"""Decoding steps run the linear layers on column panels (`decoding_view`): the same products as
+`nn.Linear` up to float rounding, parameters shared rather than copied, panels remade when the
+weights change, and the model itself left untouched."""
 
 import pytest
 import torch
 from torch import nn
 
-from lmlab.generation import layout
+from lmlab.models.presets import preset
 from lmlab.generation.layout import MAX_ROWS, PanelLinear, decoding_view
 from lmlab.models.decoder import build_decoder
-from lmlab.models.presets import preset
-
-
-@pytest.fixture(autouse=True)
-def panels_pay(monkeypatch):
-    """Panels on, whatever this CPU's measurement says."""
-    monkeypatch.setattr(layout, "panels_pay", lambda: True)
 
 
 def tiny_llama():
@@ -68,16 +61,3 @@ def test_panels_follow_rows_that_trade_places():
             weight = block.feed_forward.down.weight
             weight[[0, 1]] = weight[[1, 0]]
     torch.testing.assert_close(decoding_view(model)(ids), model(ids), rtol=1e-5, atol=1e-5)
-
-
-def test_where_panels_do_not_pay_the_model_decodes_as_it_is(monkeypatch):
-    monkeypatch.setattr(layout, "panels_pay", lambda: False)
-    model = tiny_llama()
-    assert decoding_view(model) is model
-
-
-def test_the_measurement_is_made_once_and_says_yes_or_no(monkeypatch):
-    monkeypatch.undo()  # the real measurement
-    layout.panels_pay.cache_clear()
-    first = layout.panels_pay()
-    assert isinstance(first, bool) and layout.panels_pay() is first and layout.panels_pay.cache_info().misses == 1

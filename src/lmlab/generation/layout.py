@@ -7,9 +7,7 @@ on one core of the AMD EPYC we measured on, 31 GB/s on two). Cut into column pan
 stored as (out / 16, in, 16) with every panel one contiguous block, the same product becomes a
 batched matmul that reads the weights at 22-27 GB/s: about 2x faster for 1 to 64 rows (SmolLM2-135M's
 121 matrices, weights not in cache). From ~128 rows on the plain layout wins, so prompts (a real
-matrix-matrix product) keep it. Not every CPU gains: on a 2-core Intel Xeon VM (AVX-512) MKL streamed the
-plain layout at 27-37 GB/s and the panels at 21-28, and SmolLM2 fp32 decoded at 32-33 tokens/s plain
-against 25-28 on panels. So `panels_pay` times both once per process and the view uses the faster.
+matrix-matrix product) keep it.
 
 `decoding_view(model)` is the model's module tree with every `nn.Linear` swapped for a
 `PanelLinear` that shares its parameters; generation runs the one-token steps through it and the
@@ -18,9 +16,6 @@ weights, ~0.2 s for 135M parameters) and remade when its values change.
 """
 
 import copy
-import functools
-import statistics
-import time
 import weakref
 
 import torch
@@ -28,7 +23,6 @@ from torch import nn
 
 PANEL = 16  # output features per panel
 MAX_ROWS = 64  # above this many rows, the plain layout is faster
-TIMED_MATRICES, TIMED_SIZE = 16, 1024  # panels_pay's workload: 64 MB of fp32 weights, past the CPU's caches
 
 
 class PanelLinear(nn.Module):
@@ -52,41 +46,11 @@ class PanelLinear(nn.Module):
 
 
 def decoding_view(model: nn.Module) -> nn.Module:
-    """`model` for decoding steps: on a CPU where panels pay (`panels_pay`), its module tree with linear
-    layers on panels (the parameters, buffers and settings shared, not copied); else the model itself."""
-    on_cpu = next(model.parameters()).device.type == "cpu"
-    if not (on_cpu and any(isinstance(m, nn.Linear) for m in model.modules()) and panels_pay()):
+    """`model` for decoding steps: on the CPU, its module tree with linear layers on panels (the
+    parameters, buffers and settings shared, not copied); elsewhere the model itself."""
+    if next(model.parameters()).device.type != "cpu":
         return model
     return _view(model)
-
-
-@functools.cache
-def panels_pay() -> bool:
-    """Whether one row times fp32 weights on panels beats the plain layout on this CPU, at the threads set
-    now: a pass over 16 matrices of 1024 x 1024 in each layout, after a warm-up pass, 3 times interleaved,
-    medians compared (~70 ms, once per process, and only for a model with float linear layers; timed in fp32,
-    which bf16 models follow)."""
-    weights = [torch.ones(TIMED_SIZE, TIMED_SIZE) for _ in range(TIMED_MATRICES)]  # (out, in); ones: no denormals
-    panels = [_cut(w) for w in weights]
-    x = torch.ones(1, TIMED_SIZE)
-
-    def plain() -> None:
-        for w in weights:
-            torch.nn.functional.linear(x, w)
-
-    def on_panels() -> None:
-        for p in panels:
-            torch.matmul(x, p)
-
-    seconds = {plain: [], on_panels: []}
-    with torch.inference_mode():
-        for round_ in range(4):
-            for run in seconds:
-                start = time.perf_counter()
-                run()
-                if round_:  # the first round warms up
-                    seconds[run].append(time.perf_counter() - start)
-    return statistics.median(seconds[on_panels]) < statistics.median(seconds[plain])
 
 
 def _view(module: nn.Module) -> nn.Module:
@@ -111,15 +75,11 @@ def _panels(linear: nn.Linear) -> torch.Tensor:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with torch.no_grad():
-        panels = _cut(weight.detach())
+        w = weight.detach()  # (out, in)
+        w = torch.nn.functional.pad(w, (0, 0, 0, -w.size(0) % PANEL))  # out padded to a multiple of PANEL
+        panels = w.t().reshape(w.size(1), -1, PANEL).transpose(0, 1).contiguous()  # (n_panels, in, PANEL)
     _PANELS[linear] = (stamp, panels)
     return panels
-
-
-def _cut(w: torch.Tensor) -> torch.Tensor:
-    """A weight (out, in) as panels (n_panels, in, PANEL), its outputs padded to a multiple of PANEL."""
-    w = torch.nn.functional.pad(w, (0, 0, 0, -w.size(0) % PANEL))
-    return w.t().reshape(w.size(1), -1, PANEL).transpose(0, 1).contiguous()
 
 
 def _bit_sum(weight: torch.Tensor) -> int:
