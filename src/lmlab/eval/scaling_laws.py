@@ -1,0 +1,134 @@
+"""Scaling-law fits: Kaplan et al.'s power laws and Chinchilla's L(N, D), from (parameters, tokens, loss) points.
+
+Kaplan et al. (2020) fit the loss of models trained to convergence as a power law of one resource at a time:
+L(N) = (N_c / N)^alpha_N, L(D) = (D_c / D)^alpha_D, a straight line in log-log space (`fit_power_law`).
+Hoffmann et al. (2022, "Chinchilla", approach 3) fit both at once with an irreducible loss E:
+
+    L(N, D) = E + A / N^alpha + B / D^beta
+
+minimising the Huber loss (delta 1e-3) of log L's residuals, written with a log-sum-exp so that every term
+stays positive, by L-BFGS from a grid of starting points (`fit_chinchilla`). With training compute C = 6 N D,
+the loss is lowest at N_opt = G (C / 6)^(beta / (alpha + beta)), G = (alpha A / (beta B))^(1 / (alpha + beta)),
+and D_opt = C / (6 N_opt) (`compute_optimal`). `bootstrap` resamples the points to give the exponents an
+interval. Everything runs in float64 on the CPU; the points are few (one per training run).
+"""
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from lmlab.errors import LmlabError
+
+HUBER_DELTA = 1e-3  # Hoffmann et al.'s
+# Hoffmann et al.'s grid of starting points, on a, b = log A, log B and e = log E
+_GRID = {"alpha": (0.0, 0.5, 1.0, 1.5, 2.0), "beta": (0.0, 0.5, 1.0, 1.5, 2.0), "e": (-1.0, -0.5, 0.0, 0.5, 1.0),
+         "a": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0), "b": (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)}
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """L(x) = (scale / x)^exponent."""
+    exponent: float
+    scale: float
+
+    def __call__(self, x: float) -> float:
+        return (self.scale / x) ** self.exponent
+
+
+@dataclass(frozen=True)
+class ChinchillaFit:
+    """L(N, D) = E + A / N^alpha + B / D^beta, and the Huber objective it reached."""
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+    objective: float
+
+    def __call__(self, n: float, d: float) -> float:
+        return self.E + self.A / n**self.alpha + self.B / d**self.beta
+
+
+def fit_power_law(x: list[float], loss: list[float]) -> PowerLaw:
+    """Kaplan's L(x) = (scale / x)^exponent by least squares on log L = exponent (log scale - log x)."""
+    log_x, log_l = _positive_logs(x, "x"), _positive_logs(loss, "loss")
+    if len(log_x) != len(log_l) or len(log_x) < 2 or float(log_x.std()) == 0:
+        raise LmlabError("a power law needs at least two points with different x")
+    design = torch.stack([torch.ones_like(log_x), -log_x], dim=1)  # log L = c - exponent log x
+    c, exponent = torch.linalg.lstsq(design, log_l[:, None]).solution[:, 0].tolist()
+    return PowerLaw(exponent, math.exp(c / exponent) if exponent else math.inf)
+
+
+def fit_chinchilla(n: list[float], d: list[float], loss: list[float], grid: dict | None = None, starts: int = 16,
+                   max_iter: int = 200) -> ChinchillaFit:
+    """Chinchilla's L(N, D) fitted to runs of `n` parameters trained on `d` tokens to `loss`, as Hoffmann et
+    al. fit it: the Huber loss of log-space residuals, minimised by L-BFGS from points of `grid` (default
+    theirs, 3,750 points). Every grid point is scored and L-BFGS runs from the `starts` best, each on its own;
+    the best result is kept."""
+    log_n, log_d, log_l = _positive_logs(n, "N"), _positive_logs(d, "D"), _positive_logs(loss, "loss")
+    if not len(log_n) == len(log_d) == len(log_l) or len(log_l) < 5:
+        raise LmlabError(f"Chinchilla's law has 5 parameters and needs at least 5 runs, got {len(log_l)}")
+    grid = grid or _GRID
+    points = torch.tensor(list(itertools.product(*(grid[k] for k in ("a", "b", "e", "alpha", "beta")))),
+                          dtype=torch.float64)  # (S, 5): a, b, e, alpha, beta
+
+    def objective(params: torch.Tensor) -> torch.Tensor:  # params (..., 5) -> (...)
+        a, b, e, alpha, beta = params[..., None, :].unbind(dim=-1)  # each (..., 1)
+        predicted = torch.logsumexp(torch.stack([a - alpha * log_n, b - beta * log_d, e.expand(*e.shape[:-1],
+                                                                                                  len(log_n))]), dim=0)
+        return torch.nn.functional.huber_loss(predicted, log_l.expand_as(predicted), delta=HUBER_DELTA,
+                                              reduction="none").sum(dim=-1)
+
+    best = None
+    for start in points[objective(points).argsort()[:starts]]:
+        params = start.clone().requires_grad_(True)
+        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
+                                      tolerance_grad=1e-12, tolerance_change=1e-15)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            value = objective(params)
+            value.backward()
+            return value
+
+        optimizer.step(closure)
+        value = float(objective(params.detach()))
+        if math.isfinite(value) and (best is None or value < best[0]):
+            best = (value, params.detach().tolist())
+    value, (a, b, e, alpha, beta) = best
+    return ChinchillaFit(math.exp(e), math.exp(a), math.exp(b), alpha, beta, value)
+
+
+def compute_optimal(fit: ChinchillaFit, flops: float) -> tuple[float, float]:
+    """(N_opt, D_opt): the model size and tokens that minimise `fit`'s loss for a compute of `flops` = 6 N D."""
+    if not fit.alpha > 0 < fit.beta:
+        raise LmlabError(f"the fit's exponents (alpha {fit.alpha:.3g}, beta {fit.beta:.3g}) are not both positive: "
+                         "its loss has no compute-optimal size; fit on runs that span more sizes and tokens")
+    g = (fit.alpha * fit.A / (fit.beta * fit.B)) ** (1 / (fit.alpha + fit.beta))
+    n_opt = g * (flops / 6) ** (fit.beta / (fit.alpha + fit.beta))
+    return n_opt, flops / (6 * n_opt)
+
+
+def bootstrap(fit: Callable[[list[int]], dict[str, float]], points: int, samples: int = 200, seed: int = 0,
+              level: float = 0.9) -> dict[str, tuple[float, float]]:
+    """Percentile intervals (`level`, two-sided) of the numbers `fit(indices)` returns, over `samples` resamples
+    with replacement of the `points` data points (`fit` refits on the points at those indices)."""
+    generator = torch.Generator().manual_seed(seed)
+    draws: dict[str, list[float]] = {}
+    for _ in range(samples):
+        for name, value in fit(torch.randint(points, (points,), generator=generator).tolist()).items():
+            draws.setdefault(name, []).append(value)
+    low, high = (1 - level) / 2, (1 + level) / 2
+    return {name: tuple(torch.tensor(values, dtype=torch.float64).quantile(torch.tensor([low, high],
+                                                                          dtype=torch.float64)).tolist())
+            for name, values in draws.items()}
+
+
+def _positive_logs(values: list[float], name: str) -> torch.Tensor:
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if tensor.dim() != 1 or not bool((tensor > 0).all() and tensor.isfinite().all()):
+        raise LmlabError(f"every {name} of a scaling-law fit must be a positive finite number")
+    return tensor.log()
