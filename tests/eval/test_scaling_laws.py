@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.eval.scaling_laws import ChinchillaFit, bootstrap, compute_optimal, fit_chinchilla, fit_power_law
+from lmlab.eval.scaling_laws import (ChinchillaFit, bootstrap, compute_optimal, fit_chinchilla, fit_power_law,
+                                     isoflop_optimum)
 
 CHINCHILLA = ChinchillaFit(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, objective=0.0)  # their fit
 SIZES, TOKENS = [1e6, 3e6, 1e7, 3e7, 1e8, 3e8], [1e8, 3e8, 1e9, 3e9, 1e10]
@@ -33,6 +34,28 @@ def test_compute_optimal_size_is_the_lowest_loss_on_its_isoflop_curve():
     sizes = torch.logspace(7, 12, 5001, dtype=torch.float64).tolist()  # 0.23% apart
     best = min(sizes, key=lambda n: CHINCHILLA(n, flops / (6 * n)))
     assert best == pytest.approx(n_opt, rel=3e-3)
+
+
+def test_isoflop_profiles_find_the_compute_optimal_size_and_its_exponent():
+    """Runs of one compute each, sizes around the optimum: the parabola's vertex is within 2% of the law's
+    N_opt, and N_opt(C) across budgets grows as C^(beta / (alpha + beta))."""
+    budgets = [1e19, 1e20, 1e21, 1e22]
+    optima = []
+    for flops in budgets:
+        n_opt, _ = compute_optimal(CHINCHILLA, flops)
+        sizes = [n_opt * 2.0**k for k in range(-2, 3)]
+        optima.append(isoflop_optimum(sizes, [CHINCHILLA(n, flops / (6 * n)) for n in sizes]))
+        assert optima[-1] == pytest.approx(n_opt, rel=0.02)
+    exponent = fit_power_law(budgets, [1 / n for n in optima]).exponent  # N_opt ~ C^a  <=>  1/N_opt ~ (1/C)^a
+    assert exponent == pytest.approx(CHINCHILLA.beta / (CHINCHILLA.alpha + CHINCHILLA.beta), abs=0.01)
+
+
+def test_an_isoflop_profile_that_does_not_bracket_its_optimum_is_one_error():
+    flops = 1e21
+    n_opt, _ = compute_optimal(CHINCHILLA, flops)
+    sizes = [n_opt * 8.0**k for k in range(1, 4)]  # all larger than the optimum: the loss only rises
+    with pytest.raises(LmlabError, match="outside its runs' sizes"):
+        isoflop_optimum(sizes, [CHINCHILLA(n, flops / (6 * n)) for n in sizes])
 
 
 def test_compute_optimal_refuses_a_fit_without_a_minimum():

@@ -9,8 +9,9 @@ Hoffmann et al. (2022, "Chinchilla", approach 3) fit both at once with an irredu
 minimising the Huber loss (delta 1e-3) of log L's residuals, written with a log-sum-exp so that every term
 stays positive, by L-BFGS from a grid of starting points (`fit_chinchilla`). With training compute C = 6 N D,
 the loss is lowest at N_opt = G (C / 6)^(beta / (alpha + beta)), G = (alpha A / (beta B))^(1 / (alpha + beta)),
-and D_opt = C / (6 N_opt) (`compute_optimal`). `bootstrap` resamples the points to give the exponents an
-interval. Everything runs in float64 on the CPU; the points are few (one per training run).
+and D_opt = C / (6 N_opt) (`compute_optimal`); measured instead, it is the vertex of a parabola through
+the losses of one compute budget against log N (`isoflop_optimum`, their approach 2), and N_opt(C) across
+budgets is a power law again. `bootstrap` resamples the points to give the exponents an interval. Everything runs in float64 on the CPU; the points are few (one per training run).
 """
 
 import itertools
@@ -110,6 +111,21 @@ def compute_optimal(fit: ChinchillaFit, flops: float) -> tuple[float, float]:
     g = (fit.alpha * fit.A / (fit.beta * fit.B)) ** (1 / (fit.alpha + fit.beta))
     n_opt = g * (flops / 6) ** (fit.beta / (fit.alpha + fit.beta))
     return n_opt, flops / (6 * n_opt)
+
+
+def isoflop_optimum(n: list[float], loss: list[float]) -> float:
+    """The model size with the lowest loss along one isoFLOP profile (runs of the same compute, Hoffmann et
+    al.'s approach 2): a parabola fitted to the loss against log N, its vertex. The runs must bracket it."""
+    log_n, values = _positive_logs(n, "N"), torch.tensor(loss, dtype=torch.float64)
+    if len(log_n) != len(values) or len(log_n) < 3 or len(set(log_n.tolist())) < 3:
+        raise LmlabError("an isoFLOP profile needs at least three runs of different sizes")
+    design = torch.stack([log_n**2, log_n, torch.ones_like(log_n)], dim=1)
+    curve, slope, _ = torch.linalg.lstsq(design, values[:, None]).solution[:, 0].tolist()
+    vertex = -slope / (2 * curve) if curve > 0 else math.nan
+    if not float(log_n.min()) <= vertex <= float(log_n.max()):
+        raise LmlabError("the isoFLOP profile's lowest loss lies outside its runs' sizes (or it curves the wrong "
+                         "way); add runs on the side where the loss still falls")
+    return math.exp(vertex)
 
 
 def bootstrap(fit: Callable[[list[int]], dict[str, float]], points: int, samples: int = 200, seed: int = 0,
