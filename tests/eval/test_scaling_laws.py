@@ -92,3 +92,9 @@ def test_too_few_runs_is_one_error():
         fit_chinchilla([1e6, 2e6], [1e9, 1e9], [3.0, 2.9])
     with pytest.raises(LmlabError, match="two points with different x"):
         fit_power_law([1e6, 1e6], [3.0, 2.9])
+
+
+def test_a_fit_whose_every_start_fails_is_one_error():
+    nowhere = {name: (float("nan"),) for name in ("a", "b", "e", "alpha", "beta")}
+    with pytest.raises(LmlabError, match="no start of the Chinchilla fit"):
+        fit_chinchilla(*grid_points(), grid=nowhere, starts=1)

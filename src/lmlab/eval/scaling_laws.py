@@ -99,6 +99,8 @@ def fit_chinchilla(n: list[float], d: list[float], loss: list[float], grid: dict
         value = float(objective(params.detach()))
         if math.isfinite(value) and (best is None or value < best[0]):
             best = (value, params.detach().tolist())
+    if best is None:
+        raise LmlabError("no start of the Chinchilla fit reached a finite loss; check the runs' N, D and loss")
     value, (a, b, e, alpha, beta) = best
     return ChinchillaFit(math.exp(e), math.exp(a), math.exp(b), alpha, beta, value)
 
