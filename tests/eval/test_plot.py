@@ -66,6 +66,16 @@ def test_log_y_draws_exponential_decay_as_a_straight_line(tmp_path):
     assert straightness(below_legend(pixels_of(lin_img, BLUE))) < 0.95
 
 
+def test_log_x_draws_a_power_law_straight_and_skips_non_positive_x(tmp_path):
+    x = np.logspace(0, 4, 50)
+    x[[3, 7]] = [0.0, -1.0]  # not drawable on a log axis: skipped
+    y = 1 / np.sqrt(np.maximum(x, 1))
+    log_img = read_png(save_line_plot(tmp_path / "log.png", {"g": (x, y)}, log_x=True, log_y=True))
+    lin_img = read_png(save_line_plot(tmp_path / "lin.png", {"g": (x, y)}, log_y=True))
+    assert straightness(below_legend(pixels_of(log_img, BLUE))) > 0.99
+    assert straightness(below_legend(pixels_of(lin_img, BLUE))) < 0.95
+
+
 def test_non_finite_points_are_skipped_and_one_point_is_a_dot(tmp_path):
     noisy = ([0, 1, 2, 3], [1.0, math.nan, math.inf, 0.5])
     dot = save_line_plot(tmp_path / "dot.png", {"noisy": noisy, "one": ([1.5], [0.7])})

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.eval.scaling_laws import (ChinchillaFit, bootstrap, compute_optimal, fit_chinchilla, fit_power_law,
-                                     isoflop_optimum)
+from lmlab.eval.scaling_laws import (ChinchillaFit, KaplanFit, bootstrap, compute_optimal, fit_chinchilla,
+                                     fit_kaplan, fit_power_law, isoflop_optimum)
 
 CHINCHILLA = ChinchillaFit(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, objective=0.0)  # their fit
 SIZES, TOKENS = [1e6, 3e6, 1e7, 3e7, 1e8, 3e8], [1e8, 3e8, 1e9, 3e9, 1e10]
@@ -25,6 +25,21 @@ def test_chinchilla_fit_recovers_the_law_its_points_come_from():
     for name in ("E", "A", "B", "alpha", "beta"):
         assert getattr(fit, name) == pytest.approx(getattr(CHINCHILLA, name), rel=1e-3), name
     assert fit.objective < 1e-9
+
+
+def test_kaplan_joint_fit_recovers_its_law_and_its_limits_are_the_one_resource_laws():
+    kaplan = KaplanFit(alpha_n=0.076, alpha_d=0.095, n_c=8.8e13, d_c=5.4e13, objective=0.0)  # Kaplan et al.'s
+    n, d, loss = grid_points(kaplan)
+    fit = fit_kaplan(n, d, loss)
+    for name in ("alpha_n", "alpha_d", "n_c", "d_c"):
+        assert getattr(fit, name) == pytest.approx(getattr(kaplan, name), rel=1e-3), name
+    assert fit(1e9, 1e30) == pytest.approx((fit.n_c / 1e9) ** fit.alpha_n, rel=1e-6)  # data unlimited: L(N)
+    assert fit(1e30, 1e9) == pytest.approx((fit.d_c / 1e9) ** fit.alpha_d, rel=1e-6)  # size unlimited: L(D)
+    refit = fit_kaplan(n, d, loss, start=fit)  # refitting from the fit stays there
+    assert [refit.alpha_n, refit.alpha_d, refit.n_c, refit.d_c] == \
+        pytest.approx([fit.alpha_n, fit.alpha_d, fit.n_c, fit.d_c], rel=1e-6)
+    with pytest.raises(LmlabError, match="at least 4 runs"):
+        fit_kaplan(n[:3], d[:3], loss[:3])
 
 
 def test_compute_optimal_size_is_the_lowest_loss_on_its_isoflop_curve():

@@ -1,12 +1,14 @@
 """`lmlab experiment`: experiments from the course, run end to end. `vanishing-gradients`: how the
 gradient of the loss with respect to inputs k steps back decays in an Elman RNN, an LSTM and a GRU.
 `seq2seq-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
-the same models fine-tuned from scratch."""
+the same models fine-tuned from scratch. `scaling`: a grid of decoder sizes and token budgets within a time
+budget, and Kaplan's and Chinchilla's scaling laws fitted to it."""
 
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.io.outputs import check_run_dir
-from lmlab.experiments import seq2seq_pretraining
+from lmlab.experiments import scaling, seq2seq_pretraining
+from lmlab.experiments.scaling import ScalingSettings
 from lmlab.experiments.seq2seq_pretraining import PretrainingExperimentSettings
 from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
 
@@ -30,6 +32,7 @@ def add_parser(subparsers) -> None:
     vg.add_argument("--seed", type=int, default=d.seed, help=f"initial weights and measured sequences (default {d.seed})")
     vg.set_defaults(run=run_vanishing_gradients)
     _add_seq2seq_pretraining(sub)
+    _add_scaling(sub)
 
 
 def _add_seq2seq_pretraining(sub) -> None:
@@ -65,6 +68,42 @@ def _add_seq2seq_pretraining(sub) -> None:
     sp.set_defaults(run=run_seq2seq_pretraining)
 
 
+def _add_scaling(sub) -> None:
+    d = ScalingSettings()
+    sc = sub.add_parser("scaling", help="scaling laws: a grid of decoder sizes and token budgets (tables, JSON, PNGs)",
+                        description="Train a grid of decoders (non-embedding sizes doubling from ~1.3e4 to "
+                                    "--max-parameters) on token budgets doubling from --min-steps batches, as many "
+                                    "isoFLOP profiles as --budget-minutes allows on this machine; score each run on "
+                                    "held-out text; fit Kaplan's L(N) and L(D), Chinchilla's L(N, D) = E + A/N^alpha "
+                                    "+ B/D^beta and the compute-optimal size of each isoFLOP profile; write "
+                                    "scaling.json, .md, scaling_compute.png and scaling_isoflop.png to --out. Each "
+                                    "run is a normal run directory in --out/runs; the same command again continues "
+                                    "an interrupted grid. On markov the true entropy is printed beside the fitted E.")
+    sc.add_argument("--out", required=True, help="a new directory, or a grid this command started, to continue it")
+    sc.add_argument("--data", default=d.data,
+                    help=f"markov (default: its true entropy is known), stdlib (the whole standard library), or a "
+                         f"text file, directory or JSONL")
+    sc.add_argument("--budget-minutes", type=float, default=d.budget_minutes, metavar="M",
+                    help=f"the grid's estimated time on this machine, from a timed step of each size "
+                         f"(default {d.budget_minutes:g})")
+    sc.add_argument("--model", default=d.model,
+                    help=f"decoder preset whose family (norm, MLP, positions) every size uses (default {d.model})")
+    sc.add_argument("--tokens-per-parameter", type=float, nargs=2, default=d.tokens_per_parameter,
+                    metavar=("LOW", "HIGH"), help="the band of D/N a run must lie in (default "
+                                                 f"{d.tokens_per_parameter[0]:g} {d.tokens_per_parameter[1]:g})")
+    for name, help_text in (("vocab_size", "BPE vocabulary, shared by every run"),
+                            ("batch_size", "sequences per step"), ("block_size", "tokens per sequence"),
+                            ("min_steps", "steps of the shortest run; token budgets double from there"),
+                            ("bootstrap", "resamples for the exponents' intervals (0: none)"),
+                            ("seed", "weights, data order and held-out split")):
+        sc.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
+                        help=f"{help_text} (default {getattr(d, name)})")
+    sc.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of every run (default {d.lr:g})")
+    sc.add_argument("--max-parameters", type=float, default=d.max_parameters, metavar="N",
+                    help=f"largest non-embedding size of the ladder (default {d.max_parameters:.0e})")
+    sc.set_defaults(run=run_scaling)
+
+
 def run_vanishing_gradients(args) -> None:
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
@@ -80,3 +119,10 @@ def run_seq2seq_pretraining(args) -> None:
     report = seq2seq_pretraining.seq2seq_pretraining(args.out, settings)
     print(seq2seq_pretraining.results_table(report), end="")
     print(f"written: {args.out}/seq2seq_pretraining.json, .md, .png")
+
+
+def run_scaling(args) -> None:
+    fields = {f for f in ScalingSettings.__dataclass_fields__ if hasattr(args, f)}
+    report = scaling.scaling(args.out, ScalingSettings(**{f: getattr(args, f) for f in fields}))
+    print(scaling.results_table(report), end="")
+    print(f"written: {args.out}/scaling.json, .md, scaling_compute.png, scaling_isoflop.png")

@@ -13,7 +13,7 @@ import torch
 
 from lmlab.config import OptimConfig, TrainConfig
 from lmlab.models.presets import preset
-from lmlab.data.corpora import MARKOV_TRAIN_DOCS
+from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
 from lmlab.data.markov import markov_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.eval.baselines import unigram_perplexity
@@ -23,7 +23,7 @@ from lmlab.models.load import load
 from lmlab.recipes.pretrain import pretrain
 from lmlab.training.checkpoint import list_checkpoints
 
-HELD_OUT_DOCS, HELD_OUT_SEED = 300, 12345
+HELD_OUT_DOCS = 300
 PROMPTS = ["Zini", "Ba", "Mo"]
 
 
@@ -53,7 +53,7 @@ def run(args) -> None:
     model, tokenizer = load(result.model_dir)
 
     # Held-out text from the same source, with its exact surprisal: the entropy floor.
-    texts, surprisal = markov_corpus(HELD_OUT_DOCS, seed=HELD_OUT_SEED)
+    texts, surprisal = markov_corpus(HELD_OUT_DOCS, seed=MARKOV_HELD_OUT_SEED)
     held_out = tokenize_corpus(texts, tokenizer.backend)
     train_tokens = tokenize_corpus(markov_corpus(MARKOV_TRAIN_DOCS)[0], tokenizer.backend)
     ours = perplexity(model, torch.from_numpy(held_out.astype("int64")), model.config.context_length)

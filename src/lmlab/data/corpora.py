@@ -14,6 +14,7 @@ EMBEDDED = {
 }
 MARKOV_TRAIN_DOCS = 20000
 MARKOV_TRAIN_SEED = 0
+MARKOV_HELD_OUT_SEED = 12345  # held-out documents from the same source, scored against their surprisal
 ANALOGY_TRAIN_SENTENCES = 60000
 NUMBER_DOCS = 4000
 

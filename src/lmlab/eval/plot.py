@@ -248,27 +248,33 @@ def save_line_plot(
     ylabel: str = "",
     log_y: bool = False,
     size=(640, 400),
+    log_x: bool = False,
 ) -> Path:
     """Draw `series` (name -> (xs, ys)) as a line chart and save it as a PNG at `path`.
 
     For training curves without a plotting library: numpy rasterisation, a built-in bitmap
     font, one colour per series with a legend. NaN/inf points are skipped (and non-positive y
-    with `log_y`, which plots log10 of y); a series with one point draws a dot.
+    with `log_y`, which plots log10 of y; likewise x with `log_x`); a series with one point draws a dot.
     """
     width, height = size
     if width < 160 or height < 120:
         raise ValueError(f"size must be at least (160, 120) pixels, got {size}")
     if not series:
         raise ValueError("save_line_plot needs at least one series, got an empty dict")
-    points = {name: _finite_points(name, xs, ys, log_y) for name, (xs, ys) in series.items()}
+    points = {name: _finite_points(name, xs, ys, log_x, log_y) for name, (xs, ys) in series.items()}
     all_x = np.concatenate([x for x, _ in points.values()])
     all_y = np.concatenate([y for _, y in points.values()])
 
     scale = 1 if min(width, height) < 600 else 2
     x_lo, x_hi = _padded_range(all_x, (0.0, 1.0))
     y_lo, y_hi = _padded_range(all_y, (0.0, 1.0))
-    x_ticks = _linear_ticks(x_lo, x_hi, max(3, width // (110 * scale)))
-    x_labels = _tick_labels(x_ticks)
+    x_target = max(3, width // (110 * scale))
+    if log_x:
+        x_ticks = _log_ticks(x_lo, x_hi, x_target)
+        x_labels = _tick_labels([10**t for t in x_ticks])
+    else:
+        x_ticks = _linear_ticks(x_lo, x_hi, x_target)
+        x_labels = _tick_labels(x_ticks)
     y_target = max(3, height // (70 * scale))
     if log_y:
         y_ticks = _log_ticks(y_lo, y_hi, y_target)
@@ -323,17 +329,15 @@ def save_line_plot(
     return write_png(path, img)
 
 
-def _finite_points(name: str, xs, ys, log_y: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Check one series and keep its drawable points: finite, and y > 0 (as log10 y) for log_y."""
+def _finite_points(name: str, xs, ys, log_x: bool, log_y: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Check one series and keep its drawable points: finite, and positive (as log10) on a log axis."""
     x = np.asarray(xs, dtype=float).ravel()
     y = np.asarray(ys, dtype=float).ravel()
     if x.shape != y.shape:
         raise ValueError(f"series {name!r} has {x.size} x values but {y.size} y values")
-    keep = np.isfinite(x) & np.isfinite(y)
-    if log_y:
-        keep &= y > 0
-        return x[keep], np.log10(y[keep])
-    return x[keep], y[keep]
+    keep = np.isfinite(x) & np.isfinite(y) & ((x > 0) | (not log_x)) & ((y > 0) | (not log_y))
+    x, y = x[keep], y[keep]
+    return (np.log10(x) if log_x else x), (np.log10(y) if log_y else y)
 
 
 def _colors(n: int) -> list[tuple[int, int, int]]:

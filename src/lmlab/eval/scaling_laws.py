@@ -1,7 +1,9 @@
 """Scaling-law fits: Kaplan et al.'s power laws and Chinchilla's L(N, D), from (parameters, tokens, loss) points.
 
 Kaplan et al. (2020) fit the loss of models trained to convergence as a power law of one resource at a time:
-L(N) = (N_c / N)^alpha_N, L(D) = (D_c / D)^alpha_D, a straight line in log-log space (`fit_power_law`).
+L(N) = (N_c / N)^alpha_N, L(D) = (D_c / D)^alpha_D, a straight line in log-log space (`fit_power_law`), and both
+at once as L(N, D) = ((N_c / N)^(alpha_N / alpha_D) + D_c / D)^alpha_D, whose limits are those two laws
+(`fit_kaplan`; it has no irreducible loss).
 Hoffmann et al. (2022, "Chinchilla", approach 3) fit both at once with an irreducible loss E:
 
     L(N, D) = E + A / N^alpha + B / D^beta
@@ -61,6 +63,61 @@ def fit_power_law(x: list[float], loss: list[float]) -> PowerLaw:
     design = torch.stack([torch.ones_like(log_x), -log_x], dim=1)  # log L = c - exponent log x
     c, exponent = torch.linalg.lstsq(design, log_l[:, None]).solution[:, 0].tolist()
     return PowerLaw(exponent, math.exp(c / exponent) if exponent else math.inf)
+
+
+@dataclass(frozen=True)
+class KaplanFit:
+    """L(N, D) = ((N_c / N)^(alpha_N / alpha_D) + D_c / D)^alpha_D, and its mean squared log residual."""
+    alpha_n: float
+    alpha_d: float
+    n_c: float
+    d_c: float
+    objective: float
+
+    def __call__(self, n: float, d: float) -> float:
+        return ((self.n_c / n) ** (self.alpha_n / self.alpha_d) + self.d_c / d) ** self.alpha_d
+
+
+def fit_kaplan(n: list[float], d: list[float], loss: list[float], start: KaplanFit | None = None,
+               max_iter: int = 500) -> KaplanFit:
+    """Kaplan et al.'s joint L(N, D) (their equation 1.5) fitted to runs of `n` parameters trained on `d` tokens
+    to `loss`: least squares on log L, by L-BFGS from a small grid of exponents with N_c and D_c started where
+    each term alone would give the mean loss, or from `start` alone (refitting resamples)."""
+    log_n, log_d, log_l = _positive_logs(n, "N"), _positive_logs(d, "D"), _positive_logs(loss, "loss")
+    if not len(log_n) == len(log_d) == len(log_l) or len(log_l) < 4:
+        raise LmlabError(f"Kaplan's L(N, D) has 4 parameters and needs at least 4 runs, got {len(log_l)}")
+
+    def objective(params: torch.Tensor) -> torch.Tensor:  # (log N_c, log D_c, log alpha_N, log alpha_D) -> ()
+        log_nc, log_dc, alpha_n, alpha_d = params[0], params[1], params[2].exp(), params[3].exp()
+        predicted = alpha_d * torch.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)
+        return ((predicted - log_l) ** 2).mean()
+
+    if start:
+        starts = [[math.log(start.n_c), math.log(start.d_c), math.log(start.alpha_n), math.log(start.alpha_d)]]
+    else:
+        starts = [[float(log_n.mean() + log_l.mean() / alpha_n), float(log_d.mean() + log_l.mean() / alpha_d),
+                   math.log(alpha_n), math.log(alpha_d)]
+                  for alpha_n, alpha_d in itertools.product((0.05, 0.2, 0.8), (0.05, 0.2, 0.8))]
+    best = None
+    for point in starts:
+        params = torch.tensor(point, dtype=torch.float64, requires_grad=True)
+        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
+                                      tolerance_grad=1e-12, tolerance_change=1e-15)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            value = objective(params)
+            value.backward()
+            return value
+
+        optimizer.step(closure)
+        value = float(objective(params.detach()))
+        if math.isfinite(value) and (best is None or value < best[0]):
+            best = (value, params.detach().tolist())
+    if best is None:
+        raise LmlabError("no start of Kaplan's fit reached a finite loss; check the runs' N, D and loss")
+    value, (log_nc, log_dc, log_alpha_n, log_alpha_d) = best
+    return KaplanFit(math.exp(log_alpha_n), math.exp(log_alpha_d), math.exp(log_nc), math.exp(log_dc), value)
 
 
 def fit_chinchilla(n: list[float], d: list[float], loss: list[float], grid: dict | None = None, starts: int = 16,
