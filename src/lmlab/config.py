@@ -37,11 +37,21 @@ class ModelConfig:
     tie_embeddings: bool = True
     dropout: float = 0.0
     trained_context: int | None = None  # tokens per pre-training sequence (None: context_length); perplexity's window
+    # how attention mixes positions (lmlab.modules.efficient_attention); "full" is softmax over every key
+    attention: Literal["full", "window", "bigbird", "lsh", "performer", "linformer", "nystrom"] = "full"
+    attention_window: int = 128  # window: keys this near a query; bigbird: its block size; lsh: its chunk size
+    attention_globals: int = 1  # window, bigbird: the first tokens, which every query sees
+    attention_random: int = 2  # bigbird: random key blocks per query block
+    attention_hashes: int = 4  # lsh: hashing rounds
+    attention_rank: int = 64  # performer: random features; linformer: projected length; nystrom: landmarks
 
     def __post_init__(self):
         check_types(self)
         at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "n_kv_heads",
-                 "trained_context")
+                 "trained_context", "attention_window", "attention_hashes", "attention_rank")
+        at_least(self, 0, "attention_globals", "attention_random")
+        at_most(self, MAX_CONTEXT, "attention_window", "attention_globals", "attention_rank")
+        at_most(self, 64, "attention_hashes", "attention_random")
         at_most(self, MAX_VOCAB, "vocab_size")
         at_most(self, MAX_CONTEXT, "context_length")
         at_most(self, self.context_length, "trained_context")
@@ -54,6 +64,9 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads")
+        if self.attention in ("linformer", "nystrom"):
+            raise LmlabError(f"--attention {self.attention} mixes the whole sequence into every output, so a decoder "
+                             "would see the future: it has no causal form; choose window, bigbird, lsh or performer")
         if self.n_heads % (self.n_kv_heads or self.n_heads):
             raise LmlabError(f"--n-heads {self.n_heads} is not a multiple of --n-kv-heads {self.n_kv_heads}")
         if self.positions == "rope" and self.head_dim % 2:

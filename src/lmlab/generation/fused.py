@@ -84,7 +84,7 @@ def _block_fits(block: nn.Module, first: SelfAttention, model: TransformerDecode
     return (type(block) is PreNormBlock and type(block.norm1) is RMSNorm and type(block.norm2) is RMSNorm
             and block.norm1.eps == block.norm2.eps == model.norm.eps
             and (not block.training or block.dropout.p == 0)
-            and type(attention) is SelfAttention and not attention.need_weights
+            and type(attention) is SelfAttention and attention.core is None and not attention.need_weights
             and (not attention.training or attention.dropout == 0)
             and (attention.n_heads, attention.n_kv_heads, attention.head_dim, attention.scale)
             == (first.n_heads, first.n_kv_heads, first.head_dim, first.scale)

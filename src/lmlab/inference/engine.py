@@ -66,6 +66,10 @@ class Engine:
         if slots < 1:
             raise LmlabError(f"--slots {slots} must be at least 1")
         cfg = model.config
+        if getattr(cfg, "attention", "full") != "full":  # its slots sit at their own positions, which cores ignore
+            raise LmlabError(f"the serving engine batches requests at their own positions, which --attention "
+                             f"{cfg.attention} does not follow; serve a model with full attention, or use "
+                             "`lmlab generate`")
         self.model, self.tokenizer, self.slots = model.eval(), tokenizer, slots
         self.max_len = min(max_len or cfg.context_length, cfg.context_length)
         weight = next(p for p in model.parameters() if p.is_floating_point())

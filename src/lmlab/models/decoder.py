@@ -12,6 +12,7 @@ from torch import nn
 
 from lmlab.config import ModelConfig
 from lmlab.modules.attention import SelfAttention
+from lmlab.modules.efficient_attention import attention_core
 from lmlab.modules.feed_forward import GeluMLP, SwiGLU
 from lmlab.modules.norms import LayerNorm, RMSNorm
 from lmlab.modules.positions import LearnedPositions, RotaryEmbedding, SinusoidalPositions
@@ -28,9 +29,10 @@ def build_decoder(cfg: ModelConfig) -> TransformerDecoder:
 
     block_cls = PreNormBlock if cfg.norm_placement == "pre" else PostNormBlock
     blocks = [
-        block_cls(SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias, cfg.dropout),
+        block_cls(SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias, cfg.dropout,
+                                core=attention_core(cfg, causal=True, layer=i)),
                   feed_forward(), norm(), norm(), cfg.dropout)
-        for _ in range(cfg.n_layers)
+        for i in range(cfg.n_layers)
     ]
     positions = {
         "learned": lambda: LearnedPositions(cfg.context_length, cfg.d_model),

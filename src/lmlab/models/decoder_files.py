@@ -30,6 +30,8 @@ def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tok
     convert = registry.lookup(cfg.family, kind="decoder").convert
     hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
         "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
+    if cfg.attention != "full":  # transformers has no such attention: without a model_type it refuses the
+        hf_config = {k: v for k, v in hf_config.items() if k not in ("model_type", "architectures")}  # directory
     return write_hf_dir(directory, hf_config, convert.to_hf(model.state_dict(), cfg), tokenizer)
 
 

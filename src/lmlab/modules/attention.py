@@ -68,11 +68,14 @@ class SelfAttention(nn.Module):
 
     Q, K and V come from one fused projection (one matmul instead of three). Rotary positions,
     when the model uses them, are applied to q and k here; a KV cache, when given, holds the
-    keys and values of earlier positions so decoding feeds one new token at a time.
+    keys and values of earlier positions so decoding feeds one new token at a time. A `core`
+    (`lmlab.modules.efficient_attention`) replaces the softmax over every key with an efficient
+    method; it reads the mask only for which keys are padding (its last row).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
-                 dropout: float = 0.0, head_dim: int | None = None, scale: float | None = None):
+                 dropout: float = 0.0, head_dim: int | None = None, scale: float | None = None,
+                 core: nn.Module | None = None):
         super().__init__()
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
@@ -84,6 +87,7 @@ class SelfAttention(nn.Module):
         self.dropout = dropout
         self.need_weights = False  # set True to keep the last attention map in `self.weights`
         self.weights: torch.Tensor | None = None
+        self.core = core
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 rope: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -96,6 +100,11 @@ class SelfAttention(nn.Module):
         q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)  # (B, H, T, D), (B, H_kv, T, D)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
+        if self.core is not None:
+            groups = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, S, D)
+            y = self.core(q, k, v, None if mask is None else mask[:, 0, -1, :])  # keys the last query may see
+            return self.out(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
         # without a mask: causal over a full pass; a single new token sees every cached key
         y, self.weights = attend(q, k, v, mask, is_causal=mask is None and T > 1,
                                  dropout_p=self.dropout if self.training else 0.0,
