@@ -17,8 +17,36 @@ from lmlab.errors import LmlabError
 MAX_PARAMETERS = 10**11  # ~400 GB of float32 weights: far past anything lmlab trains or loads
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttentionSettings:
+    """How attention mixes positions (`lmlab.modules.efficient_attention`): "full" is softmax over every key;
+    the others are the efficient transformers' methods, with their sizes. Decoders and encoders both take it."""
+
+    attention: Literal["full", "window", "bigbird", "lsh", "performer", "linformer", "nystrom"] = dataclasses.field(
+        default="full", metadata={"help": "how attention mixes positions: full (softmax over every key) or an efficient "
+                                          "method (linformer and nystrom: encoders only)"})
+    attention_window: int = dataclasses.field(default=128, metadata={
+        "help": "window: keys this near a query; bigbird: its block size; lsh: its chunk size (default 128)"})
+    attention_globals: int = dataclasses.field(default=1, metadata={
+        "help": "window, bigbird: the first tokens, which every query sees (default 1)"})
+    attention_random: int = dataclasses.field(default=2, metadata={
+        "help": "bigbird: random key blocks per query block (default 2)"})
+    attention_hashes: int = dataclasses.field(default=4, metadata={"help": "lsh: hashing rounds (default 4)"})
+    attention_rank: int = dataclasses.field(default=64, metadata={
+        "help": "performer: random features; linformer: projected length; nystrom: landmarks (default 64)"})
+
+    def check_attention(self) -> None:
+        at_least(self, 1, "attention_window", "attention_hashes", "attention_rank")
+        at_least(self, 0, "attention_globals", "attention_random")
+        at_most(self, MAX_CONTEXT, "attention_window", "attention_globals", "attention_rank")
+        at_most(self, 64, "attention_hashes", "attention_random")
+
+
+ATTENTION_FIELDS = frozenset(f.name for f in dataclasses.fields(AttentionSettings))
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(AttentionSettings):
     family: Literal["gpt2", "llama"]
     vocab_size: int
     context_length: int
@@ -37,21 +65,12 @@ class ModelConfig:
     tie_embeddings: bool = True
     dropout: float = 0.0
     trained_context: int | None = None  # tokens per pre-training sequence (None: context_length); perplexity's window
-    # how attention mixes positions (lmlab.modules.efficient_attention); "full" is softmax over every key
-    attention: Literal["full", "window", "bigbird", "lsh", "performer", "linformer", "nystrom"] = "full"
-    attention_window: int = 128  # window: keys this near a query; bigbird: its block size; lsh: its chunk size
-    attention_globals: int = 1  # window, bigbird: the first tokens, which every query sees
-    attention_random: int = 2  # bigbird: random key blocks per query block
-    attention_hashes: int = 4  # lsh: hashing rounds
-    attention_rank: int = 64  # performer: random features; linformer: projected length; nystrom: landmarks
 
     def __post_init__(self):
         check_types(self)
         at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "n_kv_heads",
-                 "trained_context", "attention_window", "attention_hashes", "attention_rank")
-        at_least(self, 0, "attention_globals", "attention_random")
-        at_most(self, MAX_CONTEXT, "attention_window", "attention_globals", "attention_rank")
-        at_most(self, 64, "attention_hashes", "attention_random")
+                 "trained_context")
+        self.check_attention()
         at_most(self, MAX_VOCAB, "vocab_size")
         at_most(self, MAX_CONTEXT, "context_length")
         at_most(self, self.context_length, "trained_context")
@@ -115,7 +134,7 @@ PRESETS: dict[str, ModelConfig] = {
 
 
 @dataclass(frozen=True)
-class EncoderConfig:
+class EncoderConfig(AttentionSettings):
     """The shape of a BERT-style encoder: post-norm blocks, learned positions, token types, GELU.
 
     The family picks the variant: "bert"; "roberta" (positions numbered from pad_token_id + 1, as
@@ -157,6 +176,7 @@ class EncoderConfig:
                              "pick a d_model that is a multiple of n_heads")
         if self.pad_token_id >= self.vocab_size:
             raise LmlabError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size} tokens")
+        self.check_attention()
         check_parameters(self.n_layers * (4 * self.d_model**2 + 2 * self.d_model * self.d_ff)
                          + (self.vocab_size + self.context_length) * self.d_model)
         if self.embedding_size is not None and self.family not in ("albert", "electra"):

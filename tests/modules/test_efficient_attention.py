@@ -10,6 +10,8 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.encoder_files import load_hf_encoder_dir, save_hf_encoder_dir
+from lmlab.models.encoders import build
 from lmlab.models.load import load_hf_dir
 from lmlab.models.presets import preset
 from lmlab.modules.efficient_attention import attention_core, check_attention
@@ -192,3 +194,20 @@ def test_the_attention_method_is_saved_with_the_model_and_transformers_cannot_mi
     torch.testing.assert_close(loaded(ids), model(ids))
     assert attention_core(cfg, causal=True, layer=1).random_key_blocks(7, 7).tolist() == \
         loaded.blocks[1].attention.core.random_key_blocks(7, 7).tolist()
+
+
+@pytest.mark.parametrize("method", ["linformer", "nystrom", "bigbird"])
+def test_an_encoder_runs_each_sequence_unpadded_and_keeps_its_method_on_disk(tmp_path, method):
+    cfg = preset("bert-tiny", vocab_size=100).replace(attention=method, attention_window=8, attention_rank=16)
+    model = build(cfg).eval()
+    ids = torch.randint(5, 100, (2, 40))
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[1, 25:] = 0
+    batch = model(ids, attention_mask=mask)
+    alone = model(ids[1:, :25])
+    torch.testing.assert_close(batch[1, :25], alone[0], atol=1e-5, rtol=1e-5)  # padding changes nothing
+    save_hf_encoder_dir(model, tmp_path)
+    assert "model_type" not in (tmp_path / "config.json").read_text()  # transformers refuses, lmlab reads
+    loaded = load_hf_encoder_dir(tmp_path)
+    assert loaded.config == cfg
+    torch.testing.assert_close(loaded(ids, attention_mask=mask), batch)

@@ -17,6 +17,7 @@ from functools import cached_property
 from itertools import groupby
 
 import torch
+from torch import nn
 
 from lmlab.modules.attention import SelfAttention, attend
 
@@ -90,14 +91,14 @@ class UnpaddedSelfAttention(SelfAttention):
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0,
-                 head_dim: int | None = None, scale: float | None = None):
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, head_dim=head_dim, scale=scale)
+                 head_dim: int | None = None, scale: float | None = None, core: nn.Module | None = None):
+        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, head_dim=head_dim, scale=scale, core=core)
 
     def forward(self, x: torch.Tensor, layout: Unpadding, rope: None = None, kv_cache: None = None) -> torch.Tensor:
         """`rope` and `kv_cache` are what a block passes to any attention; an encoder has neither."""
         assert rope is None and kv_cache is None, "an unpadded encoder has no rotary positions and no KV cache"
         qkv = self.qkv(x).view(x.size(0), 3 * self.n_heads, self.head_dim)  # (N, 3H, D)
-        if layout.score_bias is not None and layout.indices is not None and not self.need_weights:
+        if layout.score_bias is not None and layout.indices is not None and not self.need_weights and self.core is None:
             y = self.attend_padded(qkv, layout)
         else:
             y = self.attend_per_length(qkv, layout)
@@ -110,8 +111,11 @@ class UnpaddedSelfAttention(SelfAttention):
             q, k, v = group.transpose(1, 2).chunk(3, dim=1)  # (rows, H, L, D) each
             L = group.size(1)
             bias = None if layout.score_bias is None else layout.score_bias[:, :, :L, :L]  # (1, H, L, L)
-            y, weights = attend(q, k, v, bias, dropout_p=self.dropout if self.training else 0.0,
-                                need_weights=self.need_weights, scale=self.scale)
+            if self.core is not None:  # an efficient method: each sequence on its own, no padding to mask
+                y, weights = self.core(q, k, v), None
+            else:
+                y, weights = attend(q, k, v, bias, dropout_p=self.dropout if self.training else 0.0,
+                                    need_weights=self.need_weights, scale=self.scale)
             outputs.append(y.transpose(1, 2).flatten(0, 1))  # (rows * L, H, D)
             maps.append(weights)
         self.weights = maps if self.need_weights else None

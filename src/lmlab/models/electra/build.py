@@ -19,5 +19,5 @@ def build_electra(cfg: EncoderConfig) -> BertEncoder:
     else:
         embeddings = FactorizedEmbeddings(cfg.vocab_size, cfg.context_length, cfg.type_vocab_size,
                                           cfg.embedding_width, cfg.d_model, cfg.layer_norm_eps, cfg.dropout)
-    blocks = [encoder_block(cfg) for _ in range(cfg.n_layers)]
+    blocks = [encoder_block(cfg, i) for i in range(cfg.n_layers)]
     return initialised(BertEncoder(embeddings, blocks, ClsPooler(cfg.d_model) if cfg.pooler else None), cfg)

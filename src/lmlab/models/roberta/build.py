@@ -15,5 +15,5 @@ def build_roberta(cfg: EncoderConfig) -> BertEncoder:
     """A freshly initialised RoBERTa encoder for `cfg` (uninitialised on the meta device)."""
     embeddings = RobertaEmbeddings(cfg.vocab_size, cfg.context_length, cfg.type_vocab_size, cfg.d_model,
                                    cfg.layer_norm_eps, cfg.pad_token_id, cfg.dropout)
-    blocks = [encoder_block(cfg) for _ in range(cfg.n_layers)]
+    blocks = [encoder_block(cfg, i) for i in range(cfg.n_layers)]
     return initialised(BertEncoder(embeddings, blocks, ClsPooler(cfg.d_model) if cfg.pooler else None), cfg)
