@@ -179,7 +179,7 @@ def main() -> None:
                 "rounds": rounds, "slope_from": SLOPE_FROM} | SETTINGS
     args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
     save_line_plot(args.out.with_suffix(".png"), {label: (lengths, r["ms"]) for label, r in results.items()},
-                   title="One attention layer, forward + backward", xlabel="tokens", ylabel="ms",
+                   title="Attention layer: fwd + bwd", xlabel="tokens", ylabel="ms",
                    log_x=True, log_y=True, size=(900, 600))
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 

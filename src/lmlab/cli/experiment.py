@@ -124,5 +124,7 @@ def run_seq2seq_pretraining(args) -> None:
 def run_scaling(args) -> None:
     fields = {f for f in ScalingSettings.__dataclass_fields__ if hasattr(args, f)}
     report = scaling.scaling(args.out, ScalingSettings(**{f: getattr(args, f) for f in fields}))
+    if report is None:  # stopped by Ctrl-C: the CLI exits 130
+        return
     print(scaling.results_table(report), end="")
     print(f"written: {args.out}/scaling.json, .md, scaling_compute.png, scaling_isoflop.png")

@@ -228,6 +228,15 @@ def _log_ticks(lo: float, hi: float, target: int) -> list[float]:
     return [p for p in positions if lo - 1e-9 <= p <= hi + 1e-9]
 
 
+def _axis_ticks(lo: float, hi: float, target: int, log: bool) -> tuple[list[float], list[str]]:
+    """About `target` ticks for an axis over [lo, hi] (log10 positions on a log axis) and their labels."""
+    if log:
+        ticks = _log_ticks(lo, hi, target)
+        return ticks, _tick_labels([10**t for t in ticks])
+    ticks = _linear_ticks(lo, hi, target)
+    return ticks, _tick_labels(ticks)
+
+
 def _padded_range(values: np.ndarray, fallback: tuple[float, float]) -> tuple[float, float]:
     """Data range widened by 4% each side (by 1 around a constant) so lines clear the frame."""
     if values.size == 0:
@@ -268,20 +277,8 @@ def save_line_plot(
     scale = 1 if min(width, height) < 600 else 2
     x_lo, x_hi = _padded_range(all_x, (0.0, 1.0))
     y_lo, y_hi = _padded_range(all_y, (0.0, 1.0))
-    x_target = max(3, width // (110 * scale))
-    if log_x:
-        x_ticks = _log_ticks(x_lo, x_hi, x_target)
-        x_labels = _tick_labels([10**t for t in x_ticks])
-    else:
-        x_ticks = _linear_ticks(x_lo, x_hi, x_target)
-        x_labels = _tick_labels(x_ticks)
-    y_target = max(3, height // (70 * scale))
-    if log_y:
-        y_ticks = _log_ticks(y_lo, y_hi, y_target)
-        y_labels = _tick_labels([10**t for t in y_ticks])
-    else:
-        y_ticks = _linear_ticks(y_lo, y_hi, y_target)
-        y_labels = _tick_labels(y_ticks)
+    x_ticks, x_labels = _axis_ticks(x_lo, x_hi, max(3, width // (110 * scale)), log_x)
+    y_ticks, y_labels = _axis_ticks(y_lo, y_hi, max(3, height // (70 * scale)), log_y)
 
     # Layout: margins grow with what sits in them (title, labels, the widest tick label).
     s = scale

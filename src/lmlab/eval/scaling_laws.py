@@ -98,25 +98,8 @@ def fit_kaplan(n: list[float], d: list[float], loss: list[float], start: KaplanF
         starts = [[float(log_n.mean() + log_l.mean() / alpha_n), float(log_d.mean() + log_l.mean() / alpha_d),
                    math.log(alpha_n), math.log(alpha_d)]
                   for alpha_n, alpha_d in itertools.product((0.05, 0.2, 0.8), (0.05, 0.2, 0.8))]
-    best = None
-    for point in starts:
-        params = torch.tensor(point, dtype=torch.float64, requires_grad=True)
-        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
-                                      tolerance_grad=1e-12, tolerance_change=1e-15)
-
-        def closure() -> torch.Tensor:
-            optimizer.zero_grad()
-            value = objective(params)
-            value.backward()
-            return value
-
-        optimizer.step(closure)
-        value = float(objective(params.detach()))
-        if math.isfinite(value) and (best is None or value < best[0]):
-            best = (value, params.detach().tolist())
-    if best is None:
-        raise LmlabError("no start of Kaplan's fit reached a finite loss; check the runs' N, D and loss")
-    value, (log_nc, log_dc, log_alpha_n, log_alpha_d) = best
+    starts = torch.tensor(starts, dtype=torch.float64)  # (S, 4)
+    value, (log_nc, log_dc, log_alpha_n, log_alpha_d) = _best_minimum(objective, starts, max_iter, "Kaplan's fit")
     return KaplanFit(math.exp(log_alpha_n), math.exp(log_alpha_d), math.exp(log_nc), math.exp(log_dc), value)
 
 
@@ -140,25 +123,8 @@ def fit_chinchilla(n: list[float], d: list[float], loss: list[float], grid: dict
         return torch.nn.functional.huber_loss(predicted, log_l.expand_as(predicted), delta=HUBER_DELTA,
                                               reduction="none").sum(dim=-1)
 
-    best = None
-    for start in points[objective(points).argsort()[:starts]]:
-        params = start.clone().requires_grad_(True)
-        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
-                                      tolerance_grad=1e-12, tolerance_change=1e-15)
-
-        def closure() -> torch.Tensor:
-            optimizer.zero_grad()
-            value = objective(params)
-            value.backward()
-            return value
-
-        optimizer.step(closure)
-        value = float(objective(params.detach()))
-        if math.isfinite(value) and (best is None or value < best[0]):
-            best = (value, params.detach().tolist())
-    if best is None:
-        raise LmlabError("no start of the Chinchilla fit reached a finite loss; check the runs' N, D and loss")
-    value, (a, b, e, alpha, beta) = best
+    value, (a, b, e, alpha, beta) = _best_minimum(objective, points[objective(points).argsort()[:starts]], max_iter,
+                                                  "the Chinchilla fit")
     return ChinchillaFit(math.exp(e), math.exp(a), math.exp(b), alpha, beta, value)
 
 
@@ -200,6 +166,30 @@ def bootstrap(fit: Callable[[list[int]], dict[str, float]], points: int, samples
     return {name: tuple(torch.tensor(values, dtype=torch.float64).quantile(torch.tensor([low, high],
                                                                           dtype=torch.float64)).tolist())
             for name, values in draws.items()}
+
+
+def _best_minimum(objective: Callable[[torch.Tensor], torch.Tensor], starts: torch.Tensor, max_iter: int,
+                  name: str) -> tuple[float, list[float]]:
+    """(objective, parameters) of the lowest minimum L-BFGS reaches from each row of `starts` (S, P)."""
+    best = None
+    for start in starts:
+        params = start.clone().requires_grad_(True)
+        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
+                                      tolerance_grad=1e-12, tolerance_change=1e-15)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            value = objective(params)
+            value.backward()
+            return value
+
+        optimizer.step(closure)
+        value = float(objective(params.detach()))
+        if math.isfinite(value) and (best is None or value < best[0]):
+            best = (value, params.detach().tolist())
+    if best is None:
+        raise LmlabError(f"no start of {name} reached a finite loss; check the runs' N, D and loss")
+    return best
 
 
 def _positive_logs(values: list[float], name: str) -> torch.Tensor:

@@ -95,8 +95,10 @@ class ScalingSettings:
             ladder_config(base, i, self.vocab_size, self.block_size)) <= self.max_parameters]
 
 
-def scaling(out: str | Path, settings: ScalingSettings = ScalingSettings(), show_progress: bool = True) -> dict:
-    """Plan (or continue) the grid in `out`, train and score every run, fit the laws; return scaling.json."""
+def scaling(out: str | Path, settings: ScalingSettings = ScalingSettings(), show_progress: bool = True
+            ) -> dict | None:
+    """Plan (or continue) the grid in `out`, train and score every run, fit the laws; return scaling.json's
+    content, or None when a run was stopped (Ctrl-C; the same call again continues)."""
     out, s = Path(out), settings
     plan = _continue_or_plan(out, s)
     runs = [PlannedRun(**{f.name: row[f.name] for f in dataclasses.fields(PlannedRun)}) for row in plan["runs"]]
@@ -113,8 +115,10 @@ def scaling(out: str | Path, settings: ScalingSettings = ScalingSettings(), show
         t0 = time.perf_counter()
         result = pretrain(_model_config(s, run), _train_config(s, run), plan["corpus"], run_dir, tokenizer=tokenizer,
                           resume=bool(list_checkpoints(run_dir / "checkpoints")), show_progress=show_progress)
-        if result.interrupted:
-            raise LmlabError(f"stopped during {run.name}; run the same command again to continue the grid")
+        if result.interrupted:  # Ctrl-C: the run saved a checkpoint
+            print(f"scaling: stopped during {run.name}; run the same command again to continue the grid",
+                  file=sys.stderr)
+            return None
         model, _ = load(result.model_dir)
         score = perplexity(model, stream, s.block_size)
         atomic_write_text(run_dir / "heldout.json", json.dumps({"loss": score.nll_sum / (score.tokens - 1),
