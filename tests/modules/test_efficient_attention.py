@@ -174,6 +174,13 @@ def test_decoding_from_a_kv_cache_gives_the_full_pass_logits(method):
     torch.testing.assert_close(torch.cat(steps, dim=1), expected)
 
 
+def test_attention_maps_are_refused_in_one_line_for_an_efficient_method():
+    model = build_decoder(preset("gpt2-tiny", vocab_size=64, context_length=64).replace(attention="window"))
+    model.blocks[0].attention.need_weights = True
+    with pytest.raises(LmlabError, match="never forms the attention map"):
+        model(torch.randint(64, (1, 10)))
+
+
 def test_lsh_refuses_kv_cache_decoding_in_one_line():
     cfg = preset("gpt2-tiny", vocab_size=64, context_length=64).replace(attention="lsh", attention_window=8)
     model = build_decoder(cfg).eval()

@@ -332,26 +332,31 @@ def results_table(report: dict) -> str:
 
 
 def save_plots(out: Path, report: dict) -> None:
-    """scaling_compute.png: each size's loss against compute, the frontier and the fitted law at the
-    compute-optimal size (and the true entropy on markov); scaling_isoflop.png: loss against N per profile."""
+    """scaling_compute.png: loss against compute for every other size or so, the frontier and the fitted law at
+    the best of the sizes trained (and the true entropy on markov); scaling_isoflop.png: loss against N per
+    profile."""
     runs = report["runs"]
     by_name = {r["name"]: r for r in runs}
     series = {}
-    for size in sorted({r["size"] for r in runs}):
+    sizes = sorted({r["size"] for r in runs})
+    for size in sizes[::math.ceil(len(sizes) / 7)]:  # at most 7 sizes: with the 3 lines below, 10 distinct colours
         mine = sorted((r for r in runs if r["size"] == size), key=lambda r: r["compute"])
         series[f"N={mine[0]['non_embedding']:,}"] = ([r["compute"] for r in mine], [r["loss"] for r in mine])
     edge = [by_name[name] for name in report["frontier"]]
     series["frontier"] = ([r["compute"] for r in edge], [r["loss"] for r in edge])
     fit = laws.ChinchillaFit(**{k: report["chinchilla"][k] for k in ("E", "A", "B", "alpha", "beta", "objective")})
     computes = np.geomspace(min(r["compute"] for r in runs), max(r["compute"] for r in runs), 32).tolist()
-    if fit.alpha > 0 < fit.beta:
-        series["fit at N_opt(C)"] = (computes, [fit(*laws.compute_optimal(fit, c)) for c in computes])
+    low, high = report["settings"]["tokens_per_parameter"]  # the law where the grid has runs: sizes trained,
+    sizes_run = sorted({r["non_embedding"] for r in runs})  # tokens per parameter in the band
+    best = [min((fit(n, c / (6 * n)) for n in sizes_run if low <= c / (6 * n * n) <= high), default=math.nan)
+            for c in computes]
+    series["law, best size in the grid"] = (computes, best)
     if report["floor"] is not None:
         series["true entropy"] = ([computes[0], computes[-1]], [report["floor"]] * 2)
     save_line_plot(out / f"{RESULTS}_compute.png", series, title="Loss against compute",
                    xlabel="compute C = 6ND (FLOPs)", ylabel="loss (nats/token)", log_x=True, size=(900, 600))
-    profiles = {}
-    for profile in report["isoflop"]:
+    profiles, every = {}, math.ceil(len(report["isoflop"]) / 10)  # at most 10: one colour each
+    for profile in report["isoflop"][::-1][::every][::-1]:  # the largest compute always shown
         members = sorted((by_name[name] for name in profile["runs"]), key=lambda r: r["non_embedding"])
         profiles[f"C={profile['compute']:.1e}"] = ([r["non_embedding"] for r in members], [r["loss"] for r in members])
     save_line_plot(out / f"{RESULTS}_isoflop.png", profiles, title="IsoFLOP profiles",

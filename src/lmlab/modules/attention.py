@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmlab.errors import LmlabError
 from lmlab.modules.kv_cache import LayerKV
 from lmlab.modules.fused_rope import fused_rotary
 
@@ -101,6 +102,9 @@ class SelfAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
         if self.core is not None:
+            if self.need_weights:
+                raise LmlabError("this model's attention is an efficient method, which never forms the attention "
+                                 "map; inspect a model trained with --attention full")
             groups = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, S, D)
             y = self.core(q, k, v, None if mask is None else mask[:, 0, -1, :])  # keys the last query may see

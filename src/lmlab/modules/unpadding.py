@@ -19,6 +19,7 @@ from itertools import groupby
 import torch
 from torch import nn
 
+from lmlab.errors import LmlabError
 from lmlab.modules.attention import SelfAttention, attend
 
 
@@ -112,6 +113,9 @@ class UnpaddedSelfAttention(SelfAttention):
             L = group.size(1)
             bias = None if layout.score_bias is None else layout.score_bias[:, :, :L, :L]  # (1, H, L, L)
             if self.core is not None:  # an efficient method: each sequence on its own, no padding to mask
+                if self.need_weights:
+                    raise LmlabError("this encoder's attention is an efficient method, which never forms the "
+                                     "attention map; inspect an encoder trained with --attention full")
                 y, weights = self.core(q, k, v), None
             else:
                 y, weights = attend(q, k, v, bias, dropout_p=self.dropout if self.training else 0.0,
