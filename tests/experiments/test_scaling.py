@@ -107,6 +107,9 @@ def test_bad_outputs_and_budgets_are_one_line_errors(tmp_path, fixed_steps, caps
     one_line_error(capsys, "--tokens-per-parameter 50 5")
     assert lmlab("experiment", "scaling", "--out", tmp_path / "new", "--model", "bert-tiny") == 2
     one_line_error(capsys, "not a decoder preset")
+    assert lmlab("experiment", "scaling", "--out", tmp_path / "new", "--min-parameters", "1e5", "--max-parameters",
+                 "1e4") == 2
+    one_line_error(capsys, "--min-parameters 100000 and --max-parameters 10000")
 
 
 def test_on_markov_the_fitted_irreducible_loss_is_the_true_entropy(tmp_path, fixed_steps):

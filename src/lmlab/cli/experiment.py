@@ -71,8 +71,8 @@ def _add_seq2seq_pretraining(sub) -> None:
 def _add_scaling(sub) -> None:
     d = ScalingSettings()
     sc = sub.add_parser("scaling", help="scaling laws: a grid of decoder sizes and token budgets (tables, JSON, PNGs)",
-                        description="Train a grid of decoders (non-embedding sizes doubling from ~1.3e4 to "
-                                    "--max-parameters) on token budgets doubling from --min-steps batches, as many "
+                        description="Train a grid of decoders (non-embedding sizes doubling from --min-parameters to "
+                                    "--max-parameters, 888 to 6.3M on the ladder) on token budgets doubling from --min-steps batches, as many "
                                     "isoFLOP profiles as --budget-minutes allows on this machine; score each run on "
                                     "held-out text; fit Kaplan's L(N) and L(D), Chinchilla's L(N, D) = E + A/N^alpha "
                                     "+ B/D^beta and the compute-optimal size of each isoFLOP profile; write "
@@ -99,6 +99,8 @@ def _add_scaling(sub) -> None:
         sc.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
                         help=f"{help_text} (default {getattr(d, name)})")
     sc.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of every run (default {d.lr:g})")
+    sc.add_argument("--min-parameters", type=float, default=d.min_parameters, metavar="N",
+                    help=f"smallest non-embedding size of the ladder (default {d.min_parameters:g})")
     sc.add_argument("--max-parameters", type=float, default=d.max_parameters, metavar="N",
                     help=f"largest non-embedding size of the ladder (default {d.max_parameters:.0e})")
     sc.set_defaults(run=run_scaling)

@@ -80,6 +80,9 @@ class ScalingSettings:
         low, high = self.tokens_per_parameter
         if not 0 < low < high:
             raise LmlabError(f"--tokens-per-parameter {low:g} {high:g} must be two numbers 0 < low < high")
+        if not 0 < self.min_parameters <= self.max_parameters:
+            raise LmlabError(f"--min-parameters {self.min_parameters:g} and --max-parameters {self.max_parameters:g} "
+                             "must satisfy 0 < min <= max (the ladder runs from 888 to 6.3M)")
         if self.budget_minutes <= 0 or self.min_steps < 1 or self.bootstrap < 0:
             raise LmlabError("--budget-minutes must be positive, --min-steps at least 1, --bootstrap at least 0")
         if kind(self.model) != "decoder":
