@@ -2,12 +2,14 @@
 gradient of the loss with respect to inputs k steps back decays in an Elman RNN, an LSTM and a GRU.
 `seq2seq-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
 the same models fine-tuned from scratch. `scaling`: a grid of decoder sizes and token budgets within a time
-budget, and Kaplan's and Chinchilla's scaling laws fitted to it."""
+budget, and Kaplan's and Chinchilla's scaling laws fitted to it. `attention`: the efficient attention methods,
+each training the same decoder with the same budget on long blocks."""
 
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.io.outputs import check_run_dir
-from lmlab.experiments import scaling, seq2seq_pretraining
+from lmlab.experiments import attention_comparison, scaling, seq2seq_pretraining
+from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
 from lmlab.experiments.scaling import ScalingSettings
 from lmlab.experiments.seq2seq_pretraining import PretrainingExperimentSettings
 from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
@@ -33,6 +35,7 @@ def add_parser(subparsers) -> None:
     vg.set_defaults(run=run_vanishing_gradients)
     _add_seq2seq_pretraining(sub)
     _add_scaling(sub)
+    _add_attention(sub)
 
 
 def _add_seq2seq_pretraining(sub) -> None:
@@ -106,6 +109,31 @@ def _add_scaling(sub) -> None:
     sc.set_defaults(run=run_scaling)
 
 
+def _add_attention(sub) -> None:
+    d = AttentionComparisonSettings()
+    at = sub.add_parser("attention", help="efficient attention methods trained alike on long blocks (table, JSON, PNG)",
+                        description="Train the same decoder once per --methods (same data, tokenizer, seed, batches "
+                                    "and steps; only --attention differs) on blocks of --block-size tokens; report "
+                                    "each method's held-out loss, its gap to full attention and its training "
+                                    "tokens/s; write attention_comparison.json, .md and .png to --out.")
+    at.add_argument("--out", required=True, help="a new directory for the results (and the training runs)")
+    at.add_argument("--methods", nargs="+", default=list(d.methods), choices=CAUSAL_METHODS, metavar="METHOD",
+                    help=f"attention methods to compare, from {', '.join(CAUSAL_METHODS)} (default: all)")
+    at.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
+                                                   f"(default {d.data})")
+    at.add_argument("--model", default=d.model, help=f"decoder preset whose family every run uses (default {d.model})")
+    for name, help_text in (("n_layers", "layers"), ("d_model", "width (heads of 32)"),
+                            ("block_size", "tokens per training block"), ("max_steps", "training steps of each run"),
+                            ("batch_size", "blocks per step"), ("vocab_size", "BPE vocabulary"),
+                            ("attention_window", "window / BigBird block / LSH chunk"),
+                            ("attention_rank", "Performer's random features"), ("attention_hashes", "LSH rounds"),
+                            ("seed", "weights and batches")):
+        at.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
+                        help=f"{help_text} (default {getattr(d, name)})")
+    at.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
+    at.set_defaults(run=run_attention)
+
+
 def run_vanishing_gradients(args) -> None:
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
@@ -130,3 +158,11 @@ def run_scaling(args) -> None:
         return
     print(scaling.results_table(report), end="")
     print(f"written: {args.out}/scaling.json, .md, scaling_compute.png, scaling_isoflop.png")
+
+
+def run_attention(args) -> None:
+    fields = {f for f in AttentionComparisonSettings.__dataclass_fields__ if hasattr(args, f)}
+    report = attention_comparison.compare_attention(args.out, AttentionComparisonSettings(
+        **{f: getattr(args, f) for f in fields}))
+    print(attention_comparison.results_table(report), end="")
+    print(f"written: {args.out}/attention_comparison.json, .md, .png")

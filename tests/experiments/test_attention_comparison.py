@@ -1,0 +1,42 @@
+"""`lmlab experiment attention`: every method trains the same decoder alike; a smoke run writes the table,
+JSON and plot, and refusals are one line."""
+
+import json
+
+import pytest
+
+from conftest import lmlab, one_line_error
+from png_files import read_png
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SMOKE = ["--data", "markov", "--max-steps", "6", "--block-size", "48", "--batch-size", "2", "--d-model", "32",
+         "--vocab-size", "300", "--attention-window", "8", "--attention-rank", "16"]
+
+
+def test_each_method_trains_the_same_run_but_for_its_attention(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert lmlab("experiment", "attention", "--out", out, *SMOKE) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "attention_comparison.json").read_text())
+    assert list(report["results"]) == ["full", "window", "bigbird", "lsh", "performer"]
+    runs = {m: json.loads((out / "runs" / m / "run.json").read_text()) for m in report["results"]}
+    for method, run in runs.items():
+        assert run["model"]["attention"] == method
+        assert {k: v for k, v in run["model"].items() if k != "attention"} == \
+            {k: v for k, v in runs["full"]["model"].items() if k != "attention"}
+        assert run["train"] == runs["full"]["train"]
+        result = report["results"][method]
+        assert result["val_loss"] > 0 and result["tokens_per_s"] > 0 and result["val_curve"][-1][0] == 6
+        assert f"| {method} | {result['val_loss']:.3f} |" in printed
+    assert (out / "runs" / "lsh" / "tokenizer.json").read_text() == (out / "runs" / "full" / "tokenizer.json").read_text()
+    assert read_png(out / "attention_comparison.png").shape == (600, 900, 3)
+
+
+def test_bad_methods_and_an_existing_comparison_are_one_line_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        lmlab("experiment", "attention", "--out", tmp_path / "a", "--methods", "linformer")
+    one_line_error(capsys, "invalid choice: 'linformer'")
+    (tmp_path / "runs").mkdir()
+    assert lmlab("experiment", "attention", "--out", tmp_path, *SMOKE) == 2
+    one_line_error(capsys, "already holds a comparison")
