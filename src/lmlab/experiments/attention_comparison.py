@@ -85,7 +85,7 @@ def compare_attention(out: str | Path, s: AttentionComparisonSettings = Attentio
     atomic_write_text(out / f"{RESULTS}.json", json.dumps(report, indent=2))
     atomic_write_text(out / f"{RESULTS}.md", results_table(report))
     save_line_plot(out / f"{RESULTS}.png", {m: tuple(zip(*r["val_curve"])) for m, r in results.items()},
-                   title=f"Validation loss, {s.block_size}-token blocks", xlabel="step",
+                   title=f"Held-out loss, {s.block_size}-token blocks", xlabel="step",
                    ylabel="loss (nats/token)", size=(900, 600))
     return report
 
