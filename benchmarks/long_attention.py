@@ -6,10 +6,10 @@ The layer is lmlab's SelfAttention (d_model 256, 4 heads of 64) with the method'
 Causal methods (window, bigbird, lsh, performer) are compared with causal SDPA, the bidirectional ones
 (linformer, nystrom) with bidirectional SDPA. Times are medians of --rounds rounds, the methods interleaved
 within each round (benchmarks/machine.alternating); peak memory is measured once per point in a fresh
-process (the rise of its peak RSS over a run, VmHWM reset just before it; on a GPU torch's peak allocation). Reported: the slope of
-log time and log memory against log length over the lengths from 2k on (about 2 for full attention, about 1
-for the linear ones) and the crossover: the shortest length from which a method is faster than SDPA. Writes
-benchmarks/results/long_attention.json and .png.
+process (the rise of its peak RSS over a run, VmHWM reset just before it; on a GPU torch's peak allocation).
+Reported: the slope of log time and log memory against log length over the lengths from 2k on (about 2 for
+full attention, about 1 for the linear ones) and the crossover: the shortest length from which a method is
+faster than SDPA. Writes benchmarks/results/long_attention.json and .png.
 
   python benchmarks/long_attention.py                  # 512 .. 16k tokens
   python benchmarks/long_attention.py --max-length 32768
@@ -162,7 +162,8 @@ def main() -> None:
         sdpa = results[name("full", r["causal"])]
         r["crossover_tokens"] = None if r["method"] == "full" else crossover(lengths, r["ms"], sdpa["ms"])
 
-    header = "| method | " + " | ".join(f"{n} ms / MiB" for n in lengths) + " | time slope | memory slope | faster than SDPA from |"
+    header = ("| method | " + " | ".join(f"{n} ms / MiB" for n in lengths)
+              + " | time slope | memory slope | faster than SDPA from |")
     print("\n" + header + "\n|---|" + "---:|" * (len(lengths) + 3))
     for label, r in results.items():
         cells = " | ".join(f"{t:.1f} / {m:.0f}" for t, m in zip(r["ms"], r["peak_mib"]))

@@ -38,6 +38,13 @@ def add_parser(subparsers) -> None:
     _add_attention(sub)
 
 
+def _settings_flags(parser, defaults, kind: type, metavar: str, names_and_help) -> None:
+    """One flag per (setting, help) of a settings dataclass, typed `kind`, its default in the help."""
+    for name, help_text in names_and_help:
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name), metavar=metavar,
+                            help=f"{help_text} (default {getattr(defaults, name)})")
+
+
 def _add_seq2seq_pretraining(sub) -> None:
     d = PretrainingExperimentSettings()
     sp = sub.add_parser("seq2seq-pretraining",
@@ -54,20 +61,17 @@ def _add_seq2seq_pretraining(sub) -> None:
                          "digits, --paired of them both ways, never a validation or test number), a file, a "
                          f"directory, or one of {list(EMBEDDED)}")
     sp.add_argument("--task", default=d.task, choices=list(TASKS), help=f"the fine-tuning task (default {d.task})")
-    for name, help_text in (("pretrain_steps", "pre-training steps"), ("finetune_steps", "fine-tuning steps"),
+    _settings_flags(sp, d, int, "N", (("pretrain_steps", "pre-training steps"), ("finetune_steps", "fine-tuning steps"),
                             ("train_pairs", "fine-tuning pairs"), ("val_pairs", "validation pairs"),
                             ("test_pairs", "test pairs"),
                             ("eval_every", "fine-tuning steps between validation accuracies"),
                             ("vocab_size", "BPE vocabulary"), ("block_size", "tokens per pre-training chunk"),
-                            ("seed", "weights, data and splits")):
-        sp.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
-                        help=f"{help_text} (default {getattr(d, name)})")
-    for name, help_text in (("pretrain_lr", "pre-training learning rate"), ("finetune_lr", "fine-tuning learning rate"),
-                            ("paired", "share of the generated corpus's sentences that write a number both ways"),
-                            ("noise_density", "T5 span corruption: share of the tokens dropped"),
-                            ("mean_span_length", "T5 span corruption: mean length of a dropped span")):
-        sp.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name), metavar="X",
-                        help=f"{help_text} (default {getattr(d, name)})")
+                            ("seed", "weights, data and splits")))
+    _settings_flags(sp, d, float, "X", (
+        ("pretrain_lr", "pre-training learning rate"), ("finetune_lr", "fine-tuning learning rate"),
+        ("paired", "share of the generated corpus's sentences that write a number both ways"),
+        ("noise_density", "T5 span corruption: share of the tokens dropped"),
+        ("mean_span_length", "T5 span corruption: mean length of a dropped span")))
     sp.set_defaults(run=run_seq2seq_pretraining)
 
 
@@ -75,8 +79,9 @@ def _add_scaling(sub) -> None:
     d = ScalingSettings()
     sc = sub.add_parser("scaling", help="scaling laws: a grid of decoder sizes and token budgets (tables, JSON, PNGs)",
                         description="Train a grid of decoders (non-embedding sizes doubling from --min-parameters to "
-                                    "--max-parameters, 888 to 6.3M on the ladder) on token budgets doubling from --min-steps batches, as many "
-                                    "isoFLOP profiles as --budget-minutes allows on this machine; score each run on "
+                                    "--max-parameters, 888 to 6.3M on the ladder) on token budgets doubling from "
+                                    "--min-steps batches, as many isoFLOP profiles as --budget-minutes allows on this "
+                                    "machine; score each run on "
                                     "held-out text; fit Kaplan's L(N) and L(D), Chinchilla's L(N, D) = E + A/N^alpha "
                                     "+ B/D^beta and the compute-optimal size of each isoFLOP profile; write "
                                     "scaling.json, .md, scaling_compute.png and scaling_isoflop.png to --out. Each "
@@ -84,8 +89,8 @@ def _add_scaling(sub) -> None:
                                     "an interrupted grid. On markov the true entropy is printed beside the fitted E.")
     sc.add_argument("--out", required=True, help="a new directory, or a grid this command started, to continue it")
     sc.add_argument("--data", default=d.data,
-                    help=f"markov (default: its true entropy is known), stdlib (the whole standard library), or a "
-                         f"text file, directory or JSONL")
+                    help="markov (default: its true entropy is known), stdlib (the whole standard library), or a "
+                         "text file, directory or JSONL")
     sc.add_argument("--budget-minutes", type=float, default=d.budget_minutes, metavar="M",
                     help=f"the grid's estimated time on this machine, from a timed step of each size "
                          f"(default {d.budget_minutes:g})")
@@ -94,13 +99,11 @@ def _add_scaling(sub) -> None:
     sc.add_argument("--tokens-per-parameter", type=float, nargs=2, default=d.tokens_per_parameter,
                     metavar=("LOW", "HIGH"), help="the band of D/N a run must lie in (default "
                                                  f"{d.tokens_per_parameter[0]:g} {d.tokens_per_parameter[1]:g})")
-    for name, help_text in (("vocab_size", "BPE vocabulary, shared by every run"),
+    _settings_flags(sc, d, int, "N", (("vocab_size", "BPE vocabulary, shared by every run"),
                             ("batch_size", "sequences per step"), ("block_size", "tokens per sequence"),
                             ("min_steps", "steps of the shortest run; token budgets double from there"),
                             ("bootstrap", "resamples for the exponents' intervals (0: none)"),
-                            ("seed", "weights, data order and held-out split")):
-        sc.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
-                        help=f"{help_text} (default {getattr(d, name)})")
+                            ("seed", "weights, data order and held-out split")))
     sc.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of every run (default {d.lr:g})")
     sc.add_argument("--min-parameters", type=float, default=d.min_parameters, metavar="N",
                     help=f"smallest non-embedding size of the ladder (default {d.min_parameters:g})")
@@ -122,14 +125,12 @@ def _add_attention(sub) -> None:
     at.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
                                                    f"(default {d.data})")
     at.add_argument("--model", default=d.model, help=f"decoder preset whose family every run uses (default {d.model})")
-    for name, help_text in (("n_layers", "layers"), ("d_model", "width (heads of 32)"),
+    _settings_flags(at, d, int, "N", (("n_layers", "layers"), ("d_model", "width (heads of 32)"),
                             ("block_size", "tokens per training block"), ("max_steps", "training steps of each run"),
                             ("batch_size", "blocks per step"), ("vocab_size", "BPE vocabulary"),
                             ("attention_window", "window / BigBird block / LSH chunk"),
                             ("attention_rank", "Performer's random features"), ("attention_hashes", "LSH rounds"),
-                            ("seed", "weights and batches")):
-        at.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name), metavar="N",
-                        help=f"{help_text} (default {getattr(d, name)})")
+                            ("seed", "weights and batches")))
     at.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     at.set_defaults(run=run_attention)
 

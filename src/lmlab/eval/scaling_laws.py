@@ -13,7 +13,8 @@ stays positive, by L-BFGS from a grid of starting points (`fit_chinchilla`). Wit
 the loss is lowest at N_opt = G (C / 6)^(beta / (alpha + beta)), G = (alpha A / (beta B))^(1 / (alpha + beta)),
 and D_opt = C / (6 N_opt) (`compute_optimal`); measured instead, it is the vertex of a parabola through
 the losses of one compute budget against log N (`isoflop_optimum`, their approach 2), and N_opt(C) across
-budgets is a power law again. `bootstrap` resamples the points to give the exponents an interval. Everything runs in float64 on the CPU; the points are few (one per training run).
+budgets is a power law again. `bootstrap` resamples the points to give the exponents an interval. Everything runs
+in float64 on the CPU; the points are few (one per training run).
 """
 
 import itertools

@@ -328,7 +328,8 @@ def results_table(report: dict) -> str:
              f"| RMS log residual: Kaplan / Chinchilla | {k['rms_log_residual']:.4f} / {c['rms_log_residual']:.4f} | |"]
     if report["floor"] is not None:
         lines.append(f"| true entropy of the held-out text (nats/token) | {report['floor']:.3f} | |")
-    lines += ["", "| run | N (non-embedding) | D (tokens) | D/N | C = 6ND | held-out loss |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "| run | N (non-embedding) | D (tokens) | D/N | C = 6ND | held-out loss |",
+              "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['name']} | {r['non_embedding']:,} | {r['tokens']:,} | {r['tokens'] / r['non_embedding']:.1f} | "
               f"{r['compute']:.2e} | {r['loss']:.4f} |" for r in report["runs"]]
     return "\n".join(lines) + "\n"

@@ -28,7 +28,8 @@ from lmlab.training.optim import build_optimizer
 
 # (n_layers, d_model): non-embedding parameters about 1.3e4 * 2^i from (1, 32) on (GPT-2 or Llama blocks,
 # 16-wide heads; one head below d_model 32)
-LADDER = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (2, 32), (2, 48), (2, 64), (4, 64), (4, 96), (4, 128), (5, 160), (6, 208), (8, 256))
+LADDER = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (2, 32), (2, 48), (2, 64), (4, 64), (4, 96), (4, 128),
+          (5, 160), (6, 208), (8, 256))
 EMBEDDINGS = ("token_embedding.weight", "positions.table.weight", "lm_head.weight")
 RUN_OVERHEAD_S = 3.0  # per run: reading and hashing the corpus, building, saving, the held-out pass
 TIMED_STEPS = 3

@@ -3,10 +3,10 @@
 Queries and keys share one projection (a key is its query scaled to unit length), so similar vectors hash
 alike under angular LSH: bucket = argmax([x R; -x R]) for a random rotation R. Positions are sorted by
 (bucket, position) and cut into chunks of `bucket_size`; each chunk attends to itself and the chunk before
-(a bucket may straddle them); padded positions sort after every bucket. A query sees itself only when nothing else is visible (a shared key would
-otherwise always win). `n_hashes` rounds with independent rotations are combined, each weighted by its share
-of the softmax mass (the log-sum-exp of its scores), so a key missed by one round is caught by another. The
-rotations are drawn once, from a seed, and kept as a buffer.
+(a bucket may straddle them); padded positions sort after every bucket. A query sees itself only when nothing
+else is visible (a shared key would otherwise always win). `n_hashes` rounds with independent rotations are
+combined, each weighted by its share of the softmax mass (the log-sum-exp of its scores), so a key missed by one
+round is caught by another. The rotations are drawn once, from a seed, and kept as a buffer.
 """
 
 import math
