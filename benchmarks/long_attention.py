@@ -29,7 +29,8 @@ import torch
 
 from lmlab.eval.plot import save_line_plot
 from lmlab.modules.attention import SelfAttention
-from lmlab.modules.efficient_attention import BIDIRECTIONAL_ONLY, METHODS, attention_core
+from lmlab.config_checks import BIDIRECTIONAL_ATTENTION
+from lmlab.modules.efficient_attention import METHODS, attention_core
 
 from machine import alternating, device_name, in_fresh_process, synchronize  # benchmarks/machine.py
 
@@ -54,7 +55,7 @@ def parse_args():
 
 def sides() -> list[tuple[str, bool]]:
     """(method, causal): SDPA both ways, each causal method causal, each bidirectional-only one bidirectional."""
-    return [("full", True), ("full", False)] + [(m, m not in BIDIRECTIONAL_ONLY) for m in METHODS if m != "full"]
+    return [("full", True), ("full", False)] + [(m, m not in BIDIRECTIONAL_ATTENTION) for m in METHODS if m != "full"]
 
 
 def name(method: str, causal: bool) -> str:

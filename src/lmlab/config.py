@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_EPS, MAX_LAYERS, MAX_ROPE_BASE, MAX_SEED, MAX_VOCAB, \
-    MAX_WIDTH, at_least, at_most, check_types, fraction, positive
+    MAX_WIDTH, at_least, at_most, check_causal_attention, check_types, fraction, positive
 from lmlab.errors import LmlabError
 
 MAX_PARAMETERS = 10**11  # ~400 GB of float32 weights: far past anything lmlab trains or loads
@@ -83,9 +83,7 @@ class ModelConfig(AttentionSettings):
         if self.d_model % self.n_heads:
             raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
                              "pick a d_model that is a multiple of n_heads")
-        if self.attention in ("linformer", "nystrom"):
-            raise LmlabError(f"--attention {self.attention} mixes the whole sequence into every output, so a decoder "
-                             "would see the future: it has no causal form; choose window, bigbird, lsh or performer")
+        check_causal_attention(self.attention)
         if self.n_heads % (self.n_kv_heads or self.n_heads):
             raise LmlabError(f"--n-heads {self.n_heads} is not a multiple of --n-kv-heads {self.n_kv_heads}")
         if self.positions == "rope" and self.head_dim % 2:

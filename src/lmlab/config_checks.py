@@ -79,6 +79,19 @@ def fraction(cfg, name: str, upper_included: bool = False, flags: dict[str, str]
         raise SettingError(name, value, f"must lie in [0, 1{']' if upper_included else ')'}", flags)
 
 
+# attention methods (`lmlab.modules.efficient_attention`) whose every output mixes the whole sequence
+BIDIRECTIONAL_ATTENTION = {"linformer": "projects keys along the whole sequence",
+                           "nystrom": "averages its landmarks over the whole sequence"}
+
+
+def check_causal_attention(method: str) -> None:
+    """Refuse, in one line, an attention method that has no causal form, for a causal model."""
+    if method in BIDIRECTIONAL_ATTENTION:
+        raise LmlabError(f"--attention {method} {BIDIRECTIONAL_ATTENTION[method]}, so every token would see the "
+                         "future: it has no causal form; use it in an encoder, or choose window, bigbird, lsh or "
+                         "performer")
+
+
 def _type_problem(value, annotation) -> str | None:
     """Why `value` does not fit `annotation`, or None when it does (or the annotation is not a simple one)."""
     origin = typing.get_origin(annotation)

@@ -14,7 +14,8 @@ from lmlab.models.encoder_files import load_hf_encoder_dir, save_hf_encoder_dir
 from lmlab.models.encoders import build
 from lmlab.models.load import load_hf_dir
 from lmlab.models.presets import preset
-from lmlab.modules.efficient_attention import attention_core, check_attention
+from lmlab.config_checks import check_causal_attention
+from lmlab.modules.efficient_attention import attention_core
 from lmlab.modules.efficient_attention.linformer import LinformerAttention
 from lmlab.modules.efficient_attention.lsh import SELF_SCORE, LSHAttention
 from lmlab.modules.efficient_attention.masking import masked_softmax_attend
@@ -155,7 +156,7 @@ def test_what_sits_at_padded_positions_changes_no_real_output(method, causal):
 def test_methods_without_a_causal_form_are_refused_in_one_line():
     for method in ("linformer", "nystrom"):
         with pytest.raises(LmlabError, match=f"--attention {method} .* no causal form"):
-            check_attention(method, causal=True)
+            check_causal_attention(method)
         with pytest.raises(LmlabError, match="no causal form"):
             preset("gpt2-tiny").replace(attention=method)
 
@@ -218,3 +219,6 @@ def test_an_encoder_runs_each_sequence_unpadded_and_keeps_its_method_on_disk(tmp
     loaded = load_hf_encoder_dir(tmp_path)
     assert loaded.config == cfg
     torch.testing.assert_close(loaded(ids, attention_mask=mask), batch)
+    loaded.blocks[0].attention.need_weights = True
+    with pytest.raises(LmlabError, match="never forms the attention map"):
+        loaded(ids, attention_mask=mask)

@@ -45,6 +45,11 @@ def _settings_flags(parser, defaults, kind: type, metavar: str, names_and_help) 
                             help=f"{help_text} (default {getattr(defaults, name)})")
 
 
+def _settings(args, cls):
+    """The settings dataclass `cls` from the parsed flags that share its fields' names."""
+    return cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__ if hasattr(args, f)})
+
+
 def _add_seq2seq_pretraining(sub) -> None:
     d = PretrainingExperimentSettings()
     sp = sub.add_parser("seq2seq-pretraining",
@@ -61,12 +66,12 @@ def _add_seq2seq_pretraining(sub) -> None:
                          "digits, --paired of them both ways, never a validation or test number), a file, a "
                          f"directory, or one of {list(EMBEDDED)}")
     sp.add_argument("--task", default=d.task, choices=list(TASKS), help=f"the fine-tuning task (default {d.task})")
-    _settings_flags(sp, d, int, "N", (("pretrain_steps", "pre-training steps"), ("finetune_steps", "fine-tuning steps"),
-                            ("train_pairs", "fine-tuning pairs"), ("val_pairs", "validation pairs"),
-                            ("test_pairs", "test pairs"),
-                            ("eval_every", "fine-tuning steps between validation accuracies"),
-                            ("vocab_size", "BPE vocabulary"), ("block_size", "tokens per pre-training chunk"),
-                            ("seed", "weights, data and splits")))
+    _settings_flags(sp, d, int, "N", (
+        ("pretrain_steps", "pre-training steps"), ("finetune_steps", "fine-tuning steps"),
+        ("train_pairs", "fine-tuning pairs"), ("val_pairs", "validation pairs"), ("test_pairs", "test pairs"),
+        ("eval_every", "fine-tuning steps between validation accuracies"),
+        ("vocab_size", "BPE vocabulary"), ("block_size", "tokens per pre-training chunk"),
+        ("seed", "weights, data and splits")))
     _settings_flags(sp, d, float, "X", (
         ("pretrain_lr", "pre-training learning rate"), ("finetune_lr", "fine-tuning learning rate"),
         ("paired", "share of the generated corpus's sentences that write a number both ways"),
@@ -81,12 +86,12 @@ def _add_scaling(sub) -> None:
                         description="Train a grid of decoders (non-embedding sizes doubling from --min-parameters to "
                                     "--max-parameters, 888 to 6.3M on the ladder) on token budgets doubling from "
                                     "--min-steps batches, as many isoFLOP profiles as --budget-minutes allows on this "
-                                    "machine; score each run on "
-                                    "held-out text; fit Kaplan's L(N) and L(D), Chinchilla's L(N, D) = E + A/N^alpha "
-                                    "+ B/D^beta and the compute-optimal size of each isoFLOP profile; write "
-                                    "scaling.json, .md, scaling_compute.png and scaling_isoflop.png to --out. Each "
-                                    "run is a normal run directory in --out/runs; the same command again continues "
-                                    "an interrupted grid. On markov the true entropy is printed beside the fitted E.")
+                                    "machine; score each run on held-out text; fit Kaplan's L(N) and L(D), "
+                                    "Chinchilla's L(N, D) = E + A/N^alpha + B/D^beta and the compute-optimal size "
+                                    "of each isoFLOP profile; write scaling.json, .md, scaling_compute.png and "
+                                    "scaling_isoflop.png to --out. Each run is a normal run directory in --out/runs; "
+                                    "the same command again continues an interrupted grid. On markov the true "
+                                    "entropy is printed beside the fitted E.")
     sc.add_argument("--out", required=True, help="a new directory, or a grid this command started, to continue it")
     sc.add_argument("--data", default=d.data,
                     help="markov (default: its true entropy is known), stdlib (the whole standard library), or a "
@@ -99,11 +104,12 @@ def _add_scaling(sub) -> None:
     sc.add_argument("--tokens-per-parameter", type=float, nargs=2, default=d.tokens_per_parameter,
                     metavar=("LOW", "HIGH"), help="the band of D/N a run must lie in (default "
                                                  f"{d.tokens_per_parameter[0]:g} {d.tokens_per_parameter[1]:g})")
-    _settings_flags(sc, d, int, "N", (("vocab_size", "BPE vocabulary, shared by every run"),
-                            ("batch_size", "sequences per step"), ("block_size", "tokens per sequence"),
-                            ("min_steps", "steps of the shortest run; token budgets double from there"),
-                            ("bootstrap", "resamples for the exponents' intervals (0: none)"),
-                            ("seed", "weights, data order and held-out split")))
+    _settings_flags(sc, d, int, "N", (
+        ("vocab_size", "BPE vocabulary, shared by every run"),
+        ("batch_size", "sequences per step"), ("block_size", "tokens per sequence"),
+        ("min_steps", "steps of the shortest run; token budgets double from there"),
+        ("bootstrap", "resamples for the exponents' intervals (0: none)"),
+        ("seed", "weights, data order and held-out split")))
     sc.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of every run (default {d.lr:g})")
     sc.add_argument("--min-parameters", type=float, default=d.min_parameters, metavar="N",
                     help=f"smallest non-embedding size of the ladder (default {d.min_parameters:g})")
@@ -125,12 +131,13 @@ def _add_attention(sub) -> None:
     at.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
                                                    f"(default {d.data})")
     at.add_argument("--model", default=d.model, help=f"decoder preset whose family every run uses (default {d.model})")
-    _settings_flags(at, d, int, "N", (("n_layers", "layers"), ("d_model", "width (heads of 32)"),
-                            ("block_size", "tokens per training block"), ("max_steps", "training steps of each run"),
-                            ("batch_size", "blocks per step"), ("vocab_size", "BPE vocabulary"),
-                            ("attention_window", "window / BigBird block / LSH chunk"),
-                            ("attention_rank", "Performer's random features"), ("attention_hashes", "LSH rounds"),
-                            ("seed", "weights and batches")))
+    _settings_flags(at, d, int, "N", (
+        ("n_layers", "layers"), ("d_model", "width (heads of 32)"),
+        ("block_size", "tokens per training block"), ("max_steps", "training steps of each run"),
+        ("batch_size", "blocks per step"), ("vocab_size", "BPE vocabulary"),
+        ("attention_window", "window / BigBird block / LSH chunk"),
+        ("attention_rank", "Performer's random features"), ("attention_hashes", "LSH rounds"),
+        ("seed", "weights and batches")))
     at.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     at.set_defaults(run=run_attention)
 
@@ -145,16 +152,13 @@ def run_vanishing_gradients(args) -> None:
 
 
 def run_seq2seq_pretraining(args) -> None:
-    fields = {f for f in PretrainingExperimentSettings.__dataclass_fields__ if hasattr(args, f)}
-    settings = PretrainingExperimentSettings(**{f: getattr(args, f) for f in fields})
-    report = seq2seq_pretraining.seq2seq_pretraining(args.out, settings)
+    report = seq2seq_pretraining.seq2seq_pretraining(args.out, _settings(args, PretrainingExperimentSettings))
     print(seq2seq_pretraining.results_table(report), end="")
     print(f"written: {args.out}/seq2seq_pretraining.json, .md, .png")
 
 
 def run_scaling(args) -> None:
-    fields = {f for f in ScalingSettings.__dataclass_fields__ if hasattr(args, f)}
-    report = scaling.scaling(args.out, ScalingSettings(**{f: getattr(args, f) for f in fields}))
+    report = scaling.scaling(args.out, _settings(args, ScalingSettings))
     if report is None:  # stopped by Ctrl-C: the CLI exits 130
         return
     print(scaling.results_table(report), end="")
@@ -162,8 +166,6 @@ def run_scaling(args) -> None:
 
 
 def run_attention(args) -> None:
-    fields = {f for f in AttentionComparisonSettings.__dataclass_fields__ if hasattr(args, f)}
-    report = attention_comparison.compare_attention(args.out, AttentionComparisonSettings(
-        **{f: getattr(args, f) for f in fields}))
+    report = attention_comparison.compare_attention(args.out, _settings(args, AttentionComparisonSettings))
     print(attention_comparison.results_table(report), end="")
     print(f"written: {args.out}/attention_comparison.json, .md, .png")

@@ -140,8 +140,8 @@ def scaling(out: str | Path, settings: ScalingSettings = ScalingSettings(), show
 
 
 def _continue_or_plan(out: Path, s: ScalingSettings) -> dict:
-    """The saved plan when `out` holds this grid; otherwise train the tokenizer, time the ladder, plan the
-    runs, write the corpus they need, and save the plan."""
+    """The saved plan when `out` holds this grid; otherwise time a step of each size, plan the runs, train the
+    tokenizer, write the corpus the runs need, and save the plan."""
     if (out / PLAN).is_file():
         plan = read_json_object(out / PLAN, "choose a new --out directory")
         if plan.get("settings") != _settings_dict(s):
@@ -153,10 +153,11 @@ def _continue_or_plan(out: Path, s: ScalingSettings) -> dict:
     if out.is_dir() and any(out.iterdir()):
         raise LmlabError(f"'{out}' is not empty and holds no scaling grid; choose a new --out directory")
     started = time.perf_counter()
-    step_seconds = calibrate(preset(s.model), s.sizes, s.vocab_size, s.batch_size, s.block_size)
+    base, sizes = preset(s.model), s.sizes
+    step_seconds = calibrate(base, sizes, s.vocab_size, s.batch_size, s.block_size)
     budget = s.budget_minutes * 60 - (time.perf_counter() - started)
-    runs = plan_grid(preset(s.model), s.sizes, step_seconds, budget, s.vocab_size, s.batch_size, s.block_size,
-                     s.min_steps, s.tokens_per_parameter)
+    runs = plan_grid(base, sizes, step_seconds, budget, s.vocab_size, s.batch_size, s.block_size, s.min_steps,
+                     s.tokens_per_parameter)
     texts = stdlib_texts(max_bytes=10**9) if s.data == "stdlib" else load_corpus(s.data)
     tokenizer = train_bpe(texts, s.vocab_size)
     out.mkdir(parents=True, exist_ok=True)
@@ -178,11 +179,11 @@ def _write_corpus(out: Path, s: ScalingSettings, texts: list[str], tokenizer, to
         per_doc = len(tokenize_corpus(texts, tokenizer)) / len(texts)
         docs = max(MARKOV_TRAIN_DOCS, math.ceil(tokens_needed / (1 - VAL_FRACTION) / per_doc * 1.02))
         texts = markov_corpus(docs, seed=MARKOV_TRAIN_SEED)[0]
+    corpus = s.data
     if s.data in EMBEDDED:
-        path = out / "corpus.jsonl"
-        atomic_write_text(path, "".join(json.dumps({"text": text}) + "\n" for text in texts))
-        return str(path), len(tokenize_corpus(texts, tokenizer))
-    return s.data, len(tokenize_corpus(texts, tokenizer))
+        corpus = str(out / "corpus.jsonl")
+        atomic_write_text(corpus, "".join(json.dumps({"text": text}) + "\n" for text in texts))
+    return corpus, len(tokenize_corpus(texts, tokenizer))
 
 
 def held_out_stream(s: ScalingSettings, corpus: str, tokenizer) -> tuple[torch.Tensor, float | None]:

@@ -15,7 +15,7 @@ The budget picks how many profiles: each run's time is estimated from a timed tr
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -26,8 +26,8 @@ from lmlab.models.decoder import build_decoder
 from lmlab.modules.meta import on_meta
 from lmlab.training.optim import build_optimizer
 
-# (n_layers, d_model): non-embedding parameters about 1.3e4 * 2^i from (1, 32) on (GPT-2 or Llama blocks,
-# 16-wide heads; one head below d_model 32)
+# (n_layers, d_model): non-embedding parameters from 888 to 6.3M, about doubling at each step (GPT-2 or Llama
+# blocks, 16-wide heads; one head below d_model 32)
 LADDER = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (2, 32), (2, 48), (2, 64), (4, 64), (4, 96), (4, 128),
           (5, 160), (6, 208), (8, 256))
 EMBEDDINGS = ("token_embedding.weight", "positions.table.weight", "lm_head.weight")
@@ -46,7 +46,7 @@ class PlannedRun:
     non_embedding: int  # N
     steps: int
     tokens: int  # D
-    profile: int  # isoFLOP profile k = size + token index
+    profile: int  # isoFLOP profile k = the size's place among the grid's sizes + the token index
     estimate_s: float
 
     @property
@@ -106,9 +106,9 @@ def plan_grid(base: ModelConfig, sizes: list[int], step_seconds: list[float], bu
                 profile.append(PlannedRun(f"n{size}-d{k - i}", size, *LADDER[size], n, steps, steps * tokens_per_step,
                                           k, steps * step_seconds[i] + RUN_OVERHEAD_S))
         cost = sum(r.estimate_s for r in runs + profile)
-        if cost > budget_s and enough_for_fits(runs):
-            return runs
         if cost > budget_s:
+            if enough_for_fits(runs):
+                return runs
             if enough_for_fits(runs + profile):
                 raise LmlabError(f"a budget of {budget_s / 60:.2g} minutes fits too few runs on this machine "
                                  f"for the fits (5 runs, two isoFLOP profiles of 3); raise --budget-minutes to "
@@ -125,6 +125,3 @@ def enough_for_fits(runs: list[PlannedRun]) -> bool:
     profiles = [sum(r.profile == k for r in runs) for k in {r.profile for r in runs}]
     return len(runs) >= 5 and sum(count >= 3 for count in profiles) >= 2
 
-
-def plan_as_dict(runs: list[PlannedRun]) -> list[dict]:
-    return [asdict(run) | {"compute": run.compute} for run in runs]

@@ -30,9 +30,16 @@ def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tok
     convert = registry.lookup(cfg.family, kind="decoder").convert
     hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
         "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
-    if cfg.attention != "full":  # transformers has no such attention: without a model_type it refuses the
-        hf_config = {k: v for k, v in hf_config.items() if k not in ("model_type", "architectures")}  # directory
-    return write_hf_dir(directory, hf_config, convert.to_hf(model.state_dict(), cfg), tokenizer)
+    return write_hf_dir(directory, unless_efficient(hf_config, cfg), convert.to_hf(model.state_dict(), cfg), tokenizer)
+
+
+def unless_efficient(hf_config: dict, cfg) -> dict:
+    """`hf_config` as it is for full attention; for an efficient method (which transformers has not) without
+    model_type and architectures, so transformers refuses the directory instead of loading it as full
+    attention. lmlab reads the family from the config's "lmlab" entry."""
+    if cfg.attention == "full":
+        return hf_config
+    return {k: v for k, v in hf_config.items() if k not in ("model_type", "architectures")}
 
 
 def special_ids(tokenizer: Tokenizer | TextTokenizer | None, vocab_size: int) -> dict:

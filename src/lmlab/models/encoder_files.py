@@ -18,6 +18,7 @@ from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models import registry
+from lmlab.models.decoder_files import unless_efficient
 from lmlab.models.encoders import build, converter
 from lmlab.models.pretraining import ElectraForPreTraining, EncoderForPreTraining
 from lmlab.models.pretraining_names import electra_to_hf, pretraining_to_hf
@@ -44,6 +45,7 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
         check_layer_bound({"num_hidden_layers": cfg.n_layers}, header, source)
     with on_meta():
         model = build(cfg)
+
     def from_file(hf_state) -> dict:  # HF's names, plus an efficient attention's own weights as saved
         ours = {name.removeprefix(CORE_PREFIX): hf_state[name] for name in hf_state.keys()
                 if name.startswith(CORE_PREFIX)}
@@ -96,6 +98,4 @@ def _write_dir(directory: str | Path, cfg: EncoderConfig, architecture: str, hf_
                tokenizer) -> Path:
     hf_config = converter(cfg.family).config_to_hf(cfg) | {
         "architectures": [architecture], "torch_dtype": "float32", "lmlab": dataclasses.asdict(cfg)}
-    if cfg.attention != "full":  # transformers has no such attention: without a model_type it refuses the
-        hf_config = {k: v for k, v in hf_config.items() if k not in ("model_type", "architectures")}  # directory
-    return write_hf_dir(directory, hf_config, hf_state, tokenizer)
+    return write_hf_dir(directory, unless_efficient(hf_config, cfg), hf_state, tokenizer)

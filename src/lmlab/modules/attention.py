@@ -90,6 +90,12 @@ class SelfAttention(nn.Module):
         self.weights: torch.Tensor | None = None
         self.core = core
 
+    def check_map_exists(self) -> None:
+        """Refuse, in one line, to keep an attention map (`need_weights`) that an efficient core never forms."""
+        if self.need_weights and self.core is not None:
+            raise LmlabError("this model's attention is an efficient method, which never forms the attention map; "
+                             "inspect a model trained with --attention full")
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 rope: tuple[torch.Tensor, torch.Tensor] | None = None,
                 kv_cache: LayerKV | None = None) -> torch.Tensor:
@@ -102,9 +108,7 @@ class SelfAttention(nn.Module):
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D), S = cached + T
         if self.core is not None:
-            if self.need_weights:
-                raise LmlabError("this model's attention is an efficient method, which never forms the attention "
-                                 "map; inspect a model trained with --attention full")
+            self.check_map_exists()
             groups = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, S, D)
             y = self.core(q, k, v, None if mask is None else mask[:, 0, -1, :])  # keys the last query may see

@@ -19,7 +19,6 @@ from itertools import groupby
 import torch
 from torch import nn
 
-from lmlab.errors import LmlabError
 from lmlab.modules.attention import SelfAttention, attend
 
 
@@ -98,8 +97,10 @@ class UnpaddedSelfAttention(SelfAttention):
     def forward(self, x: torch.Tensor, layout: Unpadding, rope: None = None, kv_cache: None = None) -> torch.Tensor:
         """`rope` and `kv_cache` are what a block passes to any attention; an encoder has neither."""
         assert rope is None and kv_cache is None, "an unpadded encoder has no rotary positions and no KV cache"
+        self.check_map_exists()
         qkv = self.qkv(x).view(x.size(0), 3 * self.n_heads, self.head_dim)  # (N, 3H, D)
-        if layout.score_bias is not None and layout.indices is not None and not self.need_weights and self.core is None:
+        padded_with_bias = layout.score_bias is not None and layout.indices is not None
+        if padded_with_bias and not self.need_weights and self.core is None:
             y = self.attend_padded(qkv, layout)
         else:
             y = self.attend_per_length(qkv, layout)
@@ -113,9 +114,6 @@ class UnpaddedSelfAttention(SelfAttention):
             L = group.size(1)
             bias = None if layout.score_bias is None else layout.score_bias[:, :, :L, :L]  # (1, H, L, L)
             if self.core is not None:  # an efficient method: each sequence on its own, no padding to mask
-                if self.need_weights:
-                    raise LmlabError("this encoder's attention is an efficient method, which never forms the "
-                                     "attention map; inspect an encoder trained with --attention full")
                 y, weights = self.core(q, k, v), None
             else:
                 y, weights = attend(q, k, v, bias, dropout_p=self.dropout if self.training else 0.0,

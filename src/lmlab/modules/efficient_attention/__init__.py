@@ -8,7 +8,7 @@ one setting and keeps its weights' names. "full" is no core: `attend`, i.e. torc
 
 from torch import nn
 
-from lmlab.errors import LmlabError
+from lmlab.config_checks import check_causal_attention
 from lmlab.modules.efficient_attention.linformer import LinformerAttention
 from lmlab.modules.efficient_attention.lsh import LSHAttention
 from lmlab.modules.efficient_attention.nystrom import NystromAttention
@@ -16,15 +16,6 @@ from lmlab.modules.efficient_attention.performer import PerformerAttention
 from lmlab.modules.efficient_attention.sparse import SparseAttention
 
 METHODS = ("full", "window", "bigbird", "lsh", "performer", "linformer", "nystrom")
-BIDIRECTIONAL_ONLY = {"linformer": "projects keys along the whole sequence",
-                      "nystrom": "averages its landmarks over the whole sequence"}
-
-
-def check_attention(method: str, causal: bool) -> None:
-    """Refuse, in one line, a method that has no causal form in a causal model."""
-    if causal and method in BIDIRECTIONAL_ONLY:
-        raise LmlabError(f"--attention {method} {BIDIRECTIONAL_ONLY[method]}, so every token would see the future: "
-                         "it has no causal form; use it in an encoder, or choose window, bigbird, lsh or performer")
 
 
 def attention_core(cfg, causal: bool, layer: int = 0) -> nn.Module | None:
@@ -32,7 +23,8 @@ def attention_core(cfg, causal: bool, layer: int = 0) -> nn.Module | None:
     full attention. `layer` seeds the random parts (BigBird's blocks, LSH's rotations, Performer's
     features), so layers draw independently and a rebuilt model draws the same."""
     method = cfg.attention
-    check_attention(method, causal)
+    if causal:
+        check_causal_attention(method)
     head_dim = cfg.d_model // cfg.n_heads
     if method == "full":
         return None
