@@ -284,6 +284,8 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = False
     compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
+    fsdp: bool = False  # shard weights, gradients and AdamW state over the processes (FSDP2)
+    max_memory: str | None = None  # refuse to start when the estimate per process exceeds this ("8GiB")
 
     def __post_init__(self):
         check_types(self)

@@ -20,6 +20,7 @@ import weakref
 
 import torch
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 PANEL = 16  # output features per panel
 MAX_ROWS = 64  # above this many rows, the plain layout is faster
@@ -47,8 +48,9 @@ class PanelLinear(nn.Module):
 
 def decoding_view(model: nn.Module) -> nn.Module:
     """`model` for decoding steps: on the CPU, its module tree with linear layers on panels (the
-    parameters, buffers and settings shared, not copied); elsewhere the model itself."""
-    if next(model.parameters()).device.type != "cpu":
+    parameters, buffers and settings shared, not copied); elsewhere, or when its weights are
+    sharded over processes (FSDP gathers them around each block's forward), the model itself."""
+    if next(model.parameters()).device.type != "cpu" or isinstance(model, FSDPModule):
         return model
     return _view(model)
 

@@ -4,7 +4,8 @@ Read top to bottom: documents -> tokenizer -> packed token blocks -> (inputs, ta
 the LM head and cross-entropy in chunks (`CausalLMLoss`) -> the training loop
 (`lmlab.training.loop`: AdamW with warmup + decay, gradient accumulation, checkpoints that resume
 exactly) -> an HF-layout model directory. Runs the same in one process or under `torchrun`: each
-process takes its parts of every step's batch and the loop averages the gradients.
+process takes its parts of every step's batch and the loop averages the gradients (or, with
+`fsdp`, shards the model over the processes). The memory a process will need is estimated first.
 """
 
 import dataclasses
@@ -28,6 +29,8 @@ from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.compile import maybe_compile
 from lmlab.training.device import training_device
 from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
+from lmlab.training.memory import check_memory
+from lmlab.training.sharding import unsharded
 from lmlab.training.result import PretrainResult
 
 
@@ -47,15 +50,19 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     ckpt = resume_checkpoint(out, resume)
     d = distributed.current()  # under torchrun: joins the process group and takes this process's GPU
     dev = training_device(device)
+    block_size = train_cfg.block_size or model_cfg.context_length
 
-    # 1. Text and tokenizer (the first process trains and saves it; the others wait, then read).
+    # 1. Text, the memory a process needs (shapes on the meta device, before anything is written), and the
+    # tokenizer (the first process trains and saves it; the others wait, then read).
     texts = load_corpus(data)
+    with torch.device("meta"):
+        memory = check_memory(build_decoder(model_cfg), train_cfg.batch_size, train_cfg.grad_accum, block_size,
+                              train_cfg.fsdp, train_cfg.bf16, train_cfg.max_memory)
     tok_file = out / TOKENIZER_FILE
     if d.is_main and not tok_file.exists():
         save_tokenizer(load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size), out)
     d.barrier()
     tok = load_tokenizer(tok_file)
-    block_size = train_cfg.block_size or model_cfg.context_length
     model_cfg = model_cfg.replace(vocab_size=tok.get_vocab_size(), trained_context=block_size)
 
     # 2. Token blocks: tokenized once (cached by content hash, by the first process), split, batched by step.
@@ -70,7 +77,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     # 3. The model and its training session (restored exactly when resuming).
     torch.manual_seed(train_cfg.seed)
     model = build_decoder(model_cfg).to(dev)
-    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
+    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt, memory=memory)
     head_loss = maybe_compile(CausalLMLoss(model), train_cfg.compile)  # no (N, vocab) logits in memory
     micro_batch = train_cfg.batch_size // session.parts
 
@@ -86,8 +93,9 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     finished = run_steps(session, step_loss, validate if len(split.val_blocks) else None, stop_after,
                          show_progress, ylabel="loss (nats/token)",
                          throughput=("tokens_per_s", train_cfg.batch_size * block_size))
-    if finished and d.is_main:
-        save_hf_dir(model, out / "model", tok)
+    whole = unsharded(model, lambda: build_decoder(model_cfg)) if finished else None  # every process gathers
+    if whole is not None and d.is_main:
+        save_hf_dir(whole, out / "model", tok)
     d.barrier()
     return PretrainResult(step=session.step, val_loss=last_evaluation(session).get("val_loss"),
                           model_dir=out / "model" if finished else None, interrupted=not finished)

@@ -12,6 +12,7 @@ a run's checkpoints/ cannot run code. Its "format" entry tells lmlab's checkpoin
 import pickle
 import random
 import re
+import shutil
 import warnings
 import zipfile
 from pathlib import Path
@@ -55,12 +56,23 @@ def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
     `state` must be tensors and plain data, which is all `load_checkpoint` reads back."""
     state = state | {"format": FORMAT, "step": step, "rng": rng_state()}
     _check_plain(state, "checkpoint")
-    path = directory / f"step_{step:07d}.pt"
+    path = checkpoint_file(directory, step)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
     for old in list_checkpoints(directory)[:-keep]:
         old.unlink(missing_ok=True)
+        shutil.rmtree(shards_of(old), ignore_errors=True)
     return path
+
+
+def checkpoint_file(directory: Path, step: int) -> Path:
+    """The checkpoint of `step` in `directory` (a sharded run keeps its tensors beside it, in `shards_of`)."""
+    return directory / f"step_{step:07d}.pt"
+
+
+def shards_of(checkpoint: Path) -> Path:
+    """The directory of a sharded run's tensors, beside its checkpoint file."""
+    return checkpoint.with_suffix(".shards")
 
 
 def list_checkpoints(directory: Path) -> list[Path]:

@@ -38,11 +38,16 @@ def current() -> Dist:
         return Dist()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if not dist.is_initialized():
-        dist.init_process_group("cpu:gloo,cuda:nccl" if dist.is_nccl_available() else "gloo")
+        dist.init_process_group(backend())
         atexit.register(_leave)
         if torch.cuda.is_available():
             torch.cuda.set_device(local_rank)
     return Dist(dist.get_rank(), dist.get_world_size(), local_rank)
+
+
+def backend() -> str:
+    """gloo for CPU tensors, and nccl for CUDA ones where torch has it."""
+    return "cpu:gloo,cuda:nccl" if dist.is_nccl_available() else "gloo"
 
 
 def average_gradients(parameters: list[torch.nn.Parameter], d: Dist) -> None:

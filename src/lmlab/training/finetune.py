@@ -33,6 +33,7 @@ from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_WIDTH, at_
 from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
+from lmlab.models.decoder import build_decoder
 from lmlab.models.load import load
 from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft
 from lmlab.models.tuned_files import save_tuned
@@ -43,6 +44,8 @@ from lmlab.objectives.sft import check_chat
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
 from lmlab.training.loop import LoopConfig, Session, evaluated, measured, start_session
+from lmlab.training.memory import check_memory
+from lmlab.training.sharding import unsharded
 from lmlab.training.optim import OptimConfig
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
@@ -79,6 +82,8 @@ class FinetuneConfig:
     task_size: int = 1000  # --data task: examples drawn (repeated questions are dropped)
     task_max_operand: int = 99  # --data task: operands 0..N; 99 suits a pre-trained model
     task_eval_size: int = 64  # --data task: held-out questions answered greedily before and after
+    fsdp: bool = False  # shard weights, gradients and AdamW state over the processes (FSDP2; --peft none)
+    max_memory: str | None = None  # refuse to start when the estimate per process exceeds this ("8GiB")
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
@@ -94,6 +99,10 @@ class FinetuneConfig:
         positive(self, "lora_alpha")
         fraction(self, "lora_dropout")
         fraction(self, "val_fraction")
+        if self.fsdp and self.peft != "none":
+            raise LmlabError(f"--fsdp shards a model whose every weight trains; with --peft {self.peft} only a "
+                             "small adapter trains, which data parallelism (torchrun without --fsdp) handles: drop "
+                             "--fsdp, or pass --peft none")
 
     def replace(self, **changes) -> "FinetuneConfig":
         return dataclasses.replace(self, **changes)
@@ -252,8 +261,16 @@ class FinetuneResult:
 def start_tuning(out: Path, module: torch.nn.Module, cfg: FinetuneConfig, settings: dict,
                  ckpt: dict | None) -> Session:
     """The training session of a fine-tuning recipe: `module` (the tuned model, or a network around
-    it) trained as `cfg` says."""
-    return start_session(out, module, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
+    it) trained as `cfg` says. For a decoder, the memory a process needs is printed first (and
+    checked against --max-memory); --fsdp shards only a decoder trained on its own (sft, dpo)."""
+    memory = None
+    if isinstance(module, TransformerDecoder):
+        memory = check_memory(module, cfg.batch_size, cfg.grad_accum, cfg.block_size, cfg.fsdp, cfg.bf16,
+                              cfg.max_memory)
+    elif cfg.fsdp:
+        raise LmlabError(f"--fsdp shards a decoder trained on its own (sft, dpo); this recipe trains a "
+                         f"{type(module).__name__} around it, which only data parallelism runs: drop --fsdp")
+    return start_session(out, module, cfg.optim, LoopConfig.of(cfg), settings, ckpt, memory=memory)
 
 
 def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[], dict] | None = None,
@@ -261,11 +278,14 @@ def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[],
     """The end of a recipe: once training is done, save the model (`save_tuned`; `merge` a LoRA
     into a full model too) and log the held-out measures of `after()` at the last step."""
     model_dir = adapter_dir = None
-    if finished and session.dist.is_main:
-        model_dir, adapter_dir = save_tuned(tuned.model, tuned.tokenizer, session.out, tuned.method, tuned.settings,
+    model = unsharded(tuned.model, lambda: build_decoder(tuned.model.config)) if finished else None
+    if model is not None and session.dist.is_main:
+        model_dir, adapter_dir = save_tuned(model, tuned.tokenizer, session.out, tuned.method, tuned.settings,
                                             tuned.fingerprint, merge)
-        if after is not None:
-            session.metrics.write(step=session.step, **evaluated(session.module, after))
+    if finished and after is not None:
+        measures = evaluated(session.module, after)  # on every process: a sharded model computes together
+        if session.metrics is not None:
+            session.metrics.write(step=session.step, **measures)
     session.dist.barrier()
     before, last = measured(session)
     return FinetuneResult(session.step, finished, model_dir, adapter_dir, before, last, describe(session.module))

@@ -9,7 +9,8 @@ the rest, the same for all of them:
 - AdamW and the schedule of the recipe's `OptimConfig`, gradient clipping;
 - gradient accumulation (`grad_accum` parts per process) and data parallelism under torchrun
   (each process takes its parts; gradients are averaged, so every process takes the same step and
-  the logged loss is the global batch's);
+  the logged loss is the global batch's); with `fsdp` the weights, gradients and optimizer state
+  are sharded over the processes instead of copied (`training.sharding`);
 - bf16 autocast; evaluation every `eval_every` steps and at the end, in eval mode without gradients;
 - a progress bar with ETA, metrics.jsonl and loss.png;
 - checkpoints every `checkpoint_every` steps and when the session ends (at max_steps, after
@@ -27,6 +28,7 @@ A session without an output directory (`out=None`) trains in memory: no files, n
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -38,16 +40,18 @@ from torch import nn
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.progress import progress_bar
-from lmlab.training import distributed
-from lmlab.training.checkpoint import save_checkpoint, set_rng_state, setting_differences
+from lmlab.training import distributed, sharding
+from lmlab.training.checkpoint import (checkpoint_file, save_checkpoint, set_rng_state, setting_differences,
+                                      shards_of)
 from lmlab.training.interrupt import sigint_flag
+from lmlab.training.memory import MemoryEstimate
 from lmlab.training.optim import OptimConfig, build_optimizer, build_schedule
 from lmlab.training.progress import LOSS_CURVES, MetricsLog, save_loss_curve
 
 # Settings a resumed run may change: they do not touch the weights. The base model is compared by
 # its fingerprint, not by how it was named.
 RESUMABLE = frozenset({"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints",
-                       "log_every", "compile", "base_model"})
+                       "log_every", "compile", "base_model", "max_memory"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class LoopConfig:
     checkpoint_every: int = 200
     keep_checkpoints: int = 2
     log_every: int = 1
+    fsdp: bool = False  # shard weights, gradients and optimizer state over the processes (FSDP2)
 
     @classmethod
     def of(cls, cfg, **settings) -> "LoopConfig":
@@ -94,26 +99,36 @@ class Session:
 
 
 def start_session(out: Path | None, module: nn.Module, optim: OptimConfig, loop: LoopConfig, settings: dict,
-                  ckpt: dict | None = None, resumable: frozenset[str] = frozenset()) -> Session:
-    """AdamW and the schedule over the trainable parameters of `module`, restored from `ckpt` when
-    resuming. A checkpoint from another run (other base model, data or settings; a setting named in
-    `resumable` or RESUMABLE may change) is refused before anything is written; then run.json and
-    metrics.jsonl are (re)started in `out` by the first process."""
+                  ckpt: dict | None = None, resumable: frozenset[str] = frozenset(),
+                  memory: MemoryEstimate | None = None) -> Session:
+    """AdamW and the schedule over the trainable parameters of `module` (sharded first with
+    `loop.fsdp`), restored from `ckpt` when resuming. A checkpoint from another run (other base
+    model, data or settings; a setting named in `resumable` or RESUMABLE may change) is refused
+    before anything is written; then the first process prints the `memory` estimate a process
+    needs and (re)starts run.json and metrics.jsonl in `out`."""
     d = distributed.current()
     if loop.batch_size % (d.world_size * loop.grad_accum):
         raise LmlabError(f"--batch-size {loop.batch_size} must be a multiple of the processes ({d.world_size}) "
                          f"x --grad-accum ({loop.grad_accum})")
     if ckpt is not None:
         check_same_run(ckpt, settings, out, RESUMABLE | resumable)
+    if loop.fsdp:
+        sharding.shard(module)
     optimizer = build_optimizer(module, optim)
     scheduler = build_schedule(optimizer, optim, loop.max_steps)
     step, state = 0, {}
     if ckpt is not None:
-        load_trainable(module, ckpt["trainable"])
-        optimizer.load_state_dict(ckpt["optimizer"])
+        if loop.fsdp:
+            sharding.load_shards(module, optimizer, trainable_state(module), shards_of(ckpt.path),
+                                 ckpt["param_groups"])
+        else:
+            load_trainable(module, ckpt["trainable"])
+            optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
         set_rng_state(ckpt["rng"])
         step, state = ckpt["step"], ckpt["state"]
+    if memory is not None and d.is_main:
+        print(f"memory per process: {memory.describe()}", file=sys.stderr)
     metrics = None
     if out is not None and d.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -171,12 +186,21 @@ def load_trainable(module: nn.Module, saved: dict[str, torch.Tensor]) -> None:
 
 
 def checkpoint(session: Session) -> Path | None:
-    """Write the session's checkpoint at its current step (keeping the newest `keep_checkpoints`);
-    only the first process writes, the others wait for it."""
+    """Write the session's checkpoint at its current step (keeping the newest `keep_checkpoints`):
+    the first process writes it, the others wait; a sharded model's tensors are written beside it
+    by every process (`sharding.save_shards`)."""
+    if session.out is None:
+        return None
+    module, optimizer, directory = session.module, session.optimizer, session.out / "checkpoints"
+    if session.loop.fsdp:
+        shards = shards_of(checkpoint_file(directory, session.step))
+        tensors = {"param_groups": sharding.save_shards(module, optimizer, trainable_state(module), shards,
+                                                        session.dist.is_main)}
+    else:
+        tensors = {"trainable": trainable_state(module), "optimizer": optimizer.state_dict()}
     path = None
-    if session.out is not None and session.dist.is_main:
-        path = save_checkpoint(session.out / "checkpoints", session.step, {
-            "trainable": trainable_state(session.module), "optimizer": session.optimizer.state_dict(),
+    if session.dist.is_main:
+        path = save_checkpoint(directory, session.step, tensors | {
             "scheduler": session.scheduler.state_dict(), "settings": session.settings, "state": session.state,
         }, session.loop.keep_checkpoints)
     session.dist.barrier()
@@ -185,7 +209,8 @@ def checkpoint(session: Session) -> Path | None:
 
 def evaluated(module: nn.Module, measure: Callable[[], dict], bf16: bool = False) -> dict:
     """`measure()` with `module` in eval mode and without gradients (autocast to bfloat16 with
-    `bf16`); its mode is restored after."""
+    `bf16`); its mode is restored after, and a sharded model's weights are sharded again (they
+    were gathered without gradients, and training must gather its own)."""
     training = module.training
     module.eval()
     try:
@@ -193,13 +218,17 @@ def evaluated(module: nn.Module, measure: Callable[[], dict], bf16: bool = False
             return measure()
     finally:
         module.train(training)
+        sharding.reshard(module)
 
 
 def log_before(session: Session, measure: Callable[[], dict], **extra) -> None:
-    """Log the held-out metrics of `measure()` at step 0, before training: by the first process of
-    a new run (a resumed one logged them when it started)."""
-    if not session.resumed and session.metrics is not None:
-        session.metrics.write(step=0, **extra, **evaluated(session.module, measure, session.loop.bf16))
+    """Log the held-out metrics of `measure()` at step 0, before training, in a new run (a resumed one
+    logged them when it started). Every process measures (a sharded model computes together); the
+    first writes."""
+    if not session.resumed:
+        measures = evaluated(session.module, measure, session.loop.bf16)
+        if session.metrics is not None:
+            session.metrics.write(step=0, **extra, **measures)
 
 
 def run_steps(session: Session, step_loss: Callable[[int, int, int], tuple[torch.Tensor, dict]],
@@ -227,8 +256,9 @@ def run_steps(session: Session, step_loss: Callable[[int, int, int], tuple[torch
         while session.step < end and not stopped:
             t0 = time.perf_counter()
             logged = _accumulate(session, step_loss)
-            distributed.average_gradients(params, d)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, session.optim.grad_clip).item()
+            if not loop.fsdp:  # FSDP averaged them in its reduce-scatter
+                distributed.average_gradients(params, d)
+            grad_norm = sharding.grad_norm(torch.nn.utils.clip_grad_norm_(params, session.optim.grad_clip))
             session.optimizer.step()
             session.optimizer.zero_grad(set_to_none=True)
             session.scheduler.step()
