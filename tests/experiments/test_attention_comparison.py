@@ -1,5 +1,5 @@
-"""`lmlab experiment attention`: every method trains the same decoder alike; a smoke run writes the table,
-JSON and plot, and refusals are one line."""
+"""`lmlab experiment attention`: every method trains the same decoder alike, on language modelling and on the
+copy task; a smoke run writes the table, JSON and plots, and refusals are one line."""
 
 import json
 
@@ -11,7 +11,7 @@ from png_files import read_png
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SMOKE = ["--data", "markov", "--max-steps", "6", "--block-size", "48", "--batch-size", "2", "--d-model", "32",
-         "--vocab-size", "300", "--attention-window", "8", "--attention-rank", "16"]
+         "--vocab-size", "300", "--attention-window", "8", "--attention-rank", "16", "--copy-steps", "3"]
 
 
 def test_each_method_trains_the_same_run_but_for_its_attention(tmp_path, capsys):
@@ -28,9 +28,14 @@ def test_each_method_trains_the_same_run_but_for_its_attention(tmp_path, capsys)
         assert run["train"] == runs["full"]["train"]
         result = report["results"][method]
         assert result["val_loss"] > 0 and result["tokens_per_s"] > 0 and result["val_curve"][-1][0] == 6
-        assert f"| {method} | {result['val_loss']:.3f} |" in printed
+        assert f"| {method} | {result['val_loss']:.3f} |" in printed and f"| {result['copy_accuracy']:.3f} |" in printed
+        copy_run = json.loads((out / "runs" / f"copy-{method}" / "run.json").read_text())
+        assert copy_run["model"]["attention"] == method and copy_run["task"]["length"] == 48
+        assert 0 <= result["copy_accuracy"] <= 1 and result["copy_curve"][-1][0] == 3
+    assert "25 tokens back, chance 0.031" in printed
     assert (out / "runs" / "lsh" / "tokenizer.json").read_text() == (out / "runs" / "full" / "tokenizer.json").read_text()
     assert read_png(out / "attention_comparison.png").shape == (600, 900, 3)
+    assert read_png(out / "attention_comparison_copy.png").shape == (600, 900, 3)
 
 
 def test_bad_methods_and_an_existing_comparison_are_one_line_errors(tmp_path, capsys):

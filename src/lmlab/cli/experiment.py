@@ -124,7 +124,9 @@ def _add_attention(sub) -> None:
                         description="Train the same decoder once per --methods (same data, tokenizer, seed, batches "
                                     "and steps; only --attention differs) on blocks of --block-size tokens; report "
                                     "each method's held-out loss, its gap to full attention and its training "
-                                    "tokens/s; write attention_comparison.json, .md and .png to --out.")
+                                    "tokens/s, then train each on the copy task (a random string copied half a "
+                                    "block later) and report its held-out accuracy; write attention_comparison.json, "
+                                    ".md, .png and _copy.png to --out.")
     at.add_argument("--out", required=True, help="a new directory for the results (and the training runs)")
     at.add_argument("--methods", nargs="+", default=list(d.methods), choices=CAUSAL_METHODS, metavar="METHOD",
                     help=f"attention methods to compare, from {', '.join(CAUSAL_METHODS)} (default: all)")
@@ -137,7 +139,8 @@ def _add_attention(sub) -> None:
         ("batch_size", "blocks per step"), ("vocab_size", "BPE vocabulary"),
         ("attention_window", "window / BigBird block / LSH chunk"),
         ("attention_rank", "Performer's random features"), ("attention_hashes", "LSH rounds"),
-        ("seed", "weights and batches")))
+        ("copy_steps", "copy-task training steps of each method (0: language modelling only)"),
+        ("copy_symbols", "the copy task's alphabet (chance is 1 / N)"), ("seed", "weights and batches")))
     at.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     at.set_defaults(run=run_attention)
 
@@ -168,4 +171,4 @@ def run_scaling(args) -> None:
 def run_attention(args) -> None:
     report = attention_comparison.compare_attention(args.out, _settings(args, AttentionComparisonSettings))
     print(attention_comparison.results_table(report), end="")
-    print(f"written: {args.out}/attention_comparison.json, .md, .png")
+    print(f"written: {args.out}/attention_comparison.json, .md, .png" + (", _copy.png" if args.copy_steps else ""))

@@ -1,0 +1,85 @@
+"""Training a decoder on the copy task (`lmlab.data.copy_task`): can its attention reach back half a sequence?
+
+Read top to bottom: a decoder whose vocabulary is the task's symbols and separator -> a batch of random strings
+and their copies per step -> the next-token loss on the copy only (`CausalLMLoss`) -> the training loop ->
+held-out accuracy (greedy, teacher-forced: the share of copied symbols predicted right) on strings no
+training step saw. The run directory holds what every run's does (run.json, metrics.jsonl, loss.png,
+checkpoints); the trained weights are only a means to the accuracy, so no model directory is saved.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lmlab.config import ModelConfig, OptimConfig, config_to_dict
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types
+from lmlab.data.copy_task import copy_accuracy, copy_batch
+from lmlab.losses.linear_cross_entropy import CausalLMLoss
+from lmlab.models.decoder import build_decoder
+from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.device import training_device
+from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
+
+
+@dataclass(frozen=True)
+class CopyTaskConfig:
+    """The task (sequence length, alphabet) and the training budget."""
+
+    length: int = 1024  # tokens per sequence: the copy is length / 2 + 1 tokens after its source
+    symbols: int = 32  # alphabet size: chance is 1 / symbols
+    max_steps: int = 300
+    batch_size: int = 4
+    optim: OptimConfig = OptimConfig(lr=2e-3, warmup_steps=30)
+    eval_batches: int = 4  # held-out batches of batch_size strings
+    seed: int = 0
+
+    def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "max_steps", "batch_size", "eval_batches")
+        at_least(self, 2, "symbols")
+        at_least(self, 4, "length")
+        at_least(self, 0, "seed")
+        at_most(self, MAX_CONTEXT, "length")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+
+
+def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, device: str = "auto",
+               show_progress: bool = True) -> dict:
+    """Train a decoder shaped as `model_cfg` (its vocabulary and context set by the task) on the copy task
+    in the new run directory `out`; returns the last held-out measures: val_loss and val_copy_accuracy."""
+    out = Path(out)
+    resume_checkpoint(out, resume=False)  # refuses a directory that holds a run
+    dev = training_device(device)
+    model_cfg = model_cfg.replace(vocab_size=cfg.symbols + 1, context_length=cfg.length)
+    settings = {"recipe": "copy_task", "model": config_to_dict(model_cfg), "task": dataclasses.asdict(cfg)}
+    torch.manual_seed(cfg.seed)
+    model = build_decoder(model_cfg).to(dev)
+    loop = LoopConfig(max_steps=cfg.max_steps, batch_size=cfg.batch_size, eval_every=max(1, cfg.max_steps // 6),
+                      checkpoint_every=cfg.max_steps, keep_checkpoints=1, log_every=max(1, cfg.max_steps // 30))
+    session = start_session(out, model, cfg.optim, loop, settings)
+    head_loss = CausalLMLoss(model)
+
+    def batch(step: int, held_out: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets = copy_batch(cfg.batch_size, cfg.length, cfg.symbols, cfg.seed, step, held_out)
+        return inputs.to(dev), targets.to(dev)  # (B, length) each
+
+    def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
+        inputs, targets = batch(step)
+        return head_loss(part_of(inputs, part, parts), part_of(targets, part, parts)), {}
+
+    def evaluate() -> dict:
+        loss = right = scored = 0
+        for i in range(cfg.eval_batches):
+            inputs, targets = batch(i, held_out=True)
+            logits = model(inputs)  # (B, length, symbols + 1)
+            loss += torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).item()
+            counts = copy_accuracy(logits, targets)
+            right, scored = right + counts[0], scored + counts[1]
+        return {"val_loss": loss / cfg.eval_batches, "val_copy_accuracy": right / scored}
+
+    run_steps(session, step_loss, evaluate, show_progress=show_progress,
+              throughput=("tokens_per_s", cfg.batch_size * cfg.length))
+    return last_evaluation(session)
