@@ -122,9 +122,13 @@ def test_two_sharded_processes_fine_tune_every_weight_as_one_process(tmp_path, r
     assert_same_model(tmp_path / "one", tmp_path / "two")
 
 
-def test_fsdp_refuses_what_it_cannot_shard(tmp_path, capsys):
+def test_fsdp_refuses_what_it_cannot_shard(tmp_path, corpus_file, capsys):
     assert lmlab("sft", "--model", "x", "--data", "task", "--fsdp", "--out", tmp_path / "r") == 2
     one_line_error(capsys, "--peft none")
+    assert lmlab("train", "--model", "bert-tiny", "--data", corpus_file, "--fsdp", "--out", tmp_path / "r") == 2
+    one_line_error(capsys, "--fsdp is for a decoder", "not encoder pre-training")
+    assert lmlab("train", "--arch", "lstm", "--data", corpus_file, "--max-memory", "1GiB", "--out", tmp_path / "r") == 2
+    one_line_error(capsys, "--max-memory is for a decoder", "not the window and RNN LMs")
     assert not (tmp_path / "r").exists()
 
 

@@ -41,6 +41,7 @@ from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.loop import LoopConfig, last_evaluation, run_steps, start_session
 from lmlab.training.result import PretrainResult
@@ -65,6 +66,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     after that many steps with a checkpoint (continue with `resume=True`); so does Ctrl-C.
     """
     out = Path(out)
+    decoder_only(train_cfg.fsdp, train_cfg.max_memory, "the window and RNN LMs")
     processes = distributed.current().world_size
     if train_cfg.grad_accum * processes != 1:  # each row carries its state to the next step: a batch does not split
         raise LmlabError(f"--grad-accum {train_cfg.grad_accum} over {processes} process(es): the window and RNN LMs "

@@ -37,6 +37,7 @@ from lmlab.objectives.whole_word import whole_word_objective
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training import distributed
@@ -168,6 +169,7 @@ def check_objective(family: str, objective: str | None, whole_word: bool) -> Obj
 
 
 def _check_train_config(cfg: TrainConfig) -> None:
+    decoder_only(cfg.fsdp, cfg.max_memory, "encoder pre-training")
     if cfg.compile:
         raise LmlabError("--compile is not supported by encoder pre-training; drop it")
 

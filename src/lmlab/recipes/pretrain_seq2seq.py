@@ -43,6 +43,7 @@ from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.seq2seq import EOS, PAD, train_seq2seq_bpe
 from lmlab.training.checkpoint import resume_checkpoint
+from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
 from lmlab.training.finetune import batch_indices, split_examples
@@ -173,6 +174,7 @@ def _tokenizer(path: str | Path | None, texts: list[str], cfg: EncoderDecoderCon
 
 
 def _check_train_config(cfg: TrainConfig) -> None:
+    decoder_only(cfg.fsdp, cfg.max_memory, "encoder-decoder pre-training")
     if cfg.compile:
         raise LmlabError("--compile is not supported by encoder-decoder pre-training; drop it")
 

@@ -45,7 +45,7 @@ from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
 from lmlab.training.loop import LoopConfig, Session, evaluated, measured, start_session
 from lmlab.training.memory import check_memory
-from lmlab.training.sharding import unsharded
+from lmlab.training.sharding import decoder_only, unsharded
 from lmlab.training.optim import OptimConfig
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
@@ -261,15 +261,14 @@ class FinetuneResult:
 def start_tuning(out: Path, module: torch.nn.Module, cfg: FinetuneConfig, settings: dict,
                  ckpt: dict | None) -> Session:
     """The training session of a fine-tuning recipe: `module` (the tuned model, or a network around
-    it) trained as `cfg` says. For a decoder, the memory a process needs is printed first (and
+    it) trained as `cfg` says. For a decoder, the memory a process needs is estimated first (and
     checked against --max-memory); --fsdp shards only a decoder trained on its own (sft, dpo)."""
     memory = None
     if isinstance(module, TransformerDecoder):
         memory = check_memory(module, cfg.batch_size, cfg.grad_accum, cfg.block_size, cfg.fsdp, cfg.bf16,
                               cfg.max_memory)
-    elif cfg.fsdp:
-        raise LmlabError(f"--fsdp shards a decoder trained on its own (sft, dpo); this recipe trains a "
-                         f"{type(module).__name__} around it, which only data parallelism runs: drop --fsdp")
+    else:
+        decoder_only(cfg.fsdp, cfg.max_memory, f"a {type(module).__name__} around one")
     return start_session(out, module, cfg.optim, LoopConfig.of(cfg), settings, ckpt, memory=memory)
 
 

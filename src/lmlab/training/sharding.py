@@ -38,30 +38,32 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forward_method
 
 from lmlab.errors import LmlabError
+from lmlab.modules.transformer import TransformerDecoder
 from lmlab.training import distributed
 
-# Entry points besides forward that run a model's blocks (FSDP gathers the weights around them).
-FORWARD_METHODS = ("hidden_states", "encode", "decoder_hidden")
+SHARDED = "a decoder: lmlab train with a decoder preset, and sft and dpo with --peft none"
 
 
-def shard(module: nn.Module) -> None:
-    """Shard `module` over the processes in place: every block of each transformer stack in it (the
-    `blocks` lists), then the rest (embeddings, final norm, head) as one group. Joins a process
-    group of one when torchrun did not start this process."""
+def shard(module: TransformerDecoder) -> None:
+    """Shard decoder `module` over the processes in place: each block, then the rest (embeddings,
+    final norm, head) as one group. Joins a process group of one when torchrun did not start this
+    process."""
+    if not isinstance(module, TransformerDecoder):
+        raise LmlabError(f"--fsdp shards {SHARDED}; this run trains a {type(module).__name__}: drop --fsdp")
     if not dist.is_initialized():
         dist.init_process_group(distributed.backend(), store=dist.HashStore(), rank=0, world_size=1)
-    stacks = [m for name, m in module.named_modules() if name.rsplit(".", 1)[-1] == "blocks"
-              and isinstance(m, nn.ModuleList)]
-    if not stacks:
-        raise LmlabError(f"--fsdp shards transformer blocks, and this {type(module).__name__} has none; "
-                         "train it without --fsdp")
-    for stack in stacks:
-        for block in stack:
-            fully_shard(block)
+    for block in module.blocks:
+        fully_shard(block)
     fully_shard(module)
-    for method in FORWARD_METHODS:
-        if callable(getattr(type(module), method, None)):
-            register_fsdp_forward_method(module, method)
+    register_fsdp_forward_method(module, "hidden_states")  # the loss's entry point besides forward
+
+
+def decoder_only(fsdp: bool, max_memory: str | None, what: str) -> None:
+    """Refuse, before anything is written, the settings only a decoder's training has: --fsdp and
+    --max-memory (whose estimate counts a decoder's activations), for `what` ("encoder pre-training")."""
+    if fsdp or max_memory is not None:
+        flag = "--fsdp" if fsdp else "--max-memory"
+        raise LmlabError(f"{flag} is for {SHARDED}, not {what}; drop it")
 
 
 def is_sharded(module: nn.Module) -> bool:
