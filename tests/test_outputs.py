@@ -17,7 +17,7 @@ RUN_COMMANDS = {
     "train-ngram": ["train", "--arch", "ngram", "--data", CORPUS, "--out"],
     "train-lstm": ["train", "--arch", "lstm", "--data", CORPUS, "--max-steps", "2", "--out"],
     "quickstart": ["quickstart", "--fast", "--out"],
-    "finetune": ["finetune", "--model", "missing-model", "--task", "classify", "--train", "sentiment", "--out"],
+    "finetune": ["finetune", "--model", "missing-model", "--task", "classify", "--data", "sentiment", "--out"],
     "sft": ["sft", "--model", "missing-model", "--data", "task", "--out"],
     "reward": ["reward", "--model", "missing-model", "--data", "task", "--out"],
     "dpo": ["dpo", "--model", "missing-model", "--data", "task", "--out"],

@@ -48,22 +48,22 @@ ATTENTION_FIELDS = frozenset(f.name for f in dataclasses.fields(AttentionSetting
 @dataclass(frozen=True)
 class ModelConfig(AttentionSettings):
     family: Literal["gpt2", "llama"]
-    vocab_size: int
-    context_length: int
-    n_layers: int
-    n_heads: int
-    d_model: int
-    d_ff: int
+    vocab_size: int  # tokens in the vocabulary (a trained tokenizer sets it)
+    context_length: int  # the most tokens the model attends over
+    n_layers: int  # transformer blocks
+    n_heads: int  # attention heads per block
+    d_model: int  # width of the residual stream
+    d_ff: int  # hidden width of each feed-forward layer
     n_kv_heads: int | None = None  # None = n_heads (multi-head); 1 = multi-query
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    norm_eps: float = 1e-5
-    norm_placement: Literal["pre", "post"] = "pre"
-    ffn: Literal["gelu", "swiglu"] = "gelu"
-    positions: Literal["learned", "sinusoidal", "rope"] = "learned"
-    rope_base: float = 10000.0
-    bias: bool = True
-    tie_embeddings: bool = True
-    dropout: float = 0.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # the normalisation layer
+    norm_eps: float = 1e-5  # the epsilon inside each norm
+    norm_placement: Literal["pre", "post"] = "pre"  # norm before each sublayer (pre) or after the residual add (post)
+    ffn: Literal["gelu", "swiglu"] = "gelu"  # the feed-forward layer: a GELU MLP, or SwiGLU's gated one
+    positions: Literal["learned", "sinusoidal", "rope"] = "learned"  # how token positions enter the model
+    rope_base: float = 10000.0  # the base of rotary positions' frequencies
+    bias: bool = True  # biases in the linear layers
+    tie_embeddings: bool = True  # the LM head shares the token embedding's weights
+    dropout: float = 0.0  # dropout probability in training
     trained_context: int | None = None  # tokens per pre-training sequence (None: context_length); perplexity's window
 
     def __post_init__(self):
@@ -232,13 +232,13 @@ class OptimConfig:
     defaults that suit it; on the command line its fields are flags of their own (`--lr`, `--beta2`)."""
 
     lr: float = 6e-4  # the peak learning rate, reached after warmup
-    warmup_steps: int = 100
+    warmup_steps: int = 100  # steps of linear warmup to lr
     warmup_ratio: float | None = None  # share of max_steps to warm up over; replaces warmup_steps when set
     schedule: Literal["cosine", "linear"] = "cosine"  # the decay after warmup
     min_lr_ratio: float = 0.1  # the learning rate at max_steps, as a share of lr
     weight_decay: float = 0.1  # decoupled, on linear-layer matrices only
-    beta1: float = 0.9
-    beta2: float = 0.95
+    beta1: float = 0.9  # AdamW's first-moment decay
+    beta2: float = 0.95  # AdamW's second-moment decay
     grad_clip: float = 1.0  # the gradient's global norm is clipped to this
 
     def __post_init__(self):
@@ -270,22 +270,25 @@ class OptimConfig:
 class TrainConfig:
     """Everything about a pre-training run except the model's shape and the data's location."""
 
-    max_steps: int = 1000
+    max_steps: int = 1000  # optimizer steps of the whole run
     batch_size: int = 16  # sequences per optimizer step, over all processes and micro-batches
     grad_accum: int = 1  # micro-batches per optimizer step
     block_size: int | None = None  # tokens per training sequence; None = the model's context length
     optim: OptimConfig = OptimConfig()
-    val_fraction: float = 0.05
-    eval_every: int = 200
-    eval_batches: int = 10
-    checkpoint_every: int = 200
-    keep_checkpoints: int = 3
-    log_every: int = 10
-    seed: int = 0
-    bf16: bool = False
+    val_fraction: float = 0.05  # share of the blocks held out for validation
+    eval_every: int = 200  # steps between validations
+    eval_batches: int = 10  # held-out batches per validation
+    checkpoint_every: int = 200  # steps between checkpoints
+    keep_checkpoints: int = 3  # newest checkpoints kept
+    log_every: int = 10  # steps between metrics.jsonl rows
+    seed: int = 0  # weights, data order and every random draw
+    bf16: bool = False  # autocast the forward pass to bfloat16
     compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
-    fsdp: bool = False  # shard weights, gradients and AdamW state over the processes (FSDP2)
-    max_memory: str | None = None  # refuse to start when the estimate per process exceeds this ("8GiB")
+    fsdp: bool = dataclasses.field(default=False, metadata={"help": (
+        "shard weights, gradients and AdamW state over the processes (FSDP2; under torchrun, or resumable in one "
+        "process)")})
+    max_memory: str | None = dataclasses.field(default=None, metadata={"help": (
+        "SIZE: refuse to start when the estimated memory per process exceeds it (8GiB, 512MiB)")})
 
     def __post_init__(self):
         check_types(self)

@@ -44,7 +44,7 @@ def test_embed_prints_one_unit_vector_per_sentence(encoder_dir, capsys):
 
 def test_embed_json_carries_the_text(encoder_dir, tmp_path, capsys):
     (tmp_path / "s.txt").write_text("\n".join(SENTENCES) + "\n\n")
-    assert lmlab("embed", "--model", encoder_dir, "--file", tmp_path / "s.txt", "--json") == 0
+    assert lmlab("embed", "--model", encoder_dir, "--data", tmp_path / "s.txt", "--json") == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["text"] for r in rows] == SENTENCES and len(rows[0]["embedding"]) == 32
 
@@ -60,13 +60,13 @@ def test_similarity_ranks_an_identical_sentence_first_and_keeps_the_top_k(encode
 
 
 def test_a_missing_sentence_file_is_one_line(encoder_dir, tmp_path, capsys):
-    assert lmlab("embed", "--model", encoder_dir, "--file", tmp_path / "none.txt") == 2
+    assert lmlab("embed", "--model", encoder_dir, "--data", tmp_path / "none.txt") == 2
     one_line_error(capsys, "none.txt", "one sentence per line")
 
 
 def test_an_empty_sentence_file_is_refused(encoder_dir, tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("\n\n")
-    assert lmlab("similarity", "--model", encoder_dir, "--query", "x", "--file", tmp_path / "empty.txt") == 2
+    assert lmlab("similarity", "--model", encoder_dir, "--query", "x", "--data", tmp_path / "empty.txt") == 2
     one_line_error(capsys, "holds no sentences")
 
 

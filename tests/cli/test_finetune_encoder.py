@@ -27,7 +27,7 @@ def train_csv(tmp_path):
 
 
 def finetune(encoder_dir, train, out, *extra):
-    return lmlab("finetune", "--model", encoder_dir, "--task", "classify", "--train", train, "--out", out,
+    return lmlab("finetune", "--model", encoder_dir, "--task", "classify", "--data", train, "--out", out,
                  *FAST, *extra)
 
 
@@ -35,6 +35,14 @@ def test_finetune_on_a_csv_prints_scores_and_saves_the_model(encoder_dir, train_
     assert finetune(encoder_dir, train_csv, tmp_path / "out", "--eval", train_csv) == 0
     printed = capsys.readouterr().out
     assert "eval accuracy:" in printed and "early-stopping metric" in printed
+    assert (tmp_path / "out" / "model" / "head.safetensors").is_file()
+
+
+def test_max_steps_cuts_a_run_short_for_a_smoke_test(encoder_dir, tmp_path, capsys):
+    """Two steps of the embedded task's epochs (of 32-example batches), then the evaluation and the saved model."""
+    assert lmlab("finetune", "--model", encoder_dir, "--task", "classify", "--data", "sentiment", "--out",
+                 tmp_path / "out", "--max-steps", "2", "--batch-size", "4", "--max-length", "16") == 0
+    assert "done: 2 steps" in capsys.readouterr().out
     assert (tmp_path / "out" / "model" / "head.safetensors").is_file()
 
 
@@ -92,7 +100,7 @@ def test_malformed_line_is_named(encoder_dir, tmp_path, capsys, name, lines, whe
 
 
 def test_embedded_task_of_another_kind_is_refused(encoder_dir, tmp_path, capsys):
-    assert lmlab("finetune", "--model", encoder_dir, "--task", "tag", "--train", "sentiment",
+    assert lmlab("finetune", "--model", encoder_dir, "--task", "tag", "--data", "sentiment",
                  "--out", tmp_path / "out") == 2
     one_line_error(capsys, "'sentiment' is a 'classify' task", "--task classify")
 

@@ -35,7 +35,7 @@ def test_train_generate_and_eval_perplexity(trained, corpus_file, capsys):
     assert first.startswith("Zini")
     assert lmlab("generate", "--model", trained, "--prompt", "Zini", "--max-new-tokens", "5", "--seed", "1") == 0
     assert capsys.readouterr().out == first  # same seed, same text
-    assert lmlab("eval", "perplexity", "--model", trained, "--file", corpus_file, "--json") == 0
+    assert lmlab("eval", "perplexity", "--model", trained, "--data", corpus_file, "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"tokens", "nll_sum", "perplexity"}
     assert result["perplexity"] == pytest.approx(2.718281828 ** (result["nll_sum"] / (result["tokens"] - 1)))
@@ -44,7 +44,7 @@ def test_train_generate_and_eval_perplexity(trained, corpus_file, capsys):
 def test_perplexity_reads_in_windows_of_the_trained_block_size(trained, corpus_file, capsys):
     def ppl(*flags):
         capsys.readouterr()
-        assert lmlab("eval", "perplexity", "--model", trained, "--file", corpus_file, "--json", *flags) == 0
+        assert lmlab("eval", "perplexity", "--model", trained, "--data", corpus_file, "--json", *flags) == 0
         return json.loads(capsys.readouterr().out)["perplexity"]
 
     assert load(trained)[0].config.trained_context == 16  # FAST's --block-size, in a context of 32
@@ -56,7 +56,7 @@ def test_perplexity_reads_in_windows_of_the_trained_block_size(trained, corpus_f
                                             (["--stride", "20"], "--stride 20 exceeds the window of 16 tokens")])
 def test_bad_perplexity_window_is_one_line(trained, corpus_file, capsys, flags, message):
     capsys.readouterr()
-    assert lmlab("eval", "perplexity", "--model", trained, "--file", corpus_file, *flags) == 2
+    assert lmlab("eval", "perplexity", "--model", trained, "--data", corpus_file, *flags) == 2
     one_line_error(capsys, message)
 
 

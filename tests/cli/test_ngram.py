@@ -42,7 +42,7 @@ def test_train_prints_validation_perplexity_and_saves_a_loadable_model(kn_run, c
 
 def test_eval_perplexity_equals_scoring_the_text_with_full_history(kn_run, corpus_file, capsys):
     capsys.readouterr()
-    assert lmlab("eval", "perplexity", "--model", kn_run, "--file", corpus_file, "--json") == 0
+    assert lmlab("eval", "perplexity", "--model", kn_run, "--data", corpus_file, "--json") == 0
     result = json.loads(capsys.readouterr().out)
     model, tok = load(kn_run)
     ids = np.array([tok.encode(corpus_file.read_text())])
@@ -69,7 +69,7 @@ def test_every_normalized_smoothing_trains_and_evaluates(tmp_path, corpus_file, 
     assert lmlab("train", "--arch", "ngram", "--order", "2", "--smoothing", smoothing, "--data", corpus_file,
                  "--tokenizer", tokenizer, "--block-size", "64", "--out", tmp_path / "run") == 0
     assert "validation perplexity" in capsys.readouterr().out
-    assert lmlab("eval", "perplexity", "--model", tmp_path / "run", "--file", corpus_file, "--json") == 0
+    assert lmlab("eval", "perplexity", "--model", tmp_path / "run", "--data", corpus_file, "--json") == 0
     perplexity = json.loads(capsys.readouterr().out)["perplexity"]
     assert perplexity > 1 and not math.isnan(perplexity)  # mle: inf when the file holds an unseen bigram
 
@@ -80,7 +80,7 @@ def test_stupid_backoff_trains_generates_and_refuses_perplexity(tmp_path, corpus
     assert "none (stupid backoff scores are not probabilities)" in capsys.readouterr().out
     assert lmlab("generate", "--model", tmp_path / "run", "--prompt", "Zini", "--max-new-tokens", "5") == 0
     capsys.readouterr()
-    assert lmlab("eval", "perplexity", "--model", tmp_path / "run", "--file", corpus_file) == 2
+    assert lmlab("eval", "perplexity", "--model", tmp_path / "run", "--data", corpus_file) == 2
     one_line_error(capsys, "stupid backoff gives scores, not probabilities")
 
 
@@ -91,7 +91,7 @@ def test_arpa_export_then_import_scores_the_same(kn_run, tmp_path, corpus_file, 
     capsys.readouterr()
     results = []
     for model in (kn_run, tmp_path / "back"):
-        assert lmlab("eval", "perplexity", "--model", model, "--file", corpus_file, "--json") == 0
+        assert lmlab("eval", "perplexity", "--model", model, "--data", corpus_file, "--json") == 0
         results.append(json.loads(capsys.readouterr().out)["nll_sum"])
     assert results[1] == pytest.approx(results[0], rel=1e-5)
 

@@ -51,7 +51,7 @@ def test_quantized_directory_serves_generate(tmp_path, chat_dir, capsys):
 @pytest.mark.parametrize("command", [
     ["chat", "--prompt", "1+2", "--greedy", "--max-new-tokens", "3"],
     ["logprobs", "--prompt", "1+2="],
-    ["eval", "perplexity", "--file", "{text}"],
+    ["eval", "perplexity", "--data", "{text}"],
     ["eval", "task", "--questions", "2", "--max-operand", "9"],
 ])
 @pytest.mark.parametrize("dtype", ["int8", "int4", "bf16"])

@@ -35,7 +35,7 @@ def test_trained_model_has_a_perplexity_and_generates(trained, corpus_file, tmp_
     assert config["model_type"] == ("window" if arch == "window" else "rnn")
     assert config.get("cell", "window") == arch
     capsys.readouterr()
-    assert lmlab("eval", "perplexity", "--model", run, "--file", text, "--json") == 0
+    assert lmlab("eval", "perplexity", "--model", run, "--data", text, "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert 1 < result["perplexity"] < config["vocab_size"] and result["tokens"] > 100  # better than uniform
     assert lmlab("generate", "--model", run / "model", "--prompt", "Zini", "--max-new-tokens", "5", "--seed", "1",

@@ -34,7 +34,7 @@ def test_train_writes_vectors_vocab_and_config(model):
 
 def test_neighbors_prints_k_words_with_cosines(model, capsys):
     capsys.readouterr()
-    assert lmlab("word2vec", "neighbors", "--model", model, "--word", "Paris", "--k", "4") == 0
+    assert lmlab("word2vec", "neighbors", "--model", model, "--word", "Paris", "--top", "4") == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all(-1 <= float(line.split()[0]) <= 1 for line in lines)
     assert "paris" not in [line.split()[1] for line in lines]
@@ -42,7 +42,7 @@ def test_neighbors_prints_k_words_with_cosines(model, capsys):
 
 def test_analogy_and_similarity_answer(model, capsys):
     capsys.readouterr()
-    assert lmlab("word2vec", "analogy", "--model", model, "man", "king", "woman", "--k", "2") == 0
+    assert lmlab("word2vec", "analogy", "--model", model, "man", "king", "woman", "--top", "2") == 0
     answers = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
     assert len(answers) == 2 and not {"man", "king", "woman"} & set(answers)
     assert lmlab("word2vec", "similarity", "--model", model, "cat", "cat") == 0

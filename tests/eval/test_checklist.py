@@ -168,7 +168,7 @@ def tiny_run(tmp_path_factory):
     """A tiny encoder fine-tuned for one epoch on twelve pos/neg sentences."""
     root = tmp_path_factory.mktemp("checklist")
     data = write_jsonl(root / "train.jsonl", task_rows("classify"))
-    assert lmlab("finetune", "--model", tiny_encoder_dir(root / "enc"), "--task", "classify", "--train", data,
+    assert lmlab("finetune", "--model", tiny_encoder_dir(root / "enc"), "--task", "classify", "--data", data,
                  "--out", root / "run", "--epochs", "1", "--batch-size", "4", "--max-length", "64") == 0
     return root
 
@@ -195,7 +195,7 @@ def test_cli_table_has_a_line_per_test(tiny_run, capsys):
 
 def test_cli_refuses_a_classifier_without_sentiment_labels(tiny_run, tmp_path, capsys):
     data = write_csv(tmp_path / "spam.csv", ["text,label"] + ["the movie was good,ham", "buy now,spam"] * 2)
-    assert lmlab("finetune", "--model", tiny_run / "enc", "--task", "classify", "--train", data, "--eval", data,
+    assert lmlab("finetune", "--model", tiny_run / "enc", "--task", "classify", "--data", data, "--eval", data,
                  "--out", tmp_path / "run", "--epochs", "1", "--max-length", "16") == 0
     capsys.readouterr()
     assert lmlab("eval", "checklist", "--model", tmp_path / "run", "--json") == 2

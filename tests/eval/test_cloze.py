@@ -138,7 +138,7 @@ def model_dir(tokenizer, tmp_path_factory):
 def test_cli_json_reports_accuracy_and_perplexity(model_dir, tmp_path, capsys):
     passages = tmp_path / "passages.txt"
     passages.write_text(f"The race was long. {CONTEXT} {WORD}\n\n{CONTEXT} Quay\nIt was {WORD}\n")
-    assert lmlab("eval", "cloze", "--model", model_dir, "--file", passages, "--limit", 2, "--json") == 0
+    assert lmlab("eval", "cloze", "--model", model_dir, "--data", passages, "--limit", 2, "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"passages", "accuracy", "perplexity", "last_sentence"}
     assert result["passages"] == 2 and result["accuracy"] == 0.5
@@ -152,9 +152,9 @@ def test_cli_embedded_stories_and_table(model_dir, capsys):
 
 
 @pytest.mark.parametrize("content, args, fragments", [
-    (None, ["--file", "missing.txt"], ["cannot read", "missing.txt"]),
-    ("\n  \n", ["--file", "empty.txt"], ["no passages", "one passage per line"]),
-    ("a b\n", ["--file", "empty.txt", "--passages", "5"], ["--passages", "--limit"]),
+    (None, ["--data", "missing.txt"], ["cannot read", "missing.txt"]),
+    ("\n  \n", ["--data", "empty.txt"], ["no passages", "one passage per line"]),
+    ("a b\n", ["--data", "empty.txt", "--passages", "5"], ["--passages", "--limit"]),
     (None, ["--passages", "0"], ["--passages 0"]),
     (None, ["--limit", "0"], ["--limit 0"]),
 ])

@@ -21,7 +21,7 @@ SMOKE = ["--pretrain-steps", "2", "--finetune-steps", "2", "--train-pairs", "8",
 
 def test_smoke_run_writes_table_json_and_plot_for_both_starts_of_each_preset(tmp_path, capsys, corpus_file):
     out = tmp_path / "exp"
-    assert lmlab("experiment", "seq2seq-pretraining", "--out", out, "--corpus", corpus_file, *SMOKE) == 0
+    assert lmlab("experiment", "seq2seq-pretraining", "--out", out, "--data", corpus_file, *SMOKE) == 0
     printed = capsys.readouterr().out
     assert "| t5-tiny | span_corruption (50% in spans of 8)" in printed and "| bart-tiny | denoising" in printed
     report = json.loads((out / "seq2seq_pretraining.json").read_text())

@@ -108,7 +108,7 @@ CHAT_EDITS = {"message_not_object": [1], "role_missing": [{"content": "hi"}], "c
 
 def data_command(clean, reader: str, path: Path, out: Path) -> list:
     if reader == "text":
-        return ["eval", "perplexity", "--model", clean["model"], "--file", path, "--json"]
+        return ["eval", "perplexity", "--model", clean["model"], "--data", path, "--json"]
     if reader == "jsonl_text":
         return ["train", *TINY_TRAIN, "--tokenizer", clean["tokenizer"], "--data", path, "--out", out,
                 "--stop-after", "1"]
@@ -116,7 +116,7 @@ def data_command(clean, reader: str, path: Path, out: Path) -> list:
         return ["sft", "--model", clean["model"], "--data", path, "--out", out, *TINY_SFT]
     if reader == "prefs":
         return ["dpo", "--model", clean["model"], "--data", path, "--out", out, *TINY_SFT]
-    return ["finetune", "--model", clean["encoder"], "--task", "classify", "--train", path, "--out", out,
+    return ["finetune", "--model", clean["encoder"], "--task", "classify", "--data", path, "--out", out,
             "--epochs", "1", "--batch-size", "4", "--max-length", "32"]
 
 
@@ -376,7 +376,7 @@ def output_command(clean, name: str, target: Path) -> list:
                               "--out", target],
         "sft_to_file": ["sft", "--model", clean["model"], "--data", clean["chats"], "--out", target, *TINY_SFT],
         "sft_to_user_dir": ["sft", "--model", clean["model"], "--data", clean["chats"], "--out", target, *TINY_SFT],
-        "finetune_to_user_dir": ["finetune", "--model", clean["encoder"], "--task", "classify", "--train",
+        "finetune_to_user_dir": ["finetune", "--model", clean["encoder"], "--task", "classify", "--data",
                                  clean["classify_csv"], "--out", target, "--epochs", "1", "--batch-size", "4"],
         "word2vec_to_file": ["word2vec", "train", "--data", clean["text"], "--out", target],
         "train_under_a_file": ["train", *TINY_TRAIN, "--tokenizer", clean["tokenizer"], "--data", clean["text"],
@@ -447,7 +447,7 @@ def test_setting(clean, tmp_path, command, flag, value):
         args = ["generate", "--model", clean["model"], "--prompt", "What is 1 + 2?", "--max-new-tokens", "4", flag,
                 value]
     elif command == "perplexity":
-        args = ["eval", "perplexity", "--model", clean["model"], "--file", clean["text"], flag, value]
+        args = ["eval", "perplexity", "--model", clean["model"], "--data", clean["text"], flag, value]
     elif command == "task":
         args = ["eval", "task", "--model", clean["model"], "--questions", "2", flag, value]
     else:

@@ -43,7 +43,7 @@ def clean(tmp_path_factory):
     text = data_files(directory / "data")["text"]
     with pytest.MonkeyPatch.context() as m:
         m.setenv("LMLAB_CACHE", str(directory / "cache"))
-        run = run_cli(["eval", "perplexity", "--model", path, "--file", text, "--json"])
+        run = run_cli(["eval", "perplexity", "--model", path, "--data", text, "--json"])
     assert run.code == 0, run.err
     return {"bytes": path.read_bytes(), "layout": layout(path), "text": text, "output": run.out,
             "model": model, "tokenizer": tokenizer}
@@ -75,7 +75,7 @@ def put(data: bytes, offset: int, value: int, width: int, signed: bool = False) 
 def perplexity_probe(tmp_path, clean, case: str, data: bytes, may_change: bool = False, name: str = "m.gguf"):
     path = tmp_path / name
     path.write_bytes(data)
-    return probe(FAMILY, case, ["eval", "perplexity", "--model", path, "--file", clean["text"], "--json"],
+    return probe(FAMILY, case, ["eval", "perplexity", "--model", path, "--data", clean["text"], "--json"],
                  clean["output"], may_change)
 
 
@@ -278,12 +278,12 @@ def test_cache_serves_each_file_its_own_weights(tmp_path, clean, where):
     first.parent.mkdir()
     first.write_bytes(clean["bytes"])
     stat = first.stat()
-    assert run_cli(["eval", "perplexity", "--model", first, "--file", clean["text"], "--json"]).code == 0
+    assert run_cli(["eval", "perplexity", "--model", first, "--data", clean["text"], "--json"]).code == 0
     second = first if where == "same_path_rewritten" else tmp_path / "b" / "m.gguf"
     second.parent.mkdir(exist_ok=True)
     second.write_bytes(other)
     os.utime(second, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    expected = run_cli(["eval", "perplexity", "--model", tmp_path / "other.gguf", "--file", clean["text"], "--json"])
-    run = run_cli(["eval", "perplexity", "--model", second, "--file", clean["text"], "--json"])
+    expected = run_cli(["eval", "perplexity", "--model", tmp_path / "other.gguf", "--data", clean["text"], "--json"])
+    run = run_cli(["eval", "perplexity", "--model", second, "--data", clean["text"], "--json"])
     outcome = classify(run, expected.out, may_change=False)
     check(FAMILY, f"cache_{where}", outcome)

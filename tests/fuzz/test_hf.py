@@ -83,7 +83,7 @@ def clean(tmp_path_factory):
 def command(kind: str, directory, text) -> list:
     if kind == "bert":
         return ["embed", "--model", directory, "--text", "the cat sat on a mat", "paris is in france", "--json"]
-    return ["eval", "perplexity", "--model", directory, "--file", text, "--json"]
+    return ["eval", "perplexity", "--model", directory, "--data", text, "--json"]
 
 
 def chat_command(directory) -> list:

@@ -103,7 +103,7 @@ def test_png_strip_wraps_long_texts_onto_more_rows():
 
 def test_json_has_a_score_per_token_and_the_figures_are_written(decoder_dir, capsys, tmp_path):
     html, png = tmp_path / "s.html", tmp_path / "s.png"
-    assert lmlab("inspect", "saliency", "--model", decoder_dir, "--text", "the cat sat on", "--steps", "32",
+    assert lmlab("inspect", "saliency", "--model", decoder_dir, "--text", "the cat sat on", "--integration-steps", "32",
                  "--json", "--html", html, "--png", png) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"tokens", "target", "method", "scores", "f_x", "f_baseline", "completeness_gap"}
@@ -124,7 +124,7 @@ def test_table_prints_a_line_per_token(decoder_dir, capsys):
 
 @pytest.mark.parametrize("flags, fragment", [
     (["--target", "the cat sat"], "not one"),
-    (["--steps", "0"], "--steps 0"),
+    (["--integration-steps", "0"], "--integration-steps 0"),
     (["--text", ""], "--text is empty"),
 ])
 def test_bad_input_is_a_one_line_error(decoder_dir, capsys, flags, fragment):
@@ -140,14 +140,14 @@ def classifier_run(tmp_path_factory):
                                            "a good day,pos", "the cat was bad,neg"])
     out = root / "run"
     encoder = tiny_encoder_dir(root / "enc", vocab_size=128)
-    assert lmlab("finetune", "--model", encoder, "--task", "classify", "--train", train, "--out", out,
+    assert lmlab("finetune", "--model", encoder, "--task", "classify", "--data", train, "--out", out,
                  "--epochs", "1", "--batch-size", "4", "--max-length", "16") == 0
     return out
 
 
 def test_a_classify_run_is_explained_per_wordpiece_for_a_label(classifier_run, capsys):
     assert lmlab("inspect", "saliency", "--model", classifier_run, "--text", "the movie was good", "--target", "neg",
-                 "--steps", "32", "--json") == 0
+                 "--integration-steps", "32", "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert result["target"] == "neg" and result["tokens"][0] == "[CLS]" and result["tokens"][-1] == "[SEP]"
     assert result["completeness_gap"] < 0.01

@@ -101,7 +101,7 @@ def test_nan_weight_is_refused_naming_it(tmp_path, tokenizer, capsys):
     save_file(weights, directory / "model.safetensors")
     text = tmp_path / "text.txt"
     text.write_text("the cat sat on the mat\n")
-    assert lmlab("eval", "perplexity", "--model", directory, "--file", text) == 2
+    assert lmlab("eval", "perplexity", "--model", directory, "--data", text) == 2
     one_line_error(capsys, "blocks.1.feed_forward.down.weight holds NaN")
 
 

@@ -34,7 +34,7 @@ def write_jsonl(path, records) -> str:
 @pytest.mark.parametrize("preset", ["t5-tiny", "bart-tiny"])
 def test_finetune_writes_a_model_that_loads_back_with_metrics_and_test_accuracy(tmp_path, preset):
     run = tmp_path / "run"
-    assert lmlab("finetune", "--task", "seq2seq", "--model", preset, "--train", "numbers", "--out", run,
+    assert lmlab("finetune", "--task", "seq2seq", "--model", preset, "--data", "numbers", "--out", run,
                  *TINY_ARGS) == 0
     metrics = rows(run)
     assert [r["step"] for r in metrics if "val_seq_acc" in r] == [0, 2, 4]
@@ -48,7 +48,7 @@ def test_finetune_writes_a_model_that_loads_back_with_metrics_and_test_accuracy(
 def test_a_pair_file_is_split_into_training_and_validation_pairs(tmp_path, capsys):
     pairs = write_jsonl(tmp_path / "pairs.jsonl",
                         [{"source": f"{i} plus one", "target": str(i + 1)} for i in range(30)])
-    assert lmlab("finetune", "--task", "seq2seq", "--model", "transformer-tiny", "--train", pairs,
+    assert lmlab("finetune", "--task", "seq2seq", "--model", "transformer-tiny", "--data", pairs,
                  "--out", tmp_path / "run", "--max-steps", "2", "--batch-size", "4", "--eval-every", "2",
                  "--vocab-size", "300", "--max-new-tokens", "4") == 0
     assert "test sequence accuracy" not in capsys.readouterr().out
@@ -78,7 +78,7 @@ def test_a_source_longer_than_the_encoder_reads_is_refused_or_cut_when_asked(tmp
     long = " ".join(["seven"] * 300)  # > bart-tiny's 256 source tokens
     pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"source": long, "target": "7"}] + [
         {"source": "one", "target": "1"}, {"source": "two", "target": "2"}])
-    args = ["finetune", "--task", "seq2seq", "--model", "bart-tiny", "--train", pairs, "--vocab-size", "268",
+    args = ["finetune", "--task", "seq2seq", "--model", "bart-tiny", "--data", pairs, "--vocab-size", "268",
             "--max-steps", "1", "--batch-size", "2", "--max-new-tokens", "2"]
     assert lmlab(*args, "--out", tmp_path / "refused") == 2
     one_line_error(capsys, "pair 1 of", "256", "--truncate")
@@ -94,7 +94,7 @@ def test_a_model_without_encoder_and_decoder_is_refused(tmp_path, capsys, model,
         model = tmp_path / "gpt2"
         model.mkdir()
         (model / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    assert lmlab("finetune", "--task", "seq2seq", "--model", model, "--train", "numbers", "--out",
+    assert lmlab("finetune", "--task", "seq2seq", "--model", model, "--data", "numbers", "--out",
                  tmp_path / "run") == 2
     one_line_error(capsys, kind, "encoder-decoder")
     assert not (tmp_path / "run").exists()
@@ -111,17 +111,17 @@ def test_a_model_without_encoder_and_decoder_is_refused(tmp_path, capsys, model,
 def test_a_malformed_pair_file_is_one_line_naming_the_line(tmp_path, capsys, content, suffix, fragments):
     path = tmp_path / f"pairs{suffix}"
     path.write_text(content)
-    assert lmlab("finetune", "--task", "seq2seq", "--model", "t5-tiny", "--train", path, "--out",
+    assert lmlab("finetune", "--task", "seq2seq", "--model", "t5-tiny", "--data", path, "--out",
                  tmp_path / "run") == 2
     one_line_error(capsys, *fragments)
     assert not (tmp_path / "run").exists()
 
 
 def test_flags_of_the_other_kind_of_task_are_refused(tmp_path, capsys):
-    assert lmlab("finetune", "--task", "seq2seq", "--model", "t5-tiny", "--train", "numbers", "--out",
+    assert lmlab("finetune", "--task", "seq2seq", "--model", "t5-tiny", "--data", "numbers", "--out",
                  tmp_path / "a", "--epochs", "3", "--text-column", "x") == 2
     one_line_error(capsys, "--epochs, --text-column do not apply to --task seq2seq")
-    assert lmlab("finetune", "--task", "classify", "--model", "bert-tiny", "--train", "sentiment", "--out",
-                 tmp_path / "b", "--max-steps", "3") == 2
-    one_line_error(capsys, "--max-steps does not apply to --task classify")
+    assert lmlab("finetune", "--task", "classify", "--model", "bert-tiny", "--data", "sentiment", "--out",
+                 tmp_path / "b", "--train-size", "3") == 2
+    one_line_error(capsys, "--train-size does not apply to --task classify")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -64,7 +64,7 @@ def test_two_processes_fine_tune_a_chat_model_as_one_with_two_micro_batches(chat
 
 def test_two_processes_fine_tune_an_encoder_as_one_with_two_micro_batches(encoder, tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", task_rows("classify")[:11])  # batches of 4, 4 and 3 each epoch
-    common = ["finetune", "--model", encoder, "--task", "classify", "--train", data, "--eval", data, "--epochs", "2",
+    common = ["finetune", "--model", encoder, "--task", "classify", "--data", data, "--eval", data, "--epochs", "2",
               "--batch-size", "4", "--lr", "3e-3", "--dropout", "0", "--max-length", "32", "--log-every", "1",
               "--device", "cpu"]
     assert lmlab(*common, "--grad-accum", "2", "--out", tmp_path / "one") == 0

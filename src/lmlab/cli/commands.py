@@ -10,6 +10,7 @@ from lmlab.cli import eval as eval_cmd
 from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, serve, sft, tokenizer, train
 from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, quantize, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
+from lmlab.cli.vocabulary import VOCABULARY
 
 COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
             embed, similarity, eval_cmd, inspect, experiment, quantize, download, list_cmd, ngram, seq2seq, word2vec,
@@ -21,9 +22,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"lmlab: error: {message} (see `{self.prog} --help`)\n")
 
 
+NOT_COMPUTING = {"list", "download"}  # commands that run no model: no --threads
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lmlab", description="Build, train, inspect and use language models.")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    for name, command in leaf_parsers(parser):
+        if name.split()[0] not in NOT_COMPUTING:
+            command.add_argument("--threads", type=int, metavar="N", help=VOCABULARY["--threads"])
     return parser
+
+
+def leaf_parsers(parser: argparse.ArgumentParser, path: str = ""):
+    """(command path, parser) of every command that runs: `train`, `eval perplexity`, ..."""
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands:
+        yield path, parser
+        return
+    for name, sub in subcommands[0].choices.items():
+        yield from leaf_parsers(sub, f"{path} {name}".strip())

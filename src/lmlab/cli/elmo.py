@@ -29,7 +29,6 @@ def add_parser(subparsers) -> None:
     t.add_argument("--out", required=True, help="run directory (checkpoints, metrics, loss.png, model/)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     t.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
-    t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     shape = t.add_argument_group("model settings")
     for name in SHAPE_FLAGS:
         shape.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int,
@@ -39,22 +38,18 @@ def add_parser(subparsers) -> None:
 
     e = sub.add_parser("embed", help="per-token contextual vectors of a text")
     e.add_argument("--model", required=True, help="model directory (the run's model/)")
-    e.add_argument("--text", required=True)
+    e.add_argument("--text", required=True, help="the sentence to embed")
     e.add_argument("--layer", type=int, help="one layer (0 = token layer) instead of the equal-weight mix of all")
     e.add_argument("--json", action="store_true", help="print {'tokens': [...], 'vectors': [[...]]}")
     e.set_defaults(run=run_embed)
 
     p = sub.add_parser("probe", help="topic tagging on frozen features: scalar mix vs token layer")
     p.add_argument("--model", required=True, help="model directory (the run's model/)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(run=run_probe)
 
 
 def run_train(args) -> None:
-    if args.threads is not None:
-        if args.threads < 1:
-            raise LmlabError(f"--threads must be at least 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
     if args.stop_after is not None and args.stop_after < 1:
         raise LmlabError(f"--stop-after must be at least 1, got {args.stop_after}")
     shape = {name: getattr(args, name) for name in SHAPE_FLAGS if getattr(args, name) is not None}
@@ -95,7 +90,7 @@ def run_probe(args) -> None:
     model, _ = load_elmo(args.model)
     result = probe_topics(model)
     if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=2))
+        print(json.dumps(dataclasses.asdict(result)))
         return
     print(f"topic tagging, {result.train_tokens} training / {result.test_tokens} test words, linear tagger on "
           "frozen features:")

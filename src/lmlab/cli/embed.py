@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
                     "scaled to length 1, so a dot product of two embeddings is their cosine similarity. Prints "
                     "one line per sentence (the numbers), or JSON lines with --json.",
         epilog="examples:\n  lmlab embed --model all-minilm-l6-v2 --text \"A cat sat.\" \"A dog ran.\"\n"
-               "  lmlab embed --model all-minilm-l6-v2 --file sentences.txt --json > embeddings.jsonl",
+               "  lmlab embed --model all-minilm-l6-v2 --data sentences.txt --json > embeddings.jsonl",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_texts(p)
     p.add_argument("--json", action="store_true", help="print {\"text\": …, \"embedding\": […]} per line")

@@ -9,6 +9,7 @@ import torch
 
 from lmlab.cli import eval_checklist, eval_cloze, eval_facts, eval_fewshot, eval_harness
 from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.vocabulary import alias
 from lmlab.data.sources import read_texts
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
@@ -25,9 +26,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("eval", help="evaluate a model")
     sub = p.add_subparsers(dest="eval_command", required=True)
     ppl = sub.add_parser("perplexity", help="perplexity of a text file (exp of mean NLL of tokens 2..n)")
-    ppl.add_argument("--model", required=True)
+    ppl.add_argument("--model", required=True, help="zoo name, model or run directory, .gguf, HF directory")
     add_dtype_arg(ppl)
-    ppl.add_argument("--file", required=True)
+    alias(ppl, "--data", "--file", dest="data", required=True, help="the text file to score")
     ppl.add_argument("--context", type=int, metavar="N",
                      help="tokens per window for long texts (default: the sequence length the model was trained on, "
                           "else its context length)")
@@ -61,13 +62,13 @@ def run_perplexity(args) -> None:
     if args.stride is not None and args.stride > context:
         raise LmlabError(f"--stride {args.stride} exceeds the window of {context} tokens, so some tokens would "
                          "go unscored; lower --stride")
-    text = "\n".join(read_texts(args.file))
+    text = "\n".join(read_texts(args.data))
     ids = tokenizer.encode(text)
     if len(ids) < 2:
-        raise LmlabError(f"'{args.file}' has {len(ids)} token(s); perplexity needs at least 2")
+        raise LmlabError(f"'{args.data}' has {len(ids)} token(s); perplexity needs at least 2")
     result = perplexity(model, torch.tensor(ids), context, args.stride)
     if not math.isfinite(result.perplexity):
-        raise LmlabError(f"{args.model} gives a perplexity of {result.perplexity} on '{args.file}' (NLL "
+        raise LmlabError(f"{args.model} gives a perplexity of {result.perplexity} on '{args.data}' (NLL "
                          f"{result.nll_sum:.4g} nats): its weights are damaged or far out of range, use a good copy")
     if args.json:
         print(json.dumps(result.as_dict()))

@@ -4,6 +4,7 @@ the greedy whole word, perplexity of the true one), from the full passage and fr
 import json
 
 from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.vocabulary import alias
 from lmlab.data.cloze_passages import MAX_PASSAGES, cloze_passages, read_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import evaluate_cloze
@@ -16,8 +17,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("cloze", help="LAMBADA-style last-word prediction: accuracy and last-word perplexity")
     p.add_argument("--model", required=True, help="zoo name or model directory (a decoder)")
     add_dtype_arg(p)
-    p.add_argument("--file", help="passages, one per non-empty line, each ending with the word to predict "
-                                  "(default: embedded short stories)")
+    alias(p, "--data", "--file", dest="data", help="passages, one per non-empty line, each ending with the word to "
+                                                  "predict (default: embedded short stories)")
     p.add_argument("--passages", type=int, help=f"embedded stories to generate (default {DEFAULT_PASSAGES})")
     p.add_argument("--seed", type=int, default=0, help="which embedded stories are drawn (default 0)")
     p.add_argument("--limit", type=int, help="score only the first N passages")
@@ -31,9 +32,9 @@ def add_parser(subparsers) -> None:
 def run_cloze(args) -> None:
     if args.limit is not None and not 1 <= args.limit <= MAX_PASSAGES:
         raise LmlabError(f"--limit {args.limit} must be between 1 and {MAX_PASSAGES:,}")
-    if args.file and args.passages is not None:
-        raise LmlabError("--passages sets how many embedded stories are drawn; with --file use --limit")
-    passages = read_passages(args.file) if args.file else cloze_passages(
+    if args.data and args.passages is not None:
+        raise LmlabError("--passages sets how many embedded stories are drawn; with --data use --limit")
+    passages = read_passages(args.data) if args.data else cloze_passages(
         DEFAULT_PASSAGES if args.passages is None else args.passages, args.seed)
     passages = passages[:args.limit]
     model, tokenizer = load(args.model, args.dtype)

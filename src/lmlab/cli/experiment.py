@@ -5,6 +5,7 @@ the same models fine-tuned from scratch. `scaling`: a grid of decoder sizes and 
 budget, and Kaplan's and Chinchilla's scaling laws fitted to it. `attention`: the efficient attention methods,
 each training the same decoder with the same budget on long blocks."""
 
+from lmlab.cli.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.io.outputs import check_run_dir
@@ -54,14 +55,14 @@ def _add_seq2seq_pretraining(sub) -> None:
     d = PretrainingExperimentSettings()
     sp = sub.add_parser("seq2seq-pretraining",
                         help="T5 and BART: pre-trained with their own objective vs from scratch (table, JSON, PNG)",
-                        description="Pre-train each preset on --corpus with its own objective (T5: span corruption, "
+                        description="Pre-train each preset on --data with its own objective (T5: span corruption, "
                                     "BART: denoising), fine-tune it on a generated task, and fine-tune the same "
                                     "network from scratch with the same steps, pairs and tokenizer; report test "
                                     "sequence accuracy and write seq2seq_pretraining.json, .md and .png to --out.")
     sp.add_argument("--out", required=True, help="a new directory for the results (and the training runs)")
     sp.add_argument("--presets", nargs="+", default=list(d.presets), metavar="PRESET",
                     help=f"encoder-decoder presets (default: {' '.join(d.presets)})")
-    sp.add_argument("--corpus", default=d.corpus,
+    alias(sp, "--data", "--corpus", dest="corpus", default=d.corpus,
                     help="pre-training text: 'numbers' (default: generated sentences about counts, written out or in "
                          "digits, --paired of them both ways, never a validation or test number), a file, a "
                          f"directory, or one of {list(EMBEDDED)}")

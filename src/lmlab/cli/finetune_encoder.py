@@ -10,6 +10,7 @@ import warnings
 
 from lmlab.cli import finetune_seq2seq
 from lmlab.cli.config_flags import add_config_flags, config_overrides
+from lmlab.cli.vocabulary import alias
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
 from lmlab.io import zoo
@@ -34,20 +35,21 @@ def add_parser(subparsers) -> None:
                     "the best model is kept in OUT/model. Several processes: torchrun --nproc_per_node N -m "
                     "lmlab.cli.main finetune ...",
         epilog=COLUMNS_HELP + finetune_seq2seq.PAIRS_HELP + "\n\nexamples:\n"
-               "  lmlab finetune --model all-minilm-l6-v2 --task classify --train sentiment --out runs/sst\n"
-               "  lmlab finetune --model bert-tiny --task classify --train sentiment --out runs/scratch "
+               "  lmlab finetune --model all-minilm-l6-v2 --task classify --data sentiment --out runs/sst\n"
+               "  lmlab finetune --model bert-tiny --task classify --data sentiment --out runs/scratch "
                "--lr 5e-4 --epochs 8\n"
-               "  lmlab finetune --model runs/mlm --task tag --train ner.jsonl --eval ner-dev.jsonl --out runs/ner\n"
-               "  lmlab finetune --task seq2seq --model t5-tiny --train numbers --out runs/numbers",
+               "  lmlab finetune --model runs/mlm --task tag --data ner.jsonl --eval ner-dev.jsonl --out runs/ner\n"
+               "  lmlab finetune --task seq2seq --model t5-tiny --data numbers --out runs/numbers",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True,
                    help=f"encoder to start from: a preset trained from scratch ({', '.join(ENCODER_PRESETS)}), a zoo "
                         f"name ({', '.join(n for n in zoo.ZOO if 'minilm' in n)}), an HF BERT directory or an "
                         "lmlab run directory")
-    p.add_argument("--task", required=True, choices=[*TASKS, finetune_seq2seq.TASK])
-    p.add_argument("--train", required=True,
+    p.add_argument("--task", required=True, choices=[*TASKS, finetune_seq2seq.TASK],
+                   help="the head to train on the encoder, or seq2seq for an encoder-decoder")
+    alias(p, "--data", "--train", dest="data", required=True,
                    help=f"training data: a CSV/JSONL file, or an embedded task: {', '.join(EMBEDDED_TASKS)}")
-    p.add_argument("--eval", help="evaluation data (default: the embedded task's own, or part of --train)")
+    p.add_argument("--eval", help="evaluation data (default: the embedded task's own, or part of --data)")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, curves, the model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory, instead of the model's own")
     p.add_argument("--text-column", help="column of the text / words / question")
@@ -72,7 +74,7 @@ def run(args) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning
-        result = finetune_encoder(args.model, args.task, args.train, args.out, args.eval, cfg, columns,
+        result = finetune_encoder(args.model, args.task, args.data, args.out, args.eval, cfg, columns,
                                   args.tokenizer, args.resume, args.stop_after, args.device)
     if not result.finished:
         print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "

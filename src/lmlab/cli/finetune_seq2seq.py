@@ -13,7 +13,7 @@ from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 
 TASK = "seq2seq"
-PAIRS_HELP = (f"--task {TASK}: --train is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
+PAIRS_HELP = (f"--task {TASK}: --data is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
               f"in code: {', '.join(TASKS)} (written-out numbers -> digits); --model an encoder-decoder preset "
               f"({', '.join(ENCODER_DECODER_PRESETS)}), trained from scratch, or a T5 / BART / Marian directory")
 
@@ -39,13 +39,13 @@ def refuse_flags(args, names: list[str], task: str) -> None:
 
 
 def run(args) -> None:
-    """Fine-tune `args.model` on the pairs of `args.train` and print how it went."""
+    """Fine-tune `args.model` on the pairs of `args.data` and print how it went."""
     refuse_flags(args, ENCODER_ONLY, TASK)
     cfg = Seq2SeqFinetuneConfig(**config_overrides(args, Seq2SeqFinetuneConfig))
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _one_line_warning
-        result = finetune_seq2seq(args.model, args.train, args.out, args.eval, cfg, args.tokenizer, args.resume,
+        result = finetune_seq2seq(args.model, args.data, args.out, args.eval, cfg, args.tokenizer, args.resume,
                                   args.stop_after, args.device)
     if not result.finished:
         print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "

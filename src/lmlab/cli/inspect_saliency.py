@@ -5,6 +5,7 @@ import json
 
 import torch
 
+from lmlab.cli.vocabulary import alias
 from lmlab.errors import LmlabError
 from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency, classifier_saliency, next_token_saliency
 from lmlab.inspect.subject import load_subject
@@ -23,7 +24,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--method", choices=METHODS, default="integrated-gradients",
                    help="grad: |df/de_t|; grad-x-input: df/de_t . e_t; integrated-gradients (default): "
                         "attributions that sum to f(x) - f(zero embeddings); f = log p(target)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+    alias(p, "--integration-steps", "--steps", dest="integration_steps", type=int, default=DEFAULT_STEPS,
                    help=f"integrated-gradients: points on the path (default {DEFAULT_STEPS}); raise it when the "
                         "reported completeness gap is large")
     p.add_argument("--json", action="store_true", help="print one JSON object: tokens, target, method, scores, f_x, "
@@ -44,7 +45,7 @@ def run_saliency(args) -> None:
         if subject.kind != "decoder":
             raise LmlabError(f"{args.model} is an {subject.kind}: saliency explains a decoder's next token or a "
                              "fine-tuned classifier; pass one of those to --model")
-        result = next_token_saliency(subject.model, subject.tokenizer, args.text, args.target, args.method, args.steps)
+        result = next_token_saliency(subject.model, subject.tokenizer, args.text, args.target, args.method, args.integration_steps)
     title = f"{result.method}: log p({result.target!r})"
     if args.html:
         save_token_html(args.html, result.tokens, result.scores, title)
@@ -69,7 +70,7 @@ def _classifier(args) -> Saliency:
                          f"{tuned.max_length}; shorten --text")
     ids = torch.tensor([encoding.ids], device=tuned.device)  # (1, T)
     return classifier_saliency(tuned.model, tuned.model.encoder.embeddings.token, ids, list(encoding.tokens),
-                               tuned.labels, args.target, args.method, args.steps)
+                               tuned.labels, args.target, args.method, args.integration_steps)
 
 
 def _print_table(result: Saliency) -> None:

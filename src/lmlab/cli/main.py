@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         from lmlab.cli.commands import build_parser
 
         args = build_parser().parse_args(argv)
+        _set_threads(getattr(args, "threads", None))
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
             code = args.run(args) or 0
@@ -50,6 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         print("lmlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
+
+
+def _set_threads(threads: int | None) -> None:
+    """--threads: how many threads torch computes with, in every command that has the flag."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise LmlabError(f"--threads must be at least 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def _interrupt_outside_imports(signum, frame) -> None:

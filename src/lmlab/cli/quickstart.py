@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from lmlab.cli.vocabulary import alias
 from lmlab.config import OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
@@ -30,14 +31,14 @@ PROMPTS = ["Zini", "Ba", "Mo"]
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("quickstart", help="train a tokenizer and a small GPT end to end (minutes)")
     p.add_argument("--out", default="runs/quickstart", help="run directory (default: runs/quickstart)")
-    p.add_argument("--steps", type=int, default=600, help="optimizer steps (default 600)")
+    alias(p, "--max-steps", "--steps", dest="max_steps", type=int, default=600, help="optimizer steps (default 600)")
     p.add_argument("--fast", action="store_true", help="a 120-step run, for CI and smoke tests")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
-    steps = 120 if args.fast else args.steps
+    steps = 120 if args.fast else args.max_steps
     t0 = time.perf_counter()
     print(f"lmlab quickstart: {MARKOV_TRAIN_DOCS} documents sampled from a Markov source -> byte-level BPE -> "
           f"gpt2-tiny, {steps} steps\n")

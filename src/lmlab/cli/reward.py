@@ -3,6 +3,7 @@
 import argparse
 
 from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, recipe_args, report
+from lmlab.cli.vocabulary import alias
 from lmlab.recipes.reward import reward
 from lmlab.models.tuned_files import REWARD_HEAD_FILE
 
@@ -18,12 +19,13 @@ def add_parser(subparsers) -> None:
                "  lmlab reward --model runs/sft --data prefs.jsonl --out runs/rm --peft none --lr 1e-5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_finetune_args(p, PREFERENCE_FILE)
-    p.add_argument("--k", type=int, default=4, help="--data task: answers ranked per question, 2 to 5 (default 4)")
+    alias(p, "--ranked", "--k", dest="ranked", type=int, default=4,
+          help="--data task: answers ranked per question, 2 to 5 (default 4)")
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
-    result = reward(**recipe_args(args), k=args.k)
+    result = reward(**recipe_args(args), k=args.ranked)
     report("reward", args, result, {"val_accuracy": "held-out pairwise accuracy", "val_loss": "held-out loss"})
     if result.finished:
         print(f"reward model saved to {args.out} ({REWARD_HEAD_FILE} + its backbone); "

@@ -3,6 +3,7 @@
 import argparse
 from pathlib import Path
 
+from lmlab.cli.vocabulary import alias
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.io.lines import read_lines
@@ -15,7 +16,7 @@ def add_parser(subparsers) -> None:
         description="Embed a query and candidate sentences with a BERT encoder (mean-pooled, L2-normalised) "
                     "and print the candidates from most to least similar, with their cosine similarity.",
         epilog="example:\n  lmlab similarity --model all-minilm-l6-v2 --query \"How do I bake bread?\" "
-               "--file faq.txt --top 3",
+               "--data faq.txt --top 3",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_texts(p)
     p.add_argument("--query", required=True, help="the sentence to compare the others with")
@@ -24,12 +25,12 @@ def add_parser(subparsers) -> None:
 
 
 def add_model_and_texts(p: argparse.ArgumentParser) -> None:
-    """--model, and the sentences: --text T … or --file F (one sentence per line); --batch-size."""
+    """--model, and the sentences: --text T … or --data F (one sentence per line); --batch-size."""
     p.add_argument("--model", required=True,
                    help="BERT encoder: zoo name (all-minilm-l6-v2), HF BERT directory, or an lmlab run directory")
     texts = p.add_mutually_exclusive_group(required=True)
     texts.add_argument("--text", nargs="+", help="the sentences")
-    texts.add_argument("--file", help="a text file, one sentence per line (blank lines skipped)")
+    alias(texts, "--data", "--file", dest="data", help="a text file, one sentence per line (blank lines skipped)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
 
 
@@ -40,11 +41,11 @@ def encoder_and_texts(args):
     if args.text is not None:
         texts = args.text
     else:
-        if not Path(args.file).is_file():
-            raise LmlabError(f"'{args.file}' is not a file; pass a UTF-8 text file, one sentence per line")
-        texts = [line.strip() for _, line in read_lines(args.file) if line.strip()]
+        if not Path(args.data).is_file():
+            raise LmlabError(f"'{args.data}' is not a file; pass a UTF-8 text file, one sentence per line")
+        texts = [line.strip() for _, line in read_lines(args.data) if line.strip()]
         if not texts:
-            raise LmlabError(f"'{args.file}' holds no sentences; write one sentence per line")
+            raise LmlabError(f"'{args.data}' holds no sentences; write one sentence per line")
     model = Path(args.model)
     if (model / "model" / "config.json").is_file():  # a run directory (lmlab finetune, lmlab train)
         model = model / "model"

@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(dest="tokenizer_command", required=True)
     t = sub.add_parser("train", help="train a byte-level BPE (default) or a BERT WordPiece on text")
     t.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
-    t.add_argument("--vocab-size", type=int, required=True)
+    t.add_argument("--vocab-size", type=int, required=True, help="tokens in the trained vocabulary")
     t.add_argument("--out", required=True, help="directory to write tokenizer.json into")
     t.add_argument("--kind", choices=["bpe", "wordpiece"], default="bpe",
                    help="bpe: byte-level BPE, lossless (decoders); wordpiece: BERT's, with [CLS] [SEP] [MASK] (encoders)")

@@ -5,8 +5,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-import torch
 
+from lmlab.cli.vocabulary import alias
 from lmlab.data.analogies import analogy_questions
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import corpus_sentences
@@ -39,24 +39,23 @@ def add_parser(subparsers) -> None:
     t.add_argument("--subsample", type=float, default=defaults.subsample,
                    help="frequent-word threshold t; 0 turns subsampling off (default %(default)s)")
     t.add_argument("--lr", type=float, help="starting learning rate (default 0.025 sgns, 0.05 cbow)")
-    t.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     t.set_defaults(run=run_train)
 
     n = sub.add_parser("neighbors", help="the nearest words by cosine")
     n.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
-    n.add_argument("--word", required=True)
-    n.add_argument("--k", type=int, default=10, help="how many neighbours (default %(default)s)")
+    n.add_argument("--word", required=True, help="the word whose neighbours to list")
+    alias(n, "--top", "--k", dest="top", type=int, default=10, help="how many neighbours (default %(default)s)")
     n.set_defaults(run=run_neighbors)
 
     a = sub.add_parser("analogy", help="a is to b as c is to ? (3CosAdd)")
     a.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
     a.add_argument("words", nargs=3, metavar="WORD", help="a b c")
-    a.add_argument("--k", type=int, default=5, help="how many answers (default %(default)s)")
+    alias(a, "--top", "--k", dest="top", type=int, default=5, help="how many answers (default %(default)s)")
     a.set_defaults(run=run_analogy)
 
     s = sub.add_parser("similarity", help="cosine similarity of two words")
     s.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
-    s.add_argument("words", nargs=2, metavar="WORD")
+    s.add_argument("words", nargs=2, metavar="WORD", help="the two words to compare")
     s.set_defaults(run=run_similarity)
 
     e = sub.add_parser("evaluate", help="analogy accuracy over a question file")
@@ -73,10 +72,6 @@ def run_train(args) -> None:
                          batch_size=args.batch_size, seed=args.seed)
     out = Path(args.out)
     check_dir_output(out, "--out")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise LmlabError(f"--threads must be at least 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
     result = train_word2vec(corpus_sentences(load_corpus(args.data)), cfg)
     with atomic_path(out) as tmp:
         save_vectors(result.vectors, tmp, dataclasses.asdict(cfg) | {"data": args.data})
@@ -86,17 +81,17 @@ def run_train(args) -> None:
 
 
 def run_neighbors(args) -> None:
-    if args.k < 1:
-        raise LmlabError(f"--k must be at least 1, got {args.k}")
-    for word, cosine in load_vectors(args.model).neighbors(args.word.lower(), args.k):
+    if args.top < 1:
+        raise LmlabError(f"--top must be at least 1, got {args.top}")
+    for word, cosine in load_vectors(args.model).neighbors(args.word.lower(), args.top):
         print(f"{cosine:.4f}  {word}")
 
 
 def run_analogy(args) -> None:
-    if args.k < 1:
-        raise LmlabError(f"--k must be at least 1, got {args.k}")
+    if args.top < 1:
+        raise LmlabError(f"--top must be at least 1, got {args.top}")
     a, b, c = (w.lower() for w in args.words)
-    for word, cosine in load_vectors(args.model).analogy(a, b, c, args.k):
+    for word, cosine in load_vectors(args.model).analogy(a, b, c, args.top):
         print(f"{cosine:.4f}  {word}")
 
 
@@ -110,7 +105,7 @@ def run_evaluate(args) -> None:
     questions = read_questions(args.questions) if args.questions else analogy_questions()
     scores = analogy_accuracy(vectors, questions).to_dict()
     if args.json:
-        print(json.dumps(scores, indent=2))
+        print(json.dumps(scores))
         return
     for name, s in scores.items():
         print(f"{name:<24} {s['accuracy']:7.2%}  ({s['correct']}/{s['asked']}, {s['skipped']} skipped)")

@@ -13,7 +13,7 @@ on the task (`--text-column`, `--pair-column`, `--label-column` rename them):
 
 In CSV, `tokens` and `tags` are space-separated and `choices` are separated by " | "; in JSONL
 they are lists. A QA row may give the answer's character offset in `answer_start`, else its
-first occurrence in the context is used. `--train sentiment` is the embedded task (`data.sentiment`).
+first occurrence in the context is used. `--data sentiment` is the embedded task (`data.sentiment`).
 """
 
 import math
@@ -25,7 +25,7 @@ from lmlab.data.table_files import read_rows
 from lmlab.errors import LmlabError
 
 TASKS = ("classify", "pair", "regress", "tag", "qa", "choice")
-EMBEDDED_TASKS = {"sentiment": "classify"}  # --train name -> the task it is
+EMBEDDED_TASKS = {"sentiment": "classify"}  # --data name -> the task it is
 CHOICE_SEPARATOR = " | "
 
 

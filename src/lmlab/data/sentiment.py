@@ -1,6 +1,6 @@
 """A synthetic sentiment task, generated in code: short reviews labelled positive or negative.
 
-The default data of `lmlab finetune --task classify` (`--train sentiment`). It is built so that a
+The default data of `lmlab finetune --task classify` (`--data sentiment`). It is built so that a
 bag of words cannot solve it: the same words carry either label depending on their order.
 
   - negation flips a clause: "the food was not bad" is positive, "the food was not good" negative;

@@ -67,7 +67,7 @@ def saliency(score: Score, embedding: nn.Module, ids: torch.Tensor, tokens: list
     if method not in METHODS:
         raise LmlabError(f"unknown saliency method '{method}'; choose one of {', '.join(METHODS)}")
     if not 1 <= steps <= MAX_STEPS:
-        raise LmlabError(f"--steps {steps} must be between 1 and {MAX_STEPS}")
+        raise LmlabError(f"--integration-steps {steps} must be between 1 and {MAX_STEPS}")
     with torch.no_grad():
         x = embedding(ids)[0]  # (T, C)
     f = embedded(score, embedding, ids)

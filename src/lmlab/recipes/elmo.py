@@ -37,19 +37,19 @@ ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss
 class ElmoTrainConfig:
     """Everything about an ELMo training run except the model's shape and the data."""
 
-    max_steps: int = 400
+    max_steps: int = 400  # optimizer steps of the whole run
     batch_size: int = 16  # blocks per optimizer step, over all processes and micro-batches
     grad_accum: int = 1  # micro-batches per optimizer step
-    block_size: int = 32
+    block_size: int = 32  # tokens per training sequence
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=20, weight_decay=0.01)
-    min_count: int = 2
-    val_fraction: float = 0.05
-    eval_every: int = 100
-    eval_batches: int = 8
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 2
-    seed: int = 0
-    bf16: bool = False
+    min_count: int = 2  # words seen fewer times are <unk>
+    val_fraction: float = 0.05  # share of the data held out for validation
+    eval_every: int = 100  # steps between evaluations
+    eval_batches: int = 8  # held-out batches per evaluation
+    checkpoint_every: int = 100  # steps between checkpoints
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    seed: int = 0  # weights, data order and every random draw
+    bf16: bool = False  # autocast the forward pass to bfloat16
 
     def __post_init__(self):
         check_types(self)

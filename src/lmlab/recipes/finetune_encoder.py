@@ -66,7 +66,8 @@ class TruncationWarning(UserWarning):
 class EncoderFinetuneConfig:
     """Everything about an encoder fine-tuning run except the model, the data and the output directory."""
 
-    epochs: int = 3
+    epochs: int = 3  # passes over the training examples
+    max_steps: int | None = None  # stop after this many optimizer steps (a smoke run); default: all the epochs'
     batch_size: int = 32  # examples per optimizer step, over all processes and micro-batches
     grad_accum: int = 1  # micro-batches per optimizer step and process
     bf16: bool = False  # autocast training and evaluation to bfloat16
@@ -80,12 +81,12 @@ class EncoderFinetuneConfig:
     max_answer_length: int = 30  # qa: tokens in a predicted answer at most
     truncate: bool = True  # cut inputs over max_length (with a warning) rather than refuse them
     eval_fraction: float = 0.1  # without an evaluation file: share of the training examples held out
-    seed: int = 0
-    log_every: int = 10
+    seed: int = 0  # weights, data order and every random draw
+    log_every: int = 10  # steps between metrics.jsonl rows
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "epochs", "batch_size", "grad_accum", "max_length", "patience", "max_answer_length",
+        at_least(self, 1, "epochs", "max_steps", "batch_size", "grad_accum", "max_length", "patience", "max_answer_length",
                  "log_every")
         at_least(self, 0, "seed")
         at_most(self, MAX_CONTEXT, "max_length", "max_answer_length")
@@ -158,7 +159,8 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     settings = {"recipe": "finetune_encoder", "model": source, "task": task, "train": train, "eval": eval_data,
                 "data_key": _data_key(train_examples, eval_examples), "labels": labels} | dataclasses.asdict(cfg)
     steps_per_epoch = math.ceil(len(trainable) / cfg.batch_size)
-    loop = LoopConfig.of(cfg, max_steps=cfg.epochs * steps_per_epoch, eval_every=steps_per_epoch,
+    max_steps = min(cfg.epochs * steps_per_epoch, cfg.max_steps or cfg.epochs * steps_per_epoch)  # a smoke run: fewer
+    loop = LoopConfig.of(cfg, max_steps=max_steps, eval_every=steps_per_epoch,
                          checkpoint_every=steps_per_epoch, keep_checkpoints=2)
     session = start_session(out, network, cfg.optim, loop, settings, ckpt)
     if not session.resumed:

@@ -52,17 +52,17 @@ class TruncationWarning(UserWarning):
 class Seq2SeqFinetuneConfig:
     """Everything about a sequence-to-sequence fine-tuning run except the model, the data and the output directory."""
 
-    max_steps: int = 1000
-    batch_size: int = 32
+    max_steps: int = 1000  # optimizer steps of the whole run
+    batch_size: int = 32  # pairs per optimizer step
     grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False
+    bf16: bool = False  # autocast the forward pass to bfloat16
     # lr 1e-3 suits a tiny model; a large pre-trained one wants ~1e-4
     optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=50, weight_decay=0.01)
-    eval_every: int = 100
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    seed: int = 0
+    eval_every: int = 100  # steps between validations
+    checkpoint_every: int = 100  # steps between checkpoints
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    log_every: int = 10  # steps between metrics.jsonl rows
+    seed: int = 0  # weights, data order and every random draw
     vocab_size: int = 1000  # the BPE trained on the pairs when --model is a preset
     truncate: bool = False  # cut texts longer than the model reads (with a warning) rather than refuse them
     val_fraction: float = 0.1  # a pair file without --eval: the share held out for validation

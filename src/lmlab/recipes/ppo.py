@@ -61,14 +61,14 @@ class PPOConfig:
     adaptive_kl: bool = True  # adapt beta to hold the KL near kl_target; else beta stays kl_coef
     kl_target: float = 1.0  # KL to the reference per reply (nats) that the adaptive beta aims at
     kl_horizon: int = 200  # replies over which the adaptive beta may change by ~20%
-    gamma: float = 1.0
-    lam: float = 0.95
+    gamma: float = 1.0  # discount of future rewards in the advantages
+    lam: float = 0.95  # GAE's lambda: bias (0) against variance (1) of the advantages
     temperature: float = 1.0  # sampling temperature of the rollouts; the policy trained is softmax(logits / T)
     max_new_tokens: int = 24  # reply length cap
     ptx_coef: float = 0.0  # PPO-ptx: weight of the pre-training LM loss (0: off)
     ptx_data: str = "stdlib"  # pre-training text for PPO-ptx: an embedded corpus or a path
-    ptx_block_size: int = 128
-    ptx_batch_size: int = 2
+    ptx_block_size: int = 128  # tokens per pre-training block mixed into the PPO loss (ptx)
+    ptx_batch_size: int = 2  # pre-training blocks per step of the ptx loss
 
     def __post_init__(self):
         check_types(self)

@@ -37,24 +37,25 @@ ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation ch
 class Seq2SeqTrainConfig:
     """The task, the network's sizes and the optimisation of one run."""
 
-    task: str = "dates"  # one of lmlab.data.seq2seq_tasks.TASKS
+    task: str = dataclasses.field(default="dates", metadata={"choices": tuple(TASKS), "help": (
+        "the generated problem to learn")})
     train_size: int = 20000  # training pairs generated
     val_size: int = 500  # validation pairs (evaluated greedily every eval_every steps)
     test_size: int = 1000  # test pairs (evaluated at the end)
-    attention: Literal["additive", "multiplicative", "dot", "none"] = "additive"
-    embed_dim: int = 32
-    hidden: int = 128
-    attention_dim: int = 64
-    dropout: float = 0.0
-    max_steps: int = 1500
-    batch_size: int = 64
+    attention: Literal["additive", "multiplicative", "dot", "none"] = "additive"  # the attention of the decoder over the encoder's states (none: the last state only)
+    embed_dim: int = 32  # width of the token embeddings
+    hidden: int = 128  # width of the GRU states
+    attention_dim: int = 64  # width of additive attention's hidden layer
+    dropout: float = 0.0  # dropout probability in training
+    max_steps: int = 1500  # optimizer steps of the whole run
+    batch_size: int = 64  # examples per optimizer step
     grad_accum: int = 1  # micro-batches per optimizer step and process
     optim: OptimConfig = OptimConfig(lr=3e-3, min_lr_ratio=0.05, warmup_steps=50, weight_decay=0.0)
-    eval_every: int = 250
-    checkpoint_every: int = 250
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    seed: int = 0
+    eval_every: int = 250  # steps between evaluations
+    checkpoint_every: int = 250  # steps between checkpoints
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    log_every: int = 10  # steps between metrics.jsonl rows
+    seed: int = 0  # weights, data order and every random draw
 
     def __post_init__(self):
         if self.task not in TASKS:

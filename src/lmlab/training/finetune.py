@@ -56,14 +56,14 @@ class FinetuneConfig:
     """Everything about a fine-tuning run except the model, the data and the output directory."""
 
     peft: Literal["lora", "adapter", "prefix", "prompt", "none"] = "lora"  # none = train every weight
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_dropout: float = 0.0
+    lora_rank: int = 8  # LoRA: rank r of the low-rank update BA
+    lora_alpha: float = 16.0  # LoRA: the update is scaled by alpha / r
+    lora_dropout: float = 0.0  # LoRA: dropout on the adapter's input
     lora_targets: tuple[str, ...] = ("qkv", "out")  # linear layers by (trailing) dotted name, * wildcards
-    adapter_bottleneck: int = 64
+    adapter_bottleneck: int = 64  # adapters: width of the bottleneck
     n_prefix: int = 16  # prefix tuning: trained key/value positions per layer
     n_prompt_tokens: int = 20  # prompt tuning: trained virtual tokens
-    max_steps: int = 100
+    max_steps: int = 100  # optimizer steps of the whole run
     batch_size: int = 8  # examples per optimizer step (a ranking or a pair counts as one)
     block_size: int = 512  # tokens per sequence at most; a batch is only as long as its longest one
     chat_template: str | None = dataclasses.field(default=None, metadata={"help": (
@@ -72,18 +72,21 @@ class FinetuneConfig:
     # lr 2e-4 suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
     optim: OptimConfig = OptimConfig(lr=2e-4, warmup_steps=10, weight_decay=0.0)
     grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False
+    bf16: bool = False  # autocast the forward pass to bfloat16
     val_fraction: float = 0.1  # share of the examples held out for evaluation
-    eval_every: int = 50
-    checkpoint_every: int = 50
-    keep_checkpoints: int = 2
-    log_every: int = 1
-    seed: int = 0
+    eval_every: int = 50  # steps between evaluations
+    checkpoint_every: int = 50  # steps between checkpoints
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    log_every: int = 1  # steps between metrics.jsonl rows
+    seed: int = 0  # weights, data order and every random draw
     task_size: int = 1000  # --data task: examples drawn (repeated questions are dropped)
     task_max_operand: int = 99  # --data task: operands 0..N; 99 suits a pre-trained model
     task_eval_size: int = 64  # --data task: held-out questions answered greedily before and after
-    fsdp: bool = False  # shard weights, gradients and AdamW state over the processes (FSDP2; --peft none)
-    max_memory: str | None = None  # refuse to start when the estimate per process exceeds this ("8GiB")
+    fsdp: bool = dataclasses.field(default=False, metadata={"help": (
+        "shard weights, gradients and AdamW state over the processes (FSDP2; under torchrun, or resumable in one "
+        "process)")})
+    max_memory: str | None = dataclasses.field(default=None, metadata={"help": (
+        "SIZE: refuse to start when the estimated memory per process exceeds it (8GiB, 512MiB)")})
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
