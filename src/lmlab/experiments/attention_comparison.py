@@ -97,7 +97,7 @@ def compare_attention(out: str | Path, s: AttentionComparisonSettings = Attentio
                    ylabel="loss (nats/token)", size=(900, 600))
     if s.copy_steps:
         save_line_plot(out / f"{RESULTS}_copy.png", {m: tuple(zip(*r["copy_curve"])) for m, r in results.items()},
-                       title=f"Copy task: a string copied {s.block_size // 2 + 1} tokens later", xlabel="step",
+                       title=f"Copy task, {s.block_size // 2 + 1} tokens back", xlabel="step",
                        ylabel="held-out accuracy", size=(900, 600))
     return report
 
