@@ -159,7 +159,8 @@ def test_chat_reads_turns_from_stdin_and_keeps_the_history(model_dirs, capsys, m
     monkeypatch.setattr("sys.stdin", io.StringIO("Zini pori\n\nSegura teme\n/exit\nnever read\n"))
     assert lmlab("chat", "--model", model_dirs["chat"], "--greedy", "--max-new-tokens", 8) == 0
     replies = expected_chat(model_dirs["chat"], ["Zini pori", "Segura teme"])
-    assert capsys.readouterr().out == "".join(r + "\n" for r in replies)
+    # Piped: each message echoed, each reply followed by a blank line, so the transcript shows the turns.
+    assert capsys.readouterr().out == f"> Zini pori\n{replies[0]}\n\n> Segura teme\n{replies[1]}\n\n"
     alone = expected_chat(model_dirs["chat"], ["Segura teme"])
     assert alone != replies[1:]  # the second reply did depend on the first turn
 
@@ -174,7 +175,8 @@ def test_chat_prompt_answers_once_with_system_message(model_dirs, capsys):
 def test_chat_without_template_uses_plain_turns(model_dirs, capsys):
     assert lmlab("chat", "--model", model_dirs["plain"], "--prompt", "Zini?", "--greedy", "--max-new-tokens", 8) == 0
     [reply] = expected_chat(model_dirs["plain"], ["Zini?"])
-    assert capsys.readouterr().out == reply + "\n"
+    printed = capsys.readouterr()
+    assert printed.out == reply + "\n" and "has no chat template; using plain 'User: … / Assistant: …' turns" in printed.err
 
 
 def test_chat_that_fills_the_context_is_one_line_exit_2(model_dirs, capsys):

@@ -2,7 +2,10 @@
 
 Each turn renders every message so far with the model's own chat template, generates until the
 tokenizer's end-of-turn token, and streams the reply. A model without a template gets plain
-"User: … / Assistant: …" turns, and its reply also ends where it starts writing the next "User:".
+"User: … / Assistant: …" turns, and its reply also ends where it starts writing the next "User:";
+chat says so on stderr, since such a model (a base model) continues text rather than answering.
+With stdin piped, each message is echoed as "> message" and each reply is followed by a blank line,
+so the transcript shows the turns.
 """
 
 import argparse
@@ -12,6 +15,7 @@ from dataclasses import replace
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.generation.batch import check_token_ids
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text
 from lmlab.models.load import load
@@ -49,11 +53,20 @@ def run(args) -> None:
     tokenizer = tokenizer.with_chat_template(args.chat_template)
     config = replace(config, eos_id=tokenizer.stop_ids,
                      stop_strings=config.stop_strings + chat_stop_strings(tokenizer))
+    note = None if tokenizer.chat_template else (
+        f"lmlab: note: {args.model} has no chat template; using plain 'User: … / Assistant: …' turns, which a base "
+        "model continues rather than answers")
     messages = [{"role": "system", "content": args.system}] if args.system else []
+    piped = args.prompt is None and not sys.stdin.isatty()
     for line in [args.prompt] if args.prompt is not None else _user_lines():
+        if piped:
+            print(f"> {line}", flush=True)
         messages.append({"role": "user", "content": line})
-        reply = _reply(model, tokenizer, messages, config)
+        reply = _reply(model, tokenizer, messages, config, note)
+        note = None  # said once, before the first reply
         messages.append({"role": "assistant", "content": reply})
+        if piped:
+            print(flush=True)
 
 
 def _user_lines():
@@ -70,14 +83,18 @@ def _user_lines():
             yield line.rstrip("\n")
 
 
-def _reply(model, tokenizer, messages: list[dict], config) -> str:
-    """Generate, print (as it streams) and return the assistant's answer to `messages`."""
+def _reply(model, tokenizer, messages: list[dict], config, note: str | None = None) -> str:
+    """Generate, print (as it streams) and return the assistant's answer to `messages`; `note` goes to
+    stderr once the prompt is known to fit the model, before the reply."""
     prompt_ids = tokenizer.encode(chat_prompt(tokenizer, messages))
     room = model.config.context_length - len(prompt_ids)
     if room < 1:
         raise LmlabError(f"the conversation ({len(prompt_ids)} tokens) fills the model's context of "
                          f"{model.config.context_length} tokens; start a new chat or use a shorter --system")
     config = replace(config, max_new_tokens=min(room, config.max_new_tokens))
+    check_token_ids(model, [prompt_ids])
+    if note:
+        print(note, file=sys.stderr)
     pieces = []
     for piece in stream_text(model, tokenizer, prompt_ids, config):
         if not pieces:

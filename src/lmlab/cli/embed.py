@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     encoder, tokenizer, texts = encoder_and_texts(args)
-    embeddings = sentence_embeddings(encoder, tokenizer, texts, args.batch_size)  # (N, C)
+    embeddings = sentence_embeddings(encoder, tokenizer, texts, args.batch_size, show_progress=True)  # (N, C)
     for text, vector in zip(texts, embeddings.tolist()):
         if args.json:
             print(json.dumps({"text": text, "embedding": [round(x, 7) for x in vector]}))

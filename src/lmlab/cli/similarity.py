@@ -57,8 +57,8 @@ def run(args) -> None:
     encoder, tokenizer, texts = encoder_and_texts(args)
     if args.top is not None and args.top < 1:
         raise LmlabError(f"--top {args.top} must be at least 1")
-    query, candidates = sentence_embeddings(encoder, tokenizer, [args.query, *texts], args.batch_size).split(
-        [1, len(texts)])
+    embeddings = sentence_embeddings(encoder, tokenizer, [args.query, *texts], args.batch_size, show_progress=True)
+    query, candidates = embeddings.split([1, len(texts)])
     cosines = (candidates @ query[0]).tolist()  # (N,): unit vectors, so dot = cosine
     ranked = sorted(range(len(texts)), key=lambda i: -cosines[i])[:args.top]
     for rank, i in enumerate(ranked, start=1):

@@ -11,21 +11,22 @@ from tokenizers import Tokenizer
 
 from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import mean_pooled_embedding
+from lmlab.progress import in_batches
 from lmlab.tokenizers.wordpiece import encodings_to_tensors
 
 
 @torch.inference_mode()
-def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32
-                        ) -> torch.Tensor:
-    """(N, d_model) unit-length embeddings of `texts`, in their order. `tokenizer` pads on the right,
-    as `load_wordpiece` sets it up (BERT's absolute positions count from the first token)."""
+def sentence_embeddings(encoder: BertEncoder, tokenizer: Tokenizer, texts: list[str], batch_size: int = 32,
+                        show_progress: bool = False) -> torch.Tensor:
+    """(N, d_model) unit-length embeddings of `texts`, in their order (`show_progress`: a bar on stderr).
+    `tokenizer` pads on the right, as `load_wordpiece` sets it up (BERT's absolute positions count from
+    the first token)."""
     encodings = tokenizer.encode_batch(texts)  # tokenized once, right-padded to the longest text
     lengths = [sum(e.attention_mask) for e in encodings]  # real tokens, padding aside
     order = sorted(range(len(texts)), key=lambda i: lengths[i])
     device = next(encoder.parameters()).device
     out = torch.empty(len(texts), encoder.config.d_model, device=device)
-    for start in range(0, len(texts), batch_size):
-        indices = order[start:start + batch_size]
+    for indices in in_batches(order, batch_size, "embedding", "sentence", show_progress):
         longest = max(lengths[i] for i in indices)
         ids, mask, types = (t.to(device) for t in encodings_to_tensors([encodings[i] for i in indices], longest))
         out[indices] = mean_pooled_embedding(encoder(ids, mask, types), mask)

@@ -24,6 +24,7 @@ from lmlab.generation.seq2seq import translate_texts
 from lmlab.models.seq2seq.files import Seq2SeqModel, save_seq2seq_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from lmlab.progress import in_batches
 from lmlab.objectives.teacher_forcing import teacher_forcing
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import batch_indices
@@ -137,9 +138,12 @@ def task_sizes(cfg: Seq2SeqTrainConfig) -> TaskSizes:
 
 
 def score_pairs(trained: Seq2SeqModel, pairs: list[Pair], num_beams: int = 1, length_penalty: float = 1.0) -> dict:
-    """Sequence and character accuracy of the model's outputs on (source, target) `pairs`."""
-    outputs = translate_texts(trained.model, trained.src_vocab, trained.tgt_vocab, [s for s, _ in pairs],
-                              trained.max_len, num_beams, length_penalty)
+    """Sequence and character accuracy of the model's outputs on (source, target) `pairs` (decoded in
+    batches of 64, on a progress bar)."""
+    outputs = []
+    for batch in in_batches([s for s, _ in pairs], 64, "decoding", "pair"):
+        outputs += translate_texts(trained.model, trained.src_vocab, trained.tgt_vocab, batch, trained.max_len,
+                                   num_beams, length_penalty)
     references = [t for _, t in pairs]
     return {"seq_acc": sequence_accuracy(outputs, references), "char_acc": char_accuracy(outputs, references),
             "n": len(pairs)}

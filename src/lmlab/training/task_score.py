@@ -10,6 +10,7 @@ from lmlab.data.tasks import TaskScore, score
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.losses.cross_entropy import token_logprobs
 from lmlab.objectives.sft import response_batch
+from lmlab.progress import in_batches
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 
@@ -21,8 +22,8 @@ def greedy_replies(model: torch.nn.Module, tokenizer: TextTokenizer, prompts: li
     ids = [tokenizer.encode(chat_prompt(tokenizer, prompt)) for prompt in prompts]
     config = GenerationConfig(max_new_tokens=max_new_tokens, eos_id=tokenizer.stop_ids)
     replies = []
-    for start in range(0, len(ids), batch_size):
-        replies += [g.text for g in generate_batch(model, ids[start:start + batch_size], config, tokenizer)]
+    for batch in in_batches(ids, batch_size, "task replies", "question"):
+        replies += [g.text for g in generate_batch(model, batch, config, tokenizer)]
     return replies
 
 
@@ -39,11 +40,12 @@ def kl_to_reference(model: torch.nn.Module, reference: torch.nn.Module, tokenize
     """KL(model || reference) per reply, in nats: the mean over `prompts` of
     sum_t log p_model(y_t) - log p_reference(y_t) for one reply y sampled from the model (T = 1).
     How far fine-tuning moved the model from where it started, on the replies it now gives."""
-    total = 0.0
-    for start in range(0, len(prompts), batch_size):
-        queries = [tokenizer.encode(chat_prompt(tokenizer, p)) for p in prompts[start:start + batch_size]]
+    total, start = 0.0, 0
+    for batch in in_batches(prompts, batch_size, "KL to the reference", "reply"):
+        queries = [tokenizer.encode(chat_prompt(tokenizer, p)) for p in batch]
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, eos_id=tokenizer.stop_ids,
                                   seed=seed + start)
+        start += len(batch)
         replies = generate_batch(model, queries, config, tokenizer)
         responses = [r.sampled_ids for r in replies]
         inputs, targets, _ = response_batch(queries, responses, tokenizer)  # (B, T) each
