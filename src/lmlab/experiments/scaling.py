@@ -52,7 +52,7 @@ RESULTS, PLAN = "scaling", "scaling_plan.json"
 HELD_OUT_TOKENS = 32768  # scored tokens of a corpus's validation blocks
 HELD_OUT_DOCS = 1200  # fresh markov documents, about 36k tokens at a 1k vocabulary
 VAL_FRACTION = TrainConfig.val_fraction
-# Published exponents, for the README's comparison (their losses are on other text and tokenizers).
+# Published exponents, for the comparison in docs/scale.md (their losses are on other text and tokenizers).
 PUBLISHED = {"kaplan_alpha_n": 0.076, "kaplan_alpha_d": 0.095, "chinchilla_alpha": 0.34, "chinchilla_beta": 0.28,
              "chinchilla_e": 1.69, "n_opt_exponent_isoflop": 0.49, "n_opt_exponent_law": 0.46}
 

@@ -43,7 +43,7 @@ class RNNLM(nn.Module):
         logits near zero; AdamW moves each weight by about lr per step, so they take hundreds of
         steps to grow. A GRU copes, but a two-layer LSTM, whose output o * tanh(c) is about half
         its input at each layer, stayed near unigram loss: markov corpus, 2 x 256 tied, 300 steps,
-        validation perplexity 40 against the GRU's 8 (README: classic against neural LMs)."""
+        validation perplexity 40 against the GRU's 8 (docs/benchmarks.md: classic against neural LMs)."""
         nn.init.normal_(self.token_embedding.weight)
         nn.init.uniform_(self.lm_head.weight, -0.1, 0.1)
         nn.init.zeros_(self.lm_head.bias)
