@@ -9,10 +9,11 @@ from tqdm.auto import tqdm
 def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False,
                  unit: str = "step", unit_scale: bool = False, leave: bool = True) -> tqdm:
     """A tqdm bar on stderr counting `unit`s (optimizer steps by default) towards `total`; a training
-    loop's postfix carries loss and tokens/s. `unit_scale` writes large counts as 1.2M (words, tokens);
-    a bar that does not `leave` is erased when done (an evaluation inside a training run)."""
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit_scale,
-                dynamic_ncols=True, disable=disable, file=sys.stderr, leave=leave)
+    loop's postfix carries loss and tokens/s. `unit_scale` writes large counts as 1.2M (words, tokens).
+    A bar that does not `leave` is erased when done (an evaluation inside a training run), so it shows
+    only on a terminal: in a log it would leave its frames behind, and before an error line, noise."""
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit_scale, dynamic_ncols=True,
+                disable=True if disable else (None if not leave else False), file=sys.stderr, leave=leave)
 
 
 def in_batches(items: Sequence, batch_size: int, desc: str, unit: str, show: bool = True) -> Iterator[Sequence]:

@@ -8,6 +8,7 @@ that is itself a config (`optim: OptimConfig`) gives its fields as flags of thei
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import re
 import tokenize
@@ -74,6 +75,7 @@ def config_overrides(args: argparse.Namespace, cls) -> dict:
     return overrides
 
 
+@functools.cache  # reading a class's source parses its module: once per class, not once per parser built
 def field_comments(cls) -> dict[str, str]:
     """The comment that ends each field's line in the source of dataclass `cls` (`lr: float = 6e-4  #
     the peak learning rate` -> {"lr": "the peak learning rate"}): the field's description, kept where

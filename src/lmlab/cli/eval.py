@@ -66,7 +66,7 @@ def run_perplexity(args) -> None:
     ids = tokenizer.encode(text)
     if len(ids) < 2:
         raise LmlabError(f"'{args.data}' has {len(ids)} token(s); perplexity needs at least 2")
-    result = perplexity(model, torch.tensor(ids), context, args.stride)
+    result = perplexity(model, torch.tensor(ids), context, args.stride, show_progress=True)
     if not math.isfinite(result.perplexity):
         raise LmlabError(f"{args.model} gives a perplexity of {result.perplexity} on '{args.data}' (NLL "
                          f"{result.nll_sum:.4g} nats): its weights are damaged or far out of range, use a good copy")

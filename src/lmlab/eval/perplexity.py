@@ -14,6 +14,7 @@ import torch
 from lmlab.data.blocks import gather
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.objectives.causal_lm import causal_lm
+from lmlab.progress import progress_bar
 from lmlab.targets import IGNORE_INDEX
 
 
@@ -28,8 +29,10 @@ class Perplexity:
 
 
 @torch.no_grad()
-def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, stride: int | None = None) -> Perplexity:
-    """Perplexity of the token sequence `ids` (n,) under `model`, scoring tokens 2..n."""
+def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, stride: int | None = None,
+               show_progress: bool = False) -> Perplexity:
+    """Perplexity of the token sequence `ids` (n,) under `model`, scoring tokens 2..n (`show_progress`: the
+    tokens scored so far on a bar on stderr)."""
     n = ids.numel()
     if n < 2:
         raise ValueError("perplexity needs at least two tokens")
@@ -37,6 +40,7 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
     device = next(iter(model.parameters()), torch.empty(0)).device  # an n-gram model has no parameters
     ids = ids.to(device)
     nll, scored = 0.0, 0
+    bar = progress_bar(n - 1, desc="perplexity", unit="token", unit_scale=True, disable=not show_progress, leave=False)
     for end in range(min(context_length, n), n + stride, stride):
         end = min(end, n)
         start = max(0, end - context_length)
@@ -45,9 +49,11 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
         already = scored - start  # targets at index < already were scored by an earlier window
         targets[:, : max(0, already)] = IGNORE_INDEX
         nll += cross_entropy(model(inputs), targets, reduction="sum").item()
+        bar.update(end - 1 - scored)
         scored = end - 1
         if end == n:
             break
+    bar.close()
     mean = nll / (n - 1)
     return Perplexity(tokens=n, nll_sum=nll, perplexity=math.exp(mean) if mean < 700 else math.inf)  # exp overflows past ~709
 

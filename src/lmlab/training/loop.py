@@ -223,9 +223,9 @@ def evaluated(module: nn.Module, measure: Callable[[], dict], bf16: bool = False
 
 def log_before(session: Session, measure: Callable[[], dict], **extra) -> None:
     """Log the held-out metrics of `measure()` at step 0, before training, in a new run (a resumed one
-    logged them when it started). Every process measures (a sharded model computes together); the
-    first writes."""
-    if not session.resumed:
+    logged them when it started; one in memory logs nothing). Every process measures (a sharded model
+    computes together); the first writes."""
+    if not session.resumed and session.out is not None:
         measures = evaluated(session.module, measure, session.loop.bf16)
         if session.metrics is not None:
             session.metrics.write(step=0, **extra, **measures)
