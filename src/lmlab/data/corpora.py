@@ -1,6 +1,7 @@
 """Named corpora that need no download, and the dispatch from a `--data` argument to texts."""
 
 from lmlab.data.analogies import analogy_corpus
+from lmlab.data.kjv import kjv_texts
 from lmlab.data.markov import markov_corpus
 from lmlab.data.number_words import number_corpus
 from lmlab.data.sources import read_texts
@@ -11,6 +12,8 @@ EMBEDDED = {
     "stdlib": "the Python standard library's own source files (real text every Python install carries)",
     "analogies": "sentences from a grammar of countries, capitals, roles, plurals and tenses; word analogies hold",
     "numbers": "sentences about counts of things, each number written out in words or in digits (never both)",
+    "kjv": "real English: the King James Bible's 64 training books, one document each (apt-get install bible-kjv)",
+    "kjv-held-out": "the King James Bible's held-out books, Esther and Matthew, never in kjv",
 }
 MARKOV_TRAIN_DOCS = 20000
 MARKOV_TRAIN_SEED = 0
@@ -29,4 +32,6 @@ def load_corpus(data: str) -> list[str]:
         return number_corpus(NUMBER_DOCS, seed=0)
     if data == "stdlib":
         return stdlib_texts()
+    if data in ("kjv", "kjv-held-out"):
+        return kjv_texts(held_out=data == "kjv-held-out")
     return read_texts(data)
