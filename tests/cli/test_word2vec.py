@@ -2,9 +2,11 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from lmlab.data.analogies import analogy_corpus
+from lmlab.models.word2vec.vectors import load_vectors
 
 from conftest import lmlab, one_line_error
 
@@ -96,3 +98,51 @@ def test_out_that_is_another_kind_of_directory_is_refused(text_file, tmp_path, c
 def test_model_that_is_not_a_word2vec_directory_is_an_error(tmp_path, capsys):
     assert lmlab("word2vec", "neighbors", "--model", tmp_path, "--word", "a") == 2
     one_line_error(capsys, "not a word2vec model directory")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_export_is_read_by_gensim_and_import_reads_it_back(model, tmp_path, capsys, binary):
+    keyed_vectors = pytest.importorskip("gensim.models").KeyedVectors
+    exported = tmp_path / ("vectors.bin" if binary else "vectors.txt")
+    assert lmlab("word2vec", "export", "--model", model, "--out", exported, *(["--binary"] if binary else [])) == 0
+    ours = load_vectors(model)
+    theirs = keyed_vectors.load_word2vec_format(str(exported), binary=binary)
+    assert theirs.index_to_key == list(ours.vocab.words[1:])  # every word but <unk>, in lmlab's order
+    atol = 0 if binary else 1e-5  # text: six significant digits
+    assert np.allclose(theirs.vectors, ours.vectors[1:].numpy(), rtol=1e-5, atol=atol)
+    assert theirs.most_similar("paris", topn=3)[0][0] == ours.neighbors("paris", 1)[0][0]
+    assert lmlab("word2vec", "import", "--data", exported, "--out", tmp_path / "back") == 0
+    back = load_vectors(tmp_path / "back")
+    assert back.vocab.words == ours.vocab.words
+    assert np.allclose(back.vectors[1:].numpy(), ours.vectors[1:].numpy(), rtol=1e-5, atol=atol)
+
+
+def test_import_reads_what_gensim_writes(tmp_path):
+    keyed_vectors = pytest.importorskip("gensim.models").KeyedVectors
+    kv = keyed_vectors(vector_size=4)
+    kv.add_vectors(["alpha", "beta", "gamma"], np.arange(12, dtype=np.float32).reshape(3, 4))
+    for binary in (False, True):
+        path = tmp_path / f"g{binary}.w2v"
+        kv.save_word2vec_format(str(path), binary=binary)
+        out = tmp_path / f"m{binary}"
+        assert lmlab("word2vec", "import", "--data", path, "--out", out) == 0
+        vectors = load_vectors(out)
+        assert vectors.vocab.words == ("<unk>", "alpha", "beta", "gamma")
+        assert np.array_equal(vectors.vectors[1:].numpy(), kv.vectors)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"3 4\nalpha 1 2 3 4\n", "has 1 rows but its header declares 3"),
+    (b"100000000 400\n", "declares 100000000 words of 400 numbers"),
+    (b"hello world\n", "does not start with a word2vec header"),
+    (b"2 2\nalpha 1 2\nalpha 3 4\n", "lists a word twice"),
+    (b"1 2\nalpha nan 1\n", "not finite"),
+    (b"1 3\nalpha 1 2\n", "has 2 numbers, not the header's 3"),
+    (b"2 2\nalpha \x00\x00\x80?\x00\x00\x00@\n", "ends at word 2 of the 2"),
+])
+def test_a_bad_word2vec_file_is_one_line_and_writes_nothing(tmp_path, capsys, content, fragment):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    assert lmlab("word2vec", "import", "--data", bad, "--out", tmp_path / "out") == 2
+    one_line_error(capsys, fragment)
+    assert not (tmp_path / "out").exists()

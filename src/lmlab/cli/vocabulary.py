@@ -164,6 +164,7 @@ VOCABULARY = {
     "--attention-window": "window / BigBird block / LSH chunk, in tokens",
     "--attention-rank": "Performer's random features / Linformer's projected length / Nystromformer's landmarks",
     "--attention-hashes": "LSH: hash rounds",
+    "--binary": "write the binary form of the file format",
 }
 
 

@@ -1,5 +1,5 @@
-"""`lmlab word2vec train|neighbors|analogy|similarity|evaluate`: word vectors by skip-gram or CBOW,
-and the questions one asks of them."""
+"""`lmlab word2vec train|neighbors|analogy|similarity|evaluate|export|import`: word vectors by skip-gram or
+CBOW, the questions one asks of them, and the word2vec file format that gensim and the C tool read."""
 
 import dataclasses
 import json
@@ -13,9 +13,9 @@ from lmlab.data.words import corpus_sentences
 from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, read_questions
 from lmlab.io.atomic import atomic_path
-from lmlab.io.outputs import check_dir_output
+from lmlab.io.outputs import check_dir_output, check_file_output
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.vectors import load_vectors, save_vectors
+from lmlab.models.word2vec.vectors import export_word2vec, import_word2vec, load_vectors, save_vectors
 from lmlab.recipes.word2vec import train_word2vec
 
 
@@ -65,6 +65,17 @@ def add_parser(subparsers) -> None:
     e.add_argument("--json", action="store_true", help="print the scores as JSON")
     e.set_defaults(run=run_evaluate)
 
+    x = sub.add_parser("export", help="write the vectors as a word2vec file (text, or --binary), for gensim & co.")
+    x.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
+    x.add_argument("--out", required=True, help="the word2vec file to write (.txt or .bin)")
+    x.add_argument("--binary", action="store_true", help="float32 rows, as the C tool's -binary 1 writes them")
+    x.set_defaults(run=run_export)
+
+    i = sub.add_parser("import", help="read a word2vec file (text or binary) into a model directory")
+    i.add_argument("--data", required=True, help="a word2vec .txt or .bin file (gensim's save_word2vec_format)")
+    i.add_argument("--out", required=True, help="model directory to write, which the other subcommands read")
+    i.set_defaults(run=run_import)
+
 
 def run_train(args) -> None:
     cfg = Word2VecConfig(method=args.method, dim=args.dim, window=args.window, negatives=args.negatives,
@@ -78,6 +89,25 @@ def run_train(args) -> None:
     words_per_s = result.trained_words / result.seconds
     print(f"trained {len(result.vectors.vocab) - 1} word vectors of size {cfg.dim} on {result.corpus_words} words "
           f"x {cfg.epochs} epochs in {result.seconds:.1f}s ({words_per_s:,.0f} words/s); saved {out}")
+
+
+def run_export(args) -> None:
+    vectors = load_vectors(args.model)
+    out = Path(args.out)
+    check_file_output(out, "--out")
+    with atomic_path(out) as tmp:
+        export_word2vec(vectors, tmp, args.binary)
+    print(f"wrote {len(vectors.vocab) - 1} vectors of size {vectors.vectors.shape[1]} to {out} "
+          f"(word2vec {'binary' if args.binary else 'text'} format)")
+
+
+def run_import(args) -> None:
+    out = Path(args.out)
+    check_dir_output(out, "--out")
+    vectors = import_word2vec(Path(args.data))
+    with atomic_path(out) as tmp:
+        save_vectors(vectors, tmp, {"imported_from": str(args.data)})
+    print(f"imported {len(vectors.vocab) - 1} vectors of size {vectors.vectors.shape[1]}; saved {out}")
 
 
 def run_neighbors(args) -> None:

@@ -2,7 +2,8 @@
 
 A model directory holds vectors.safetensors (one (V, D) tensor "vectors"), vocab.txt ("word count"
 per line, in id order, <unk> first) and config.json (the training settings). The <unk> row is never
-returned as an answer.
+returned as an answer. `export_word2vec` and `import_word2vec` convert to and from the word2vec file
+format (`lmlab.io.word2vec_format`) that gensim and the original C tool read.
 """
 
 import json
@@ -14,8 +15,9 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from lmlab.data.words import WordVocab, parse_vocab_text, save_vocab_text
+from lmlab.data.words import UNK, WordVocab, parse_vocab_text, save_vocab_text
 from lmlab.errors import LmlabError
+from lmlab.io.word2vec_format import read_word2vec, write_word2vec
 
 VECTORS_FILE, VOCAB_FILE, CONFIG_FILE = "vectors.safetensors", "vocab.txt", "config.json"
 MODEL_TYPE = "word2vec"
@@ -69,6 +71,22 @@ def save_vectors(vectors: WordVectors, directory: Path, config: dict) -> None:
     save_file({"vectors": vectors.vectors.contiguous()}, str(directory / VECTORS_FILE))
     (directory / VOCAB_FILE).write_text(save_vocab_text(vectors.vocab), encoding="utf-8")
     (directory / CONFIG_FILE).write_text(json.dumps({"model_type": MODEL_TYPE, **config}, indent=2) + "\n")
+
+
+def export_word2vec(vectors: WordVectors, path: Path, binary: bool = False) -> None:
+    """Write `vectors` as a word2vec file (text, or binary float32), every word but <unk>, most frequent first."""
+    write_word2vec(path, list(vectors.vocab.words[1:]), vectors.vectors[1:].float().numpy(), binary)
+
+
+def import_word2vec(path: Path) -> WordVectors:
+    """Word vectors from a word2vec file (text or binary), in the file's order after a zero <unk> row. The
+    file has no counts, so every word's count is 0."""
+    words, matrix = read_word2vec(path)  # (V, D)
+    if UNK in words:
+        raise LmlabError(f"'{path}' has a row for {UNK}, which lmlab keeps for unknown words; remove that row")
+    vocab = WordVocab(words=(UNK, *words), counts=(0,) * (len(words) + 1))
+    rows = torch.cat([torch.zeros(1, matrix.shape[1]), torch.from_numpy(matrix)])  # (V + 1, D)
+    return WordVectors(vocab=vocab, vectors=rows)
 
 
 def is_model_dir(directory: Path) -> bool:
