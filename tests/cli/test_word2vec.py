@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lmlab.data.analogies import analogy_corpus
+from lmlab.eval.word_similarity import read_pairs
 from lmlab.models.word2vec.vectors import load_vectors
 
 from conftest import lmlab, one_line_error
@@ -54,12 +55,12 @@ def test_analogy_and_similarity_answer(model, capsys):
 def test_evaluate_reports_every_section_and_reads_a_question_file(model, tmp_path, capsys):
     capsys.readouterr()
     assert lmlab("word2vec", "evaluate", "--model", model, "--json") == 0
-    scores = json.loads(capsys.readouterr().out)
+    scores = json.loads(capsys.readouterr().out)["analogies"]
     assert {"capital-country", "present-past", "total"} <= set(scores)
     questions = tmp_path / "q.txt"
     questions.write_text(": mine\nparis france rome italy\nparis france rome dragon\n")
     assert lmlab("word2vec", "evaluate", "--model", model, "--questions", questions, "--json") == 0
-    mine = json.loads(capsys.readouterr().out)["mine"]
+    mine = json.loads(capsys.readouterr().out)["analogies"]["mine"]
     assert mine["asked"] == 1 and mine["skipped"] == 1
 
 
@@ -146,3 +147,28 @@ def test_a_bad_word2vec_file_is_one_line_and_writes_nothing(tmp_path, capsys, co
     assert lmlab("word2vec", "import", "--data", bad, "--out", tmp_path / "out") == 2
     one_line_error(capsys, fragment)
     assert not (tmp_path / "out").exists()
+
+
+def test_word_similarity_gives_gensims_correlations_on_its_real_benchmarks(tmp_path, capsys):
+    """Random vectors for every word of gensim's WordSim-353 and SimLex-999: lmlab's Spearman and Pearson
+    correlations and skipped pairs equal gensim's evaluate_word_pairs on the same vectors."""
+    gensim_models = pytest.importorskip("gensim.models")
+    from gensim.test.utils import datapath
+    files = [datapath("wordsim353.tsv"), datapath("simlex999.txt")]
+    words = sorted({w for f in files for a, b, _ in read_pairs(f) for w in (a, b)})[:-40]  # 40 words left out
+    kv = gensim_models.KeyedVectors(vector_size=8)
+    kv.add_vectors(words, np.random.default_rng(0).standard_normal((len(words), 8)).astype(np.float32))
+    kv.save_word2vec_format(str(tmp_path / "v.txt"))
+    assert lmlab("word2vec", "import", "--data", tmp_path / "v.txt", "--out", tmp_path / "m") == 0
+    capsys.readouterr()
+    assert lmlab("word2vec", "evaluate", "--model", tmp_path / "m", "--gensim-benchmarks", "--json") == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert ours["analogies"]["total"]["asked"] > 0
+    for name, path in zip(("wordsim353", "simlex999"), files):
+        pearson, spearman, oov_percent = kv.evaluate_word_pairs(path)
+        # Spearman ranks the cosines: two nearly equal ones may rank either way after float32 rounding of the
+        # unit vectors (gensim normalizes its own way), which moves the correlation by a few 1e-6.
+        assert ours["word_pairs"][name]["spearman"] == pytest.approx(spearman.statistic, abs=1e-4)
+        assert ours["word_pairs"][name]["pearson"] == pytest.approx(pearson.statistic, abs=1e-6)
+        total = ours["word_pairs"][name]["pairs"] + ours["word_pairs"][name]["skipped"]
+        assert ours["word_pairs"][name]["skipped"] / total * 100 == pytest.approx(oov_percent)

@@ -165,6 +165,8 @@ VOCABULARY = {
     "--attention-rank": "Performer's random features / Linformer's projected length / Nystromformer's landmarks",
     "--attention-hashes": "LSH: hash rounds",
     "--binary": "write the binary form of the file format",
+    "--pairs": "word-similarity files: word pairs with human scores",
+    "--gensim-benchmarks": "the real benchmark files gensim ships",
 }
 
 

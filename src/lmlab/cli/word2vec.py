@@ -12,6 +12,7 @@ from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import corpus_sentences
 from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, read_questions
+from lmlab.eval.word_similarity import pair_similarity, read_pairs
 from lmlab.io.atomic import atomic_path
 from lmlab.io.outputs import check_dir_output, check_file_output
 from lmlab.models.word2vec.config import Word2VecConfig
@@ -58,11 +59,19 @@ def add_parser(subparsers) -> None:
     s.add_argument("words", nargs=2, metavar="WORD", help="the two words to compare")
     s.set_defaults(run=run_similarity)
 
-    e = sub.add_parser("evaluate", help="analogy accuracy over a question file")
+    e = sub.add_parser("evaluate", help="analogy accuracy over a question file, and word similarity against "
+                                        "human ratings")
     e.add_argument("--model", required=True, help="directory written by `lmlab word2vec train`")
     e.add_argument("--questions", help="file of 'a b c d' lines with ': section' headers (default: the "
                                        "questions of the generated `analogies` corpus)")
-    e.add_argument("--json", action="store_true", help="print the scores as JSON")
+    e.add_argument("--pairs", nargs="+", default=[], metavar="FILE",
+                   help="word-similarity files ('word1 word2 score' lines, as WordSim-353 and SimLex-999): "
+                        "Spearman's and Pearson's correlation of the cosines with the scores")
+    e.add_argument("--gensim-benchmarks", action="store_true",
+                   help="the real benchmarks gensim ships (questions-words, WordSim-353, SimLex-999), in place of "
+                        "--questions and --pairs; needs gensim installed")
+    e.add_argument("--json", action="store_true", help="print one JSON object: analogies (per section) and "
+                                                       "word_pairs (per file)")
     e.set_defaults(run=run_evaluate)
 
     x = sub.add_parser("export", help="write the vectors as a word2vec file (text, or --binary), for gensim & co.")
@@ -131,11 +140,26 @@ def run_similarity(args) -> None:
 
 
 def run_evaluate(args) -> None:
+    questions_file, pair_files = (gensim_benchmarks() if args.gensim_benchmarks else (args.questions, args.pairs))
     vectors = load_vectors(args.model)
-    questions = read_questions(args.questions) if args.questions else analogy_questions()
+    questions = read_questions(questions_file) if questions_file else analogy_questions()
     scores = analogy_accuracy(vectors, questions).to_dict()
+    pairs = {Path(f).stem: pair_similarity(vectors, read_pairs(f)).to_dict() for f in pair_files}
     if args.json:
-        print(json.dumps(scores))
+        print(json.dumps({"analogies": scores, "word_pairs": pairs}))
         return
     for name, s in scores.items():
         print(f"{name:<24} {s['accuracy']:7.2%}  ({s['correct']}/{s['asked']}, {s['skipped']} skipped)")
+    for name, s in pairs.items():
+        print(f"{name:<24} Spearman {s['spearman']:.3f}, Pearson {s['pearson']:.3f}  ({s['pairs']} pairs, "
+              f"{s['skipped']} skipped)")
+
+
+def gensim_benchmarks() -> tuple[str, list[str]]:
+    """The analogy questions and word-similarity files that gensim ships with its tests."""
+    try:
+        from gensim.test.utils import datapath
+    except ImportError:
+        raise LmlabError("--gensim-benchmarks reads the benchmark files gensim ships: pip install gensim, or pass "
+                         "--questions and --pairs files") from None
+    return datapath("questions-words.txt"), [datapath("wordsim353.tsv"), datapath("simlex999.txt")]
