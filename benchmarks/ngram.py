@@ -7,7 +7,8 @@ Tokens: the standard library's source files (`stdlib`, embedded), tokenized with
 documents, shuffled anew for every copy, are repeated until there are --tokens tokens (the real
 corpus is smaller than 10M tokens, so repeated documents inflate counts but not the vocabulary of
 n-grams much). Held-out tokens are scored in rows of --row tokens, each row from its own start (no
-<s>; kenlm's `score(row, bos=False, eos=False)`), and both sides' sums are compared.
+<s>; kenlm's `score(row, bos=False, eos=False)`), and both sides' sums are compared. Scoring is timed in
+--rounds rounds, lmlab and kenlm interleaved within each, and the medians are reported.
 
   python benchmarks/ngram.py            # 10M tokens, orders 3 and 5
   python benchmarks/ngram.py --quick    # 300k tokens, a smoke test
@@ -18,6 +19,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +42,7 @@ def parse_args():
     p.add_argument("--test-tokens", type=int, default=200_000)
     p.add_argument("--row", type=int, default=1000, help="tokens per scored row")
     p.add_argument("--no-kenlm", action="store_true", help="skip the ARPA file and kenlm")
+    p.add_argument("--rounds", type=int, default=7, help="scoring rounds, lmlab and kenlm interleaved")
     p.add_argument("--quick", action="store_true", help="300k tokens, 20k test tokens")
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args()
@@ -81,14 +84,25 @@ def main() -> None:
         start = time.perf_counter()
         model = fit_ngram(stream_runs(train), order, len(words), "kn")
         build_s = time.perf_counter() - start
-        start = time.perf_counter()
         ours = model.token_log_probs(rows).sum(axis=1) / math.log(10)  # (R,) log10
-        lmlab_s = time.perf_counter() - start
         row = {"order": order, "train_tokens": len(train), "ngrams": list(model.tables.sizes), "build_s": build_s,
-               "scored_tokens": rows.size, "lmlab_tokens_per_s": rows.size / lmlab_s,
-               "perplexity": math.exp(-float(ours.sum()) * math.log(10) / rows.size)}
+               "scored_tokens": rows.size, "perplexity": math.exp(-float(ours.sum()) * math.log(10) / rows.size)}
+        kenlm_score = None
         if not args.no_kenlm:
-            row |= kenlm_side(model, words, rows, ours)
+            extra, kenlm_score = kenlm_side(model, words, rows, ours)
+            row |= extra
+        lmlab_s, kenlm_s = [], []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            model.token_log_probs(rows)
+            lmlab_s.append(time.perf_counter() - start)
+            if kenlm_score is not None:
+                start = time.perf_counter()
+                kenlm_score()
+                kenlm_s.append(time.perf_counter() - start)
+        row["lmlab_tokens_per_s"] = rows.size / statistics.median(lmlab_s)
+        if kenlm_s:
+            row["kenlm_tokens_per_s"] = rows.size / statistics.median(kenlm_s)
         results.append(row)
         print(json.dumps(row))
         del model
@@ -104,6 +118,7 @@ def main() -> None:
     machine = {"cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
                "load_average_1min": [load_before, os.getloadavg()[0]]}
     settings = {"tokens": args.tokens, "vocab_size": args.vocab_size, "test_tokens": rows.size, "row": args.row,
+                "rounds": args.rounds,
                 "smoothing": "kn", "corpus": "stdlib, BPE, training documents repeated in reshuffled order",
                 "prepare_s": prepare_s}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +126,9 @@ def main() -> None:
     print(f"wrote {args.out}")
 
 
-def kenlm_side(model, words: list[str], rows: np.ndarray, ours: np.ndarray) -> dict:
-    """Write the model's ARPA file, load it in kenlm, score the same rows, compare."""
+def kenlm_side(model, words: list[str], rows: np.ndarray, ours: np.ndarray):
+    """Write the model's ARPA file, load it in kenlm, score the same rows and compare; returns the
+    measures and a function that scores the rows again with kenlm (for the timed rounds)."""
     import kenlm
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,15 +141,16 @@ def kenlm_side(model, words: list[str], rows: np.ndarray, ours: np.ndarray) -> d
         reference = kenlm.Model(str(path))
         load_s = time.perf_counter() - start
     texts = [" ".join(words[i] for i in row) for row in rows]  # built before timing: kenlm reads strings
-    start = time.perf_counter()
-    theirs = np.array([reference.score(text, bos=False, eos=False) for text in texts])
-    kenlm_s = time.perf_counter() - start
+
+    def score():
+        return np.array([reference.score(text, bos=False, eos=False) for text in texts])
+    theirs = score()
     # per token on a few rows (kenlm sums a row in float32, which alone moves a 1000-token sum by ~1e-3)
     per_token = np.array([[p for p, _, _ in reference.full_scores(text, bos=False, eos=False)] for text in texts[:5]])
     ours_per_token = model.token_log_probs(rows[:5]) / math.log(10)
     return {"arpa_write_s": write_s, "arpa_bytes": size, "kenlm_load_s": load_s,
-            "kenlm_tokens_per_s": rows.size / kenlm_s, "max_abs_diff_row_sum_log10": float(np.abs(ours - theirs).max()),
-            "max_abs_diff_log10": float(np.abs(ours_per_token - per_token).max())}
+            "max_abs_diff_row_sum_log10": float(np.abs(ours - theirs).max()),
+            "max_abs_diff_log10": float(np.abs(ours_per_token - per_token).max())}, score
 
 
 if __name__ == "__main__":

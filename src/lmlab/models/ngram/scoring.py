@@ -30,15 +30,15 @@ def token_log_probs(tables: BackoffTables, ids: np.ndarray) -> np.ndarray:
     indices = ngram_indices(tables, ids)
     log_prob = np.zeros(indices[0].shape)  # (B, T)
     matched = np.zeros(indices[0].shape, dtype=np.int64)  # (B, T) the order of the longest n-gram found
-    for k, index in enumerate(indices, 1):
+    for k, index in enumerate(indices, 1):  # whole-array selects: faster than masked assignment
         found = index >= 0
-        log_prob[found] = tables.log_probs[k - 1][index[found]]
-        matched[found] = k
+        log_prob = np.where(found, tables.log_probs[k - 1][np.maximum(index, 0)], log_prob)
+        matched = np.where(found, k, matched)
     for j in range(1, tables.order):  # back off from every context longer than the match: bo(h) for |h| >= m
         context = np.full_like(indices[j - 1], -1)  # (B, T) the j-gram ending just before each position
         context[:, 1:] = indices[j - 1][:, :-1]
         use = (context >= 0) & (matched <= j)
-        log_prob[use] += tables.log_backoffs[j - 1][context[use]]
+        log_prob += np.where(use, tables.log_backoffs[j - 1][np.maximum(context, 0)], 0.0)  # + 0.0 changes nothing
     return log_prob
 
 

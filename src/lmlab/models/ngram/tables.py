@@ -50,11 +50,14 @@ class BackoffTables:
 
 def lookup(table: np.ndarray, vocab_size: int, contexts: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Position in the sorted key `table` of each (context, word) pair, or -1 where absent; any shape."""
-    if len(table) == 0:
-        return np.full(np.shape(words), -1, dtype=np.int64)
-    key = contexts * vocab_size + words
+    found = np.full(np.shape(words), -1, dtype=np.int64)
+    known = np.flatnonzero(np.ravel(contexts) >= 0)  # only a known context can have a known continuation
+    if len(table) == 0 or len(known) == 0:
+        return found
+    key = np.ravel(contexts)[known] * vocab_size + np.ravel(words)[known]  # (K,)
     at = np.minimum(sorted_search(table, key), len(table) - 1)
-    return np.where((contexts >= 0) & (table[at] == key), at, -1)
+    found.ravel()[known] = np.where(table[at] == key, at, -1)
+    return found
 
 
 def sorted_search(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
