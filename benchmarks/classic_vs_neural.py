@@ -8,9 +8,14 @@ Rows whose --arch this lmlab does not have (say, the n-gram models before they a
 skipped with a note. Prints validation perplexity, parameters and training time side by side and
 writes results/classic_vs_neural.json and a PNG of perplexity against training time.
 
+With --held-out NAME the models are scored instead on another corpus, cut into blocks the same way:
+whole documents no model trained on (`--data kjv --held-out kjv-held-out`: the King James Bible's
+Esther and Matthew, real English).
+
   python benchmarks/classic_vs_neural.py             # markov corpus, a few minutes on one thread
   python benchmarks/classic_vs_neural.py --quick     # a smoke test
   python benchmarks/classic_vs_neural.py --data stdlib --steps 2000
+  python benchmarks/classic_vs_neural.py --data kjv --held-out kjv-held-out --vocab-size 4096 --steps 4000
 """
 
 import argparse
@@ -21,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from lmlab.cli.main import main
@@ -63,6 +69,8 @@ def rows(steps: int) -> list[tuple[str, list[str]]]:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="markov", help="corpus: a path or an embedded name (default markov)")
+    p.add_argument("--held-out", help="score on this corpus (whole documents no model saw) instead of --data's "
+                                      "validation blocks")
     p.add_argument("--vocab-size", type=int, default=1024)
     p.add_argument("--steps", type=int, default=300, help="training steps of each neural model")
     p.add_argument("--threads", type=int, default=1,
@@ -92,6 +100,9 @@ def main_benchmark() -> None:
         save_tokenizer(tokenizer, work)
         tokens = tokenize_corpus(texts, tokenizer)
         val_blocks = split_blocks(tokens, BLOCK, VAL_FRACTION, SEED).val_blocks
+        if args.held_out:  # every whole block of the held-out documents' tokens
+            tokens = tokenize_corpus(load_corpus(args.held_out), tokenizer)
+            val_blocks = np.arange((len(tokens) - 1) // BLOCK, dtype=np.int64) * BLOCK
         results = []
         for name, argv in rows(args.steps):
             arch = argv[argv.index("--arch") + 1]
@@ -111,7 +122,7 @@ def main_benchmark() -> None:
     print_table(results, len(val_blocks) * BLOCK)
     report = {"machine": {"cpu": device_name(torch.device("cpu")), "threads": args.threads,
                           "python": platform.python_version(), "torch": torch.__version__},
-              "data": args.data, "vocab_size": tokenizer.get_vocab_size(), "block_size": BLOCK,
+              "data": args.data, "held_out": args.held_out, "vocab_size": tokenizer.get_vocab_size(), "block_size": BLOCK,
               "val_tokens_scored": len(val_blocks) * BLOCK, "steps": args.steps, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
