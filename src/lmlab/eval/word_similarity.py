@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from lmlab.errors import LmlabError
+from lmlab.eval.metrics import pearson, spearman
 from lmlab.io.lines import read_text
 from lmlab.models.word2vec.vectors import WordVectors
 
@@ -45,8 +46,8 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, float]]:
 
 
 def pair_similarity(vectors: WordVectors, pairs: list[tuple[str, str, float]]) -> PairScore:
-    """Spearman's and Pearson's correlation of the cosines with the human scores, over the pairs whose
-    two words the vocabulary holds (nan when fewer than two pairs can be scored)."""
+    """Spearman's and Pearson's correlation of the cosines with the human scores (`eval.metrics`), over the
+    pairs whose two words the vocabulary holds (nan when fewer than two pairs can be scored)."""
     vocab = vectors.vocab
     known = [(a, b, s) for a, b, s in pairs if all(w in vocab and vocab.id(w) != 0 for w in (a, b))]
     if len(known) < 2:
@@ -54,22 +55,5 @@ def pair_similarity(vectors: WordVectors, pairs: list[tuple[str, str, float]]) -
     first = vectors.unit[[vocab.id(a) for a, _, _ in known]].numpy()  # (P, D), float32 as gensim computes them
     second = vectors.unit[[vocab.id(b) for _, b, _ in known]].numpy()
     cosines = (first * second).sum(axis=1).astype(np.float64)  # (P,)
-    humans = np.array([s for _, _, s in known])
-    return PairScore(_pearson(_ranks(cosines), _ranks(humans)), _pearson(cosines, humans), len(known),
-                     len(pairs) - len(known))
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks from 1, ties sharing their average rank (what Spearman's correlation correlates)."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(1, len(x) + 1)
-    _, inverse = np.unique(x, return_inverse=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return (sums / np.bincount(inverse))[inverse]
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    x, y = x - x.mean(), y - y.mean()
-    denominator = np.sqrt((x * x).sum() * (y * y).sum())
-    return float((x * y).sum() / denominator) if denominator > 0 else float("nan")
+    humans = [s for _, _, s in known]
+    return PairScore(spearman(cosines, humans), pearson(cosines, humans), len(known), len(pairs) - len(known))

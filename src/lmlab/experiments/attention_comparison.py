@@ -25,6 +25,7 @@ from lmlab.models.presets import kind, preset
 from lmlab.recipes.copy_task import CopyTaskConfig, train_copy
 from lmlab.recipes.pretrain import pretrain
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
+from lmlab.training.progress import read_metrics
 
 RESULTS = "attention_comparison"
 CAUSAL_METHODS = ("full", "window", "bigbird", "lsh", "performer")
@@ -83,7 +84,7 @@ def compare_attention(out: str | Path, s: AttentionComparisonSettings = Attentio
         result = pretrain(base.replace(attention=method), train, s.data, run, tokenizer=tokenizer,
                           show_progress=show_progress)
         tokenizer = tokenizer or run / TOKENIZER_FILE
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        rows = read_metrics(run / "metrics.jsonl")
         results[method] = {"val_loss": result.val_loss, "tokens_per_s": _median_speed(rows),
                            "val_curve": [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]}
         if s.copy_steps:
@@ -108,7 +109,7 @@ def _copy_task(model_cfg, s: AttentionComparisonSettings, run: Path, show_progre
                          batch_size=s.batch_size, optim=OptimConfig(lr=s.lr, warmup_steps=min(100, s.copy_steps // 10)),
                          seed=s.seed)
     measures = train_copy(model_cfg, cfg, run, show_progress=show_progress)
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(run / "metrics.jsonl")
     return {"copy_accuracy": measures["val_copy_accuracy"], "copy_tokens_per_s": _median_speed(rows),
             "copy_curve": [(r["step"], r["val_copy_accuracy"]) for r in rows if "val_copy_accuracy" in r]}
 

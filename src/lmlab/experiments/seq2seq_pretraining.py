@@ -41,6 +41,7 @@ from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2s
 from lmlab.objectives.registry import choose_objective
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
+from lmlab.training.progress import read_metrics
 
 RESULTS = "seq2seq_pretraining"
 
@@ -148,7 +149,7 @@ def task_sizes(s: PretrainingExperimentSettings) -> TaskSizes:
 
 def _curve(run: Path) -> list[tuple[int, float]]:
     """(step, validation sequence accuracy) of a fine-tuning run's metrics."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(run / "metrics.jsonl")
     return [(row["step"], row["val_seq_acc"]) for row in rows if "val_seq_acc" in row]
 
 

@@ -16,6 +16,7 @@ import torch
 from lmlab.config import ModelConfig, OptimConfig, config_to_dict
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types
 from lmlab.data.copy_task import copy_accuracy, copy_batch
+from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
 from lmlab.training.checkpoint import resume_checkpoint
@@ -75,7 +76,7 @@ def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, dev
         for i in range(cfg.eval_batches):
             inputs, targets = batch(i, held_out=True)
             logits = model(inputs)  # (B, length, symbols + 1)
-            loss += torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).item()
+            loss += cross_entropy(logits, targets).item()  # over the copy only
             counts = copy_accuracy(logits, targets)
             right, scored = right + counts[0], scored + counts[1]
         return {"val_loss": loss / cfg.eval_batches, "val_copy_accuracy": right / scored}

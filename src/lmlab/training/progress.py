@@ -28,9 +28,14 @@ class MetricsLog:
             f.write(json.dumps(metrics) + "\n")
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return read_metrics(self.path)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The rows of a run's metrics.jsonl ([] before there is one)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def save_loss_curve(rows: list[dict], path: Path, curves: dict[str, str] = LOSS_CURVES,
