@@ -1,6 +1,7 @@
 """`lmlab word2vec ...` end to end, and its bad inputs: one line, exit code 2, nothing written."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -172,3 +173,13 @@ def test_word_similarity_gives_gensims_correlations_on_its_real_benchmarks(tmp_p
         assert ours["word_pairs"][name]["pearson"] == pytest.approx(pearson.statistic, abs=1e-6)
         total = ours["word_pairs"][name]["pairs"] + ours["word_pairs"][name]["skipped"]
         assert ours["word_pairs"][name]["skipped"] / total * 100 == pytest.approx(oov_percent)
+
+
+def test_a_bad_pairs_file_and_missing_gensim_are_one_line(model, tmp_path, capsys, monkeypatch):
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("# a comment\ncat dog\n")
+    assert lmlab("word2vec", "evaluate", "--model", model, "--pairs", pairs) == 2
+    one_line_error(capsys, "pairs.txt:2 is not 'word1 word2 score'")
+    monkeypatch.setitem(sys.modules, "gensim.test.utils", None)  # the import fails, as without gensim
+    assert lmlab("word2vec", "evaluate", "--model", model, "--gensim-benchmarks") == 2
+    one_line_error(capsys, "pip install gensim")

@@ -45,3 +45,11 @@ def test_bad_methods_and_an_existing_comparison_are_one_line_errors(tmp_path, ca
     (tmp_path / "runs").mkdir()
     assert lmlab("experiment", "attention", "--out", tmp_path, *SMOKE) == 2
     one_line_error(capsys, "already holds a comparison")
+
+
+@pytest.mark.parametrize("flag, value", [("--copy-steps", "-1"), ("--copy-symbols", "1"), ("--max-steps", "0"),
+                                         ("--lr", "0")])
+def test_bad_numbers_are_refused_by_their_flag_before_any_run(tmp_path, capsys, flag, value):
+    assert lmlab("experiment", "attention", "--out", tmp_path / "cmp", *SMOKE, flag, value) == 2
+    one_line_error(capsys, f"{flag} {value}")
+    assert not (tmp_path / "cmp").exists()

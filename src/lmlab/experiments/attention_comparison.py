@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config_checks import at_least, positive
 from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
@@ -54,6 +55,13 @@ class AttentionComparisonSettings:
 
     def __post_init__(self):
         object.__setattr__(self, "methods", tuple(self.methods))
+        # every number checked here, by its flag, before any run starts (a bad one would otherwise fail a run
+        # midway, under the name of a setting derived from it)
+        at_least(self, 1, "n_layers", "d_model", "block_size", "max_steps", "batch_size", "vocab_size",
+                 "attention_window", "attention_rank", "attention_hashes")
+        at_least(self, 0, "copy_steps", "seed")
+        at_least(self, 2, "copy_symbols")
+        positive(self, "lr")
         unknown = [m for m in self.methods if m not in CAUSAL_METHODS]
         if unknown or not self.methods:
             raise LmlabError(f"--methods {unknown or '(none)'}: a decoder compares causal methods, choose from "
