@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.cli.commands import NOT_COMPUTING, build_parser, leaf_parsers
 from lmlab.cli.vocabulary import DEPRECATED, VOCABULARY
 
@@ -66,3 +67,8 @@ def test_an_old_name_still_works_and_says_what_replaced_it(old, new, command, ca
     args = build_parser().parse_args([*command, old, "7"])
     assert getattr(args, new) in (7, "7")
     assert f"lmlab: warning: {old} is deprecated; use --" in capsys.readouterr().err
+
+
+def test_threads_below_one_is_one_line(capsys):
+    assert lmlab("eval", "perplexity", "--model", "m", "--data", "d", "--threads", "0") == 2
+    one_line_error(capsys, "--threads must be at least 1, got 0")
