@@ -3,14 +3,16 @@ gradient of the loss with respect to inputs k steps back decays in an Elman RNN,
 `seq2seq-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
 the same models fine-tuned from scratch. `scaling`: a grid of decoder sizes and token budgets within a time
 budget, and Kaplan's and Chinchilla's scaling laws fitted to it. `attention`: the efficient attention methods,
-each training the same decoder with the same budget on long blocks."""
+each training the same decoder with the same budget on long blocks. `classic-vs-neural`: Kneser-Ney n-grams
+against window, recurrent and transformer LMs on the same real text, held-out perplexity against training tokens."""
 
 from lmlab.cli.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.io.outputs import check_run_dir
-from lmlab.experiments import attention_comparison, scaling, seq2seq_pretraining
+from lmlab.experiments import attention_comparison, classic_vs_neural, scaling, seq2seq_pretraining
 from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
+from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
 from lmlab.experiments.scaling import ScalingSettings
 from lmlab.experiments.seq2seq_pretraining import PretrainingExperimentSettings
 from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
@@ -37,6 +39,7 @@ def add_parser(subparsers) -> None:
     _add_seq2seq_pretraining(sub)
     _add_scaling(sub)
     _add_attention(sub)
+    _add_classic_vs_neural(sub)
 
 
 def _settings_flags(parser, defaults, kind: type, metavar: str, names_and_help) -> None:
@@ -146,6 +149,33 @@ def _add_attention(sub) -> None:
     at.set_defaults(run=run_attention)
 
 
+def _add_classic_vs_neural(sub) -> None:
+    d = ClassicVsNeuralSettings()
+    cn = sub.add_parser("classic-vs-neural",
+                        help="Kneser-Ney n-grams against window, RNN and transformer LMs on real text (table, JSON, PNG)",
+                        description="Train every --methods on --data with one BPE tokenizer: Kneser-Ney 3/4/5-gram and "
+                                    "modified KN counted on growing shares of the training text, the window LM, "
+                                    "LSTM, GRU and a small transformer trained for --max-steps with a checkpoint at "
+                                    "each of --points steps; score each on --held-out (whole documents no model "
+                                    "trained on), each in its own context; write classic_vs_neural.json, .md and "
+                                    ".png (held-out perplexity against training tokens) to --out.")
+    cn.add_argument("--out", required=True, help="a new directory for the results (and the neural training runs)")
+    cn.add_argument("--methods", nargs="+", default=list(d.methods), choices=list(LABELS), metavar="METHOD",
+                    help=f"language models to compare, from {', '.join(LABELS)} (default: all)")
+    cn.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
+                                                   f"(default {d.data})")
+    cn.add_argument("--held-out", default=d.held_out,
+                    help=f"the scored text: a corpus as --data takes, or 'none' for --data's own validation "
+                         f"blocks (default {d.held_out})")
+    _settings_flags(cn, d, int, "N", (
+        ("max_steps", "training steps of each neural model"),
+        ("points", "points on each curve (checkpoints of each neural run)"), ("vocab_size", "BPE vocabulary"),
+        ("block_size", "tokens per training block"), ("batch_size", "blocks per step"),
+        ("seed", "weights, batches and the validation split")))
+    cn.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of the neural models (default {d.lr:g})")
+    cn.set_defaults(run=run_classic_vs_neural)
+
+
 def run_vanishing_gradients(args) -> None:
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
@@ -173,3 +203,10 @@ def run_attention(args) -> None:
     report = attention_comparison.compare_attention(args.out, _settings(args, AttentionComparisonSettings))
     print(attention_comparison.results_table(report), end="")
     print(f"written: {args.out}/attention_comparison.json, .md, .png" + (", _copy.png" if args.copy_steps else ""))
+
+
+def run_classic_vs_neural(args) -> None:
+    args.held_out = None if args.held_out == "none" else args.held_out
+    report = classic_vs_neural.compare_classic_neural(args.out, _settings(args, ClassicVsNeuralSettings))
+    print(classic_vs_neural.results_table(report), end="")
+    print(f"written: {args.out}/classic_vs_neural.json, .md, .png")

@@ -1,0 +1,186 @@
+"""Classic against neural language models on the same text, tokens and held-out documents: where (or
+whether) the neural models overtake Kneser-Ney as they see more text.
+
+Every model reads the same tokens (one byte-level BPE trained on `data`) and is scored on the same held-out
+stream, each in its own context, by `eval.perplexity.perplexity`: the n-grams and the window LM in windows
+long enough to give every token its full history (exact), the LSTM and GRU in windows of 4 blocks read
+with a stride of 2 (every token has at least 2 blocks of history), the transformer in windows of the block
+it trained on, with a stride of half of one. The held-out stream is another corpus's documents (`held_out`:
+whole books no model trained on, for `kjv`), else the validation blocks of `data`'s own split, end to end.
+
+The curves are held-out perplexity against training tokens. An n-gram model at x tokens counts the first
+x tokens of the training blocks (so it stops at the corpus's size: it reads the text once); a neural model
+at x tokens is its checkpoint after x / (batch x block) steps (it reads the text for as many epochs as
+the budget buys). Every neural run is a normal training run in DIR/runs/NAME, the n-gram models are
+counted in memory. Written to DIR: classic_vs_neural.json, .md (the table, also printed) and .png.
+"""
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config_checks import at_least, positive
+from lmlab.data.blocks import gather, split_blocks
+from lmlab.data.corpora import load_corpus
+from lmlab.data.tokens import tokenize_corpus
+from lmlab.errors import LmlabError
+from lmlab.eval.perplexity import perplexity
+from lmlab.eval.plot import save_line_plot
+from lmlab.io.atomic import atomic_write_text
+from lmlab.io.outputs import check_run_dir
+from lmlab.models.decoder import build_decoder
+from lmlab.models.ngram.fit import fit_ngram
+from lmlab.models.presets import preset
+from lmlab.models.rnn.config import RNNConfig
+from lmlab.models.window.config import WindowConfig
+from lmlab.progress import progress_bar
+from lmlab.recipes.neural_lm import build_neural_lm, train_neural_lm
+from lmlab.recipes.ngram import training_runs
+from lmlab.recipes.pretrain import pretrain
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
+from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
+from lmlab.training.loop import load_trainable
+
+RESULTS = "classic_vs_neural"
+NGRAMS = {"kn3": (3, "kn"), "kn4": (4, "kn"), "kn5": (5, "kn"), "mkn5": (5, "mkn")}  # name: (order, smoothing)
+NEURAL = ("window", "lstm", "gru", "transformer")
+LABELS = {"kn3": "3-gram KN", "kn4": "4-gram KN", "kn5": "5-gram KN", "mkn5": "5-gram modified KN",
+          "window": "window LM (5 tokens)", "lstm": "LSTM (2 x 256)", "gru": "GRU (2 x 256)",
+          "transformer": "transformer (gpt2, 2 x 128)"}
+
+
+@dataclass(frozen=True)
+class ClassicVsNeuralSettings:
+    """The language models (methods), the text they share and each neural model's training budget."""
+
+    methods: tuple[str, ...] = (*NGRAMS, *NEURAL)
+    data: str = "kjv"
+    held_out: str | None = "kjv-held-out"  # None: the validation blocks of data's own split
+    vocab_size: int = 4096
+    block_size: int = 64  # tokens per training sequence of the neural models (and the n-grams' split)
+    batch_size: int = 16
+    max_steps: int = 6000  # optimizer steps of each neural model
+    points: int = 8  # points on each curve
+    lr: float = 3e-3
+    seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "methods", tuple(self.methods))
+        at_least(self, 1, "vocab_size", "batch_size", "max_steps", "points")
+        at_least(self, 2, "block_size")
+        at_least(self, 0, "seed")
+        positive(self, "lr")
+        unknown = [m for m in self.methods if m not in LABELS]
+        if unknown or not self.methods:
+            raise LmlabError(f"--methods {unknown or '(none)'}: choose from {', '.join(LABELS)}")
+        if self.points > self.max_steps:
+            raise LmlabError(f"--points {self.points} exceeds --max-steps {self.max_steps}: a point is a checkpoint")
+
+
+def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = ClassicVsNeuralSettings(),
+                           show_progress: bool = True) -> dict:
+    """Train and score every method of `s` into `out`; return what classic_vs_neural.json holds."""
+    out = Path(out)
+    if (out / f"{RESULTS}.json").exists() or (out / "runs").exists():
+        raise LmlabError(f"'{out}' already holds a comparison; choose a new --out directory")
+    check_run_dir(out)
+    texts = load_corpus(s.data)
+    held_out_texts = load_corpus(s.held_out) if s.held_out else None  # read both before anything is written
+    tokenizer = train_bpe(texts, s.vocab_size)
+    save_tokenizer(tokenizer, out)
+    tokens = tokenize_corpus(texts, tokenizer)
+    split = split_blocks(tokens, s.block_size, TrainConfig.val_fraction, s.seed)
+    if held_out_texts is not None:
+        scored = torch.from_numpy(np.asarray(tokenize_corpus(held_out_texts, tokenizer), dtype=np.int64))
+    else:
+        scored = gather(tokens, np.sort(split.val_blocks), s.block_size)[:, :-1].reshape(-1)  # (n,) blocks end to end
+    results = {}
+    for name in s.methods:
+        start = time.perf_counter()
+        if name in NGRAMS:
+            curve = _ngram_curve(name, tokens, split.train_blocks, tokenizer.get_vocab_size(), scored, s,
+                                 show_progress)
+        else:
+            curve = _neural_curve(name, out, scored, s, show_progress)
+        results[name] = {"label": LABELS[name], "curve": curve, "tokens": curve[-1][0], "ppl": curve[-1][1],
+                         "seconds": time.perf_counter() - start}
+    report = {"settings": dataclasses.asdict(s) | {"methods": list(s.methods)},
+              "train_tokens": int(len(split.train_blocks) * s.block_size), "scored_tokens": int(scored.numel() - 1),
+              "results": results}
+    atomic_write_text(out / f"{RESULTS}.json", json.dumps(report, indent=2))
+    atomic_write_text(out / f"{RESULTS}.md", results_table(report))
+    save_line_plot(out / f"{RESULTS}.png", {r["label"]: tuple(zip(*r["curve"])) for r in results.values()},
+                   title=f"Held-out perplexity ({s.held_out or s.data + ' validation blocks'})",
+                   xlabel="training tokens read", ylabel="perplexity", log_x=True, log_y=True, size=(900, 600))
+    return report
+
+
+def _ngram_curve(name: str, tokens, train_blocks: np.ndarray, vocab_size: int, scored: torch.Tensor,
+                 s: ClassicVsNeuralSettings, show_progress: bool) -> list[tuple[int, float]]:
+    """(training tokens, held-out perplexity) of the n-gram model counted on growing prefixes of the training
+    blocks: s.points prefixes, each twice the one before, the last all of them."""
+    order, smoothing = NGRAMS[name]
+    blocks = np.sort(train_blocks)
+    sizes = sorted({max(1, len(blocks) >> k) for k in range(s.points)})
+    curve = []
+    with progress_bar(len(sizes), desc=LABELS[name], unit="model", disable=not show_progress) as bar:
+        for n in sizes:
+            model = fit_ngram(training_runs(tokens, blocks[:n], s.block_size), order, vocab_size, smoothing)
+            curve.append((n * s.block_size, perplexity(model, scored, model.config.context_length).perplexity))
+            bar.update()
+    return curve
+
+
+def _neural_curve(name: str, out: Path, scored: torch.Tensor, s: ClassicVsNeuralSettings,
+                  show_progress: bool) -> list[tuple[int, float]]:
+    """Train the neural model `name` in out/runs/name with a checkpoint at each of s.points steps, then score
+    each checkpoint: (training tokens read, held-out perplexity)."""
+    every = s.max_steps // s.points
+    train = TrainConfig(max_steps=s.max_steps, batch_size=s.batch_size, block_size=s.block_size,
+                        optim=OptimConfig(lr=s.lr, warmup_steps=s.max_steps // 10), eval_every=every, eval_batches=8,
+                        checkpoint_every=every, keep_checkpoints=s.points + 1, log_every=max(1, s.max_steps // 100),
+                        seed=s.seed)
+    run, tokenizer = out / "runs" / name, out / TOKENIZER_FILE
+    model_cfg, context, stride = _neural_config(name, s)
+    if name == "transformer":
+        pretrain(model_cfg, train, s.data, run, tokenizer=tokenizer, show_progress=show_progress)
+        model = build_decoder(model_cfg.replace(vocab_size=load_tokenizer(tokenizer).get_vocab_size()))
+    else:
+        train_neural_lm(model_cfg, train, s.data, run, tokenizer=tokenizer, show_progress=show_progress)
+        model = build_neural_lm(dataclasses.replace(model_cfg, vocab_size=load_tokenizer(tokenizer).get_vocab_size()))
+    curve = []
+    for checkpoint in list_checkpoints(run / "checkpoints"):
+        saved = load_checkpoint(checkpoint)
+        load_trainable(model, saved["trainable"])
+        curve.append((saved["step"] * s.batch_size * s.block_size,
+                      perplexity(model.eval(), scored, context, stride).perplexity))
+    return curve
+
+
+def _neural_config(name: str, s: ClassicVsNeuralSettings):
+    """The model's config and the (window, stride) it is scored in."""
+    if name == "window":
+        cfg = WindowConfig(vocab_size=s.vocab_size, window=5, d_model=64, hidden=256)
+        return cfg, cfg.context_length, cfg.context_length // 2  # >= 2 x window: exact
+    if name in ("lstm", "gru"):
+        cfg = RNNConfig(cell=name, vocab_size=s.vocab_size, d_model=256, hidden=256, n_layers=2, tie_embeddings=True)
+        return cfg, 4 * s.block_size, 2 * s.block_size
+    cfg = preset("gpt2-tiny").replace(n_layers=2, vocab_size=s.vocab_size, context_length=s.block_size)
+    return cfg, s.block_size, s.block_size // 2
+
+
+def results_table(report: dict) -> str:
+    """A markdown table: each model's last held-out perplexity, the tokens it read and its time."""
+    s = report["settings"]
+    lines = [f"| model ({s['data']}, BPE {s['vocab_size']}, {report['scored_tokens']:,} held-out tokens) | "
+             "held-out perplexity | training tokens read | seconds |", "|---|---:|---:|---:|"]
+    for r in report["results"].values():
+        lines.append(f"| {r['label']} | {r['ppl']:.2f} | {r['tokens']:,} | {r['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
