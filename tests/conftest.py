@@ -29,6 +29,19 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_classic_libraries():
+    """The n-gram scorer and the word2vec trainer, built once into the persistent model cache and loaded for the
+    whole session: many tests score n-grams or train word2vec, and each test's own cache would build them anew."""
+    from lmlab.models.ngram.scoring import SCORER
+    from lmlab.models.word2vec.compiled import TRAINER
+    from lmlab.modules.kernels.build import compiled
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LMLAB_CACHE", models_root())
+        return compiled(SCORER), compiled(TRAINER)
+
+
 @pytest.fixture(scope="session")
 def built_kernels():
     """lmlab's quantized matmul kernels (torch.ops.lmlab_quant, or None without a compiler), built once into

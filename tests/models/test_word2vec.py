@@ -16,6 +16,9 @@ from lmlab.models.word2vec.sampling import (NOISE_POWER, cbow_windows, draw_nega
                                             noise_table, skipgram_pairs, subsample)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, scores, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors, load_vectors, save_vectors
+from lmlab.models.word2vec.compiled import TRAINER
+from lmlab.modules.kernels.build import compiled
+from lmlab.recipes import word2vec as word2vec_recipe
 from lmlab.recipes.word2vec import train_word2vec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -215,7 +218,7 @@ def test_config_rejects_a_dimension_below_one():
 # --- training ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", ["sgns", "cbow"])
-def test_training_lowers_the_loss_and_learns_analogies(method):
+def test_training_lowers_the_loss_and_learns_analogies(method, trainer):
     texts = analogy_corpus(5000, seed=1)
     cfg = Word2VecConfig(method=method, dim=32, epochs=4, batch_size=256, seed=0)
     run = train_word2vec(corpus_sentences(texts), cfg, show_progress=False)
@@ -226,8 +229,56 @@ def test_training_lowers_the_loss_and_learns_analogies(method):
     assert analogy_accuracy(untrained, analogy_questions()).total.accuracy < 0.05
 
 
-def test_training_is_reproducible_with_a_seed():
+def test_training_is_reproducible_with_a_seed(trainer):
     texts = analogy_corpus(500, seed=2)
     cfg = Word2VecConfig(dim=8, epochs=1, min_count=2)
     first, second = (train_word2vec(corpus_sentences(texts), cfg, show_progress=False).vectors.vectors for _ in range(2))
     assert torch.equal(first, second)
+
+
+# --- the C++ trainer -----------------------------------------------------------------------------
+
+def _train_chunk(input_, output, ids, noise, cbow=False, negatives=0, lr=0.1):
+    ops = compiled(TRAINER)
+    assert ops is not None, "this test needs a C++ compiler"
+    ids = torch.tensor(ids)
+    return ops.train_chunk(input_, output, ids, torch.zeros_like(ids), torch.from_numpy(noise), 1, negatives, cbow,
+                           lr, lr, 0)
+
+
+@pytest.mark.parametrize("method", ["sgns", "cbow"])
+def test_the_compiled_trainer_takes_the_sgd_steps_of_each_example_in_turn(method):
+    torch.manual_seed(0)
+    input_, output = torch.randn(5, 8) * 0.3, torch.randn(5, 8) * 0.3
+    expected_in, expected_out = input_.clone(), output.clone()
+    _train_chunk(input_, output, [1, 2, 3], noise_table(np.ones(5)), cbow=method == "cbow")
+    # window 1: each word's neighbours, the words in order, one example (or one pair) at a time
+    for centre, neighbours in ((1, [2]), (2, [1, 3]), (3, [2])):
+        if method == "sgns":  # the centre predicts each neighbour
+            for word in neighbours:
+                sgns_step(expected_in, expected_out, torch.tensor([centre]), torch.tensor([[word]]), 0.1)
+        else:  # the neighbours' mean predicts the centre
+            cbow_step(expected_in, expected_out, torch.tensor([neighbours]), torch.ones(1, len(neighbours)),
+                      torch.tensor([[centre]]), 0.1)
+    # the C++ loop reads the sigmoid from the original tool's table (steps of 0.012 in the score)
+    torch.testing.assert_close(input_, expected_in, atol=5e-4, rtol=0)
+    torch.testing.assert_close(output, expected_out, atol=5e-4, rtol=0)
+
+
+def test_the_compiled_trainer_draws_negatives_from_the_noise_distribution():
+    counts = np.array([0, 0, 8, 27, 64, 0], dtype=np.float64)  # ^0.75: 4.76, 11.84, 22.63
+    input_, output = torch.full((6, 4), 0.05), torch.zeros(6, 4)
+    _train_chunk(input_, output, [1] * 20000, noise_table(counts), negatives=5, lr=1e-6)
+    # each draw of word w moves output[w] by -lr s(h.v) h = -1e-6 x 0.5 x 0.05 (the scores stay near 0)
+    draws = -output[:, 0].double().numpy() / (1e-6 * 0.5 * 0.05)
+    assert draws[[0, 5]].tolist() == [0, 0] and output[1, 0] > 0  # word 1: the true word, never a negative here
+    expected = counts ** NOISE_POWER / (counts ** NOISE_POWER).sum() * 20000 * 2 * 5  # 2 neighbours, 5 negatives
+    assert draws[2:5] == pytest.approx(expected[2:5], rel=0.03)
+
+
+@pytest.fixture(params=["C++", "torch"])
+def trainer(request, monkeypatch):
+    """Train with the C++ loop, or with the batched torch steps that stand in where it cannot build."""
+    if request.param == "torch":
+        monkeypatch.setattr(word2vec_recipe, "compiled", lambda library: None)
+    return request.param

@@ -2,6 +2,8 @@
 dtype, odd shape and row count) agree with dequantize + F.linear, and the modules are drop-ins for
 nn.Linear / nn.Embedding with the torch fallback giving the same numbers."""
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -166,7 +168,7 @@ def test_without_kernels_the_torch_path_gives_the_same_numbers(monkeypatch):
 def test_a_failed_build_warns_once_and_falls_back(monkeypatch, tmp_path):
     from lmlab.modules.kernels import build
     monkeypatch.setattr(build, "_loaded", {})
-    monkeypatch.setattr(build, "SOURCES", [tmp_path / "broken.cpp"])
+    monkeypatch.setattr(build, "QUANTIZED", dataclasses.replace(build.QUANTIZED, sources=(tmp_path / "broken.cpp",)))
     (tmp_path / "broken.cpp").write_text("this is not C++")
     monkeypatch.setenv("LMLAB_CACHE", str(tmp_path / "cache"))
     with pytest.warns(RuntimeWarning, match="could not build"):

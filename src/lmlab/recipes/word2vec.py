@@ -1,10 +1,13 @@
-"""Training word2vec: skip-gram or CBOW with negative sampling, on CPU, in big batches.
+"""Training word2vec: skip-gram or CBOW with negative sampling, on CPU.
 
 Read top to bottom: lower-cased sentences of words -> vocabulary (min count) -> one
-array of word ids -> per epoch and chunk of text: subsample frequent words, draw each centre's
-dynamic window, build (centre or context words, true word + k negatives) batches with numpy ->
-one hand-written SGD step per batch (`models.word2vec.updates`) with a learning rate that decays
-linearly over the run -> word vectors (the input embeddings).
+array of word ids -> per epoch and chunk of text: subsample frequent words, then train on the
+chunk with a learning rate that decays linearly over the run -> word vectors (the input embeddings).
+
+A chunk is trained by the C++ loop of `models/word2vec/training.cpp`, one example at a time as the
+original tool and gensim do (each centre's dynamic window and negatives drawn there). Where lmlab's
+compiled libraries cannot build, it falls back to batches built with numpy and one hand-written SGD
+step per batch (`models.word2vec.updates`): the same method, about 3x slower, other random draws.
 """
 
 import itertools
@@ -15,11 +18,13 @@ import numpy as np
 import torch
 
 from lmlab.data.words import WordVocab, build_vocab
+from lmlab.models.word2vec.compiled import TRAINER
 from lmlab.models.word2vec.config import Word2VecConfig
 from lmlab.models.word2vec.sampling import (cbow_windows, draw_negatives, keep_probabilities, noise_table,
                                             skipgram_pairs, subsample)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors
+from lmlab.modules.kernels.build import compiled
 from lmlab.progress import progress_bar
 
 CHUNK_WORDS = 200_000  # words per chunk of text turned into examples at once (bounds memory)
@@ -30,7 +35,7 @@ LOG_EVERY = 50  # steps between loss readings
 @dataclass(frozen=True)
 class Word2VecRun:
     """The trained vectors and what the run measured: `losses` holds (fraction of the run done, mean
-    negative-sampling loss of that step's batch) every LOG_EVERY steps."""
+    negative-sampling loss per example) for each chunk of text (every LOG_EVERY batches without C++)."""
 
     vectors: WordVectors
     corpus_words: int  # words in the text, out-of-vocabulary ones included
@@ -48,6 +53,7 @@ def train_word2vec(sentences: list[list[str]], cfg: Word2VecConfig, show_progres
     counts = np.asarray(vocab.counts, dtype=np.float64)
     counts[0] = 0  # out-of-vocabulary words are dropped from the text, so never drawn as negatives
     keep, noise = keep_probabilities(counts, cfg.subsample), noise_table(counts)
+    noise_tensor = torch.from_numpy(noise)
 
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -56,24 +62,40 @@ def train_word2vec(sentences: list[list[str]], cfg: Word2VecConfig, show_progres
 
     total = cfg.epochs * len(ids)
     bar = progress_bar(total, desc=f"word2vec {cfg.method}", disable=not show_progress, unit="word", unit_scale=True)
-    losses, done, step = [], 0, 0
+    ops, losses, done = compiled(TRAINER), [], 0
     for _ in range(cfg.epochs):
         for lo, hi in _chunks(sentence):
-            for batch in _batches(ids[lo:hi], sentence[lo:hi], keep, noise, cfg, rng):
-                lr = cfg.start_lr * max(MIN_LR_RATIO, 1 - done / total)
-                if cfg.method == "sgns":
-                    score = sgns_step(input_, output, *batch, lr)
-                else:
-                    score = cbow_step(input_, output, *batch, lr)
-                step += 1
-                if step % LOG_EVERY == 0:
-                    losses.append((done / total, float(negative_sampling_loss(score))))
-                    bar.set_postfix(loss=f"{losses[-1][1]:.3f}", lr=f"{lr:.4f}", refresh=False)
+            lr_range = tuple(cfg.start_lr * max(MIN_LR_RATIO, 1 - at / total) for at in (done, done + hi - lo))
+            if ops is not None:
+                kept = [torch.from_numpy(a) for a in subsample(ids[lo:hi], sentence[lo:hi], keep, rng)]
+                loss, examples = ops.train_chunk(input_, output, *kept, noise_tensor, cfg.window, cfg.negatives,
+                                                 cfg.method == "cbow", *lr_range, int(rng.integers(2**62))).tolist()
+                readings = [(done / total, loss / max(examples, 1))]
+            else:
+                readings = _train_batches(input_, output, ids[lo:hi], sentence[lo:hi], keep, noise, cfg, rng,
+                                          lr_range, done / total, (hi - lo) / total)
+            losses += readings
+            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", lr=f"{lr_range[1]:.4f}", refresh=False)
             done += hi - lo
             bar.update(hi - lo)
     bar.close()
     return Word2VecRun(vectors=WordVectors(vocab, input_), corpus_words=sum(map(len, sentences)),
                        trained_words=total, seconds=time.perf_counter() - start, losses=losses)
+
+
+def _train_batches(input_: torch.Tensor, output: torch.Tensor, ids: np.ndarray, sentence: np.ndarray,
+                   keep: np.ndarray, noise: np.ndarray, cfg: Word2VecConfig, rng: np.random.Generator,
+                   lr_range: tuple[float, float], start: float, share: float) -> list[tuple[float, float]]:
+    """Train one chunk in batches (without the C++ trainer), the rate falling linearly across it; return a
+    loss reading (fraction of the run done, mean loss of the batch) every LOG_EVERY batches."""
+    batches = list(_batches(ids, sentence, keep, noise, cfg, rng))
+    readings = []
+    for i, batch in enumerate(batches):
+        lr = lr_range[0] + (lr_range[1] - lr_range[0]) * i / len(batches)
+        score = (sgns_step if cfg.method == "sgns" else cbow_step)(input_, output, *batch, lr)
+        if i % LOG_EVERY == 0:
+            readings.append((start + share * i / len(batches), float(negative_sampling_loss(score))))
+    return readings
 
 
 def _word_stream(sentences: list[list[str]], vocab: WordVocab) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,25 @@
 """Scoring with backoff tables, vectorized over whole batches of token ids.
 
-`token_log_probs` gives ln P(token | up to n-1 tokens before it in its row) for every token, with
-a handful of binary searches per order: the fast path for validation and benchmarks.
+`token_log_probs` gives ln P(token | up to n-1 tokens before it in its row) for every token: the fast
+path for validation and benchmarks. It runs in C++ (`scoring.cpp`: one hash probe per order and
+position, as kenlm's probing model) where lmlab's compiled libraries build, else in numpy with a
+handful of binary searches per order; both give the same bits.
 `next_log_probs` gives the whole distribution over the vocabulary after a position: what a
 language model's logits are, for perplexity windows and generation.
 """
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
+import torch
 
+from lmlab.errors import LmlabError
 from lmlab.models.ngram.tables import BackoffTables
+from lmlab.modules.kernels.build import Library, compiled
+
+SCORER = Library("lmlab_ngram", (Path(__file__).with_name("scoring.cpp"),), "the n-gram scorer",
+                 "n-gram scoring runs in numpy (binary searches: slower, same numbers)")
 
 
 def ngram_indices(tables: BackoffTables, ids: np.ndarray) -> list[np.ndarray]:
@@ -27,6 +36,20 @@ def ngram_indices(tables: BackoffTables, ids: np.ndarray) -> list[np.ndarray]:
 
 def token_log_probs(tables: BackoffTables, ids: np.ndarray) -> np.ndarray:
     """(B, T) float64 ln P(ids[b, t] | ids[b, t-n+1 : t]); a row's first token is scored by the unigrams."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)  # (B, T)
+    if ids.size and not (0 <= ids.min() and ids.max() < tables.vocab_size):
+        raise LmlabError(f"token ids must lie in [0, {tables.vocab_size}), the model's vocabulary; got "
+                         f"{ids.min()}..{ids.max()}: were they made with another tokenizer?")
+    ops = compiled(SCORER)
+    if ops is None:
+        return _token_log_probs_numpy(tables, ids)
+    unigram_backoffs = tables.log_backoffs[0] if tables.order > 1 else np.zeros(0, dtype=np.float32)
+    return ops.token_log_probs(torch.from_numpy(ids), tables.hashes(ops.hash_index), torch.from_numpy(tables.log_probs[0]),
+                               torch.from_numpy(unigram_backoffs), tables.vocab_size).numpy()
+
+
+def _token_log_probs_numpy(tables: BackoffTables, ids: np.ndarray) -> np.ndarray:
+    """`token_log_probs` without the C++ scorer: each order's indices by binary search, then whole-array selects."""
     indices = ngram_indices(tables, ids)
     log_prob = np.zeros(indices[0].shape)  # (B, T)
     matched = np.zeros(indices[0].shape, dtype=np.int64)  # (B, T) the order of the longest n-gram found

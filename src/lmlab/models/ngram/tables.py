@@ -9,9 +9,11 @@ Interpolated models store their interpolated probability and their interpolation
 rule reproduces them exactly. Logs are natural; `io.arpa` converts to log10.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +34,15 @@ class BackoffTables:
         if k == 1:
             return words.astype(np.int64, copy=True)
         return lookup(self.keys[k - 1], self.vocab_size, contexts, words)
+
+    def hashes(self, build: Callable[..., torch.Tensor]) -> list[torch.Tensor]:
+        """`build(keys, log_probs, log_backoffs)` of every order above 1 (the C++ scorer's hash indexes; the
+        highest order's backoffs empty), built at the first call and kept."""
+        if "_hashes" not in self.__dict__:  # frozen: the cache goes straight into the instance's dict
+            backoffs = (*self.log_backoffs[1:], np.zeros(0, dtype=np.float32))[: self.order - 1]
+            self.__dict__["_hashes"] = [build(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays))
+                                        for arrays in zip(self.keys[1:], self.log_probs[1:], backoffs)]
+        return self.__dict__["_hashes"]
 
     def children(self, k: int, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The span [begin, end) of level-k entries whose context is each of `contexts` (level k-1 indices)."""

@@ -20,7 +20,7 @@ so every step is a vectorised array operation and no Python loop runs per word.
 import numpy as np
 
 NOISE_POWER = 0.75
-NOISE_TABLE_SIZE = 10_000_000
+NOISE_TOTAL = 2**31  # the noise table's resolution: a word's share of the draws is a multiple of 1 / 2^31
 
 
 def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
@@ -72,14 +72,14 @@ def cbow_windows(ids: np.ndarray, sentence: np.ndarray, window: int, rng: np.ran
     return ids[has_context], ids[positions[has_context]], mask[has_context]
 
 
-def noise_table(counts: np.ndarray, size: int = NOISE_TABLE_SIZE) -> np.ndarray:
-    """The noise distribution, unigram^0.75, as a table of `size` word ids in which each word fills a
-    share of the slots equal to its probability (the original tool's device: a draw is one lookup)."""
+def noise_table(counts: np.ndarray, total: int = NOISE_TOTAL) -> np.ndarray:
+    """The noise distribution, unigram^0.75, as cumulative integer weights (V,) int64 rising to `total`:
+    word w is drawn for a uniform r in [0, total) with table[w-1] <= r < table[w], found by binary search
+    (gensim's cum_table). Unlike the original tool's table of 10^8 word ids, it fits in a CPU's cache."""
     weights = np.asarray(counts, dtype=np.float64) ** NOISE_POWER
-    ends = np.round(np.cumsum(weights) / weights.sum() * size).astype(np.int64)
-    return np.repeat(np.arange(len(weights), dtype=np.int32), np.diff(ends, prepend=0))
+    return np.round(np.cumsum(weights) / weights.sum() * total).astype(np.int64)
 
 
 def draw_negatives(table: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Word ids of `shape` drawn from the noise distribution given by its `noise_table`."""
-    return table[rng.integers(0, len(table), size=shape)].astype(np.int64)
+    return np.searchsorted(table, rng.integers(0, table[-1], size=shape), side="right").astype(np.int64)

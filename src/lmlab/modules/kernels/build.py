@@ -1,5 +1,6 @@
-"""The quantized matmul kernels (quantized_matmul.cpp) and the fused decoding step built on them
-(decoder_step.cpp, `generation/fused.py`), compiled once on this machine at first use.
+"""lmlab's C++ libraries of torch ops, compiled once on this machine at first use: the quantized matmul
+kernels (quantized_matmul.cpp) and the fused decoding step built on them (decoder_step.cpp,
+`generation/fused.py`) here; the n-gram scorer and the word2vec trainer beside their models.
 
 Why a kernel of our own: a decoding step multiplies each weight matrix by one or a few rows, so its
 speed is how many bytes of weights it streams. torch's weight-only ops do not serve on x86 CPUs at
@@ -14,10 +15,11 @@ those shapes, nor does torchao; measured at batch 1 on SmolLM2-135M's matrices (
 quantized_matmul.cpp keeps activations in fp32 and unpacks the integers in registers: 39 us and 1-1.5 ms
 on the same two matrices (int4 and int8), see the file's header.
 
-The library is built with torch's C++ extension tools (ninja and the system's C++ compiler) into the
+Each library is built with torch's C++ extension tools (ninja and the system's C++ compiler) into the
 lmlab cache, for this CPU (-march=native: the folder name carries the CPU's flags, so a cache shared
-between machines never runs code built for another). If it cannot be built, one warning says so and
-the callers fall back to dequantizing in torch (`quantized_ops.py`): slower, same numbers.
+between machines never runs code built for another). If one cannot be built, one warning says so and
+its callers fall back to numpy or torch: for the quantized kernels, dequantizing in torch
+(`quantized_ops.py`), slower, same numbers.
 """
 
 import hashlib
@@ -25,49 +27,73 @@ import os
 import platform
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-SOURCES = [Path(__file__).with_name(name) for name in ("quantized_matmul.cpp", "decoder_step.cpp")]
-HEADER = Path(__file__).with_name("quantized_matmul.h")
-NAME = "lmlab_quant"  # the library's name, and its ops' namespace: torch.ops.lmlab_quant
 # -ffp-contract=off: the plain C++ loops round exactly as torch's own ops do (dequantizing gives the same bits)
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=off"]
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
 
-_loaded: dict[str, object] = {}  # NAME -> torch.ops.lmlab_quant, or None once building has failed
+
+@dataclass(frozen=True)
+class Library:
+    """A C++ library of torch ops, compiled on first use: `name` is its ops' namespace (torch.ops.NAME), `what`
+    and `fallback` complete the lines that say it is being built or could not be."""
+
+    name: str
+    sources: tuple[Path, ...]
+    what: str  # "the quantized matmul kernels"
+    fallback: str  # what happens without it: "int8/int4 models run on a slower path (...)"
+    headers: tuple[Path, ...] = ()
+    flags: tuple[str, ...] = FLAGS
+
+
+QUANTIZED = Library("lmlab_quant", tuple(Path(__file__).with_name(name) for name in ("quantized_matmul.cpp",
+                                                                                      "decoder_step.cpp")),
+                    "the quantized matmul kernels", "int8/int4 models run on a slower path (dequantize, then F.linear)",
+                    (Path(__file__).with_name("quantized_matmul.h"),))
+
+_loaded: dict[str, object] = {}  # library name -> torch.ops.NAME, or None once building has failed
 
 
 def kernel_ops():
     """torch.ops.lmlab_quant (int4_linear, int8_linear, int4_dequantize, int8_dequantize, set_isa), built
     the first time on this machine (a minute; one line on stderr says so); None if it cannot be built."""
-    if NAME not in _loaded:
-        _loaded[NAME] = _build()
-    return _loaded[NAME]
+    first = QUANTIZED.name not in _loaded
+    ops = compiled(QUANTIZED)
+    if first and ops is not None:
+        _register_fakes()
+    return ops
 
 
-def _build():
-    directory = build_dir()
-    first_time = not (directory / f"{NAME}.so").is_file()
-    if first_time:
-        print(f"lmlab: compiling the quantized matmul kernels for this CPU (once, about a minute) into {directory}",
+def compiled(library: Library):
+    """torch.ops.NAME of `library`, built the first time on this machine (one line on stderr says so) and
+    loaded once per process; None, after one warning, if it cannot be built."""
+    if library.name not in _loaded:
+        _loaded[library.name] = _build(library)
+    return _loaded[library.name]
+
+
+def _build(library: Library):
+    directory = build_dir(library)
+    if not (directory / f"{library.name}.so").is_file():
+        print(f"lmlab: compiling {library.what} for this CPU (once, about a minute) into {directory}",
               file=sys.stderr, flush=True)
     try:
         from torch.utils import cpp_extension
-        cpp_extension.load(NAME, [str(source) for source in SOURCES], extra_cflags=FLAGS, build_directory=str(directory),
-                           is_python_module=False, verbose=False)
+        cpp_extension.load(library.name, [str(source) for source in library.sources], extra_cflags=list(library.flags),
+                           build_directory=str(directory), is_python_module=False, verbose=False)
     except Exception as e:  # no compiler, no ninja, a failed build: every cause means the same fallback
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        warnings.warn(f"lmlab could not build its quantized matmul kernels ({first_line}); int8/int4 models run "
-                      "on a slower path (dequantize, then F.linear). Install a C++ compiler and ninja to speed "
-                      "them up", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"lmlab could not build {library.what} ({first_line}); {library.fallback}. Install a C++ "
+                      "compiler and ninja to speed them up", RuntimeWarning, stacklevel=3)
         return None
-    _register_fakes()
-    return torch.ops.lmlab_quant
+    return getattr(torch.ops, library.name)
 
 
 def _register_fakes() -> None:
-    """Output shapes of the ops for torch.compile's tracing (which runs no kernel)."""
+    """Output shapes of the quantized ops for torch.compile's tracing (which runs no kernel)."""
     def linear_shape(x, q, *rest):
         return x.new_empty(*x.shape[:-1], q.size(0))
 
@@ -77,19 +103,19 @@ def _register_fakes() -> None:
 
     for op, fake in (("int4_linear", linear_shape), ("int8_linear", linear_shape),
                      ("int4_dequantize", dequantized_shape), ("int8_dequantize", dequantized_shape)):
-        torch.library.register_fake(f"{NAME}::{op}")(fake)
+        torch.library.register_fake(f"{QUANTIZED.name}::{op}")(fake)
 
 
-def build_dir() -> Path:
-    """Where the library is built: lmlab's cache (``$LMLAB_CACHE``, else ``~/.cache/lmlab``, as lmlab.io.cache
-    has it: modules/ reads no files module), in a folder named after the source, the flags, torch, Python
+def build_dir(library: Library) -> Path:
+    """Where `library` is built: lmlab's cache (``$LMLAB_CACHE``, else ``~/.cache/lmlab``, as lmlab.io.cache
+    has it: modules/ reads no files module), in a folder named after the sources, the flags, torch, Python
     and this CPU, so any change of one of them builds anew."""
     key = hashlib.sha256()
-    for part in (*(path.read_bytes() for path in (*SOURCES, HEADER)), " ".join(FLAGS).encode(), torch.__version__.encode(),
-                 platform.python_version().encode(), _cpu_flags().encode()):
+    for part in (*(path.read_bytes() for path in (*library.sources, *library.headers)), " ".join(library.flags).encode(),
+                 torch.__version__.encode(), platform.python_version().encode(), _cpu_flags().encode()):
         key.update(part)
     root = Path(os.environ.get("LMLAB_CACHE") or Path.home() / ".cache" / "lmlab")
-    directory = root / "kernels" / f"{NAME}-{key.hexdigest()[:16]}"
+    directory = root / "kernels" / f"{library.name}-{key.hexdigest()[:16]}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 
