@@ -138,7 +138,10 @@ class EncoderConfig(AttentionSettings):
     The family picks the variant: "bert"; "roberta" (positions numbered from pad_token_id + 1, as
     fairseq did); "albert" (factorised embeddings of `embedding_size` projected to d_model, and one
     block's weights shared by all n_layers); "electra" (the discriminator; factorised embeddings when
-    `embedding_size` differs from d_model, and a generator `generator_divisor` times narrower).
+    `embedding_size` differs from d_model, and a generator `generator_divisor` times narrower);
+    "deberta" (DeBERTa-v2/v3: disentangled attention over relative positions in log buckets, absolute
+    positions at the input only with `position_biased_input`, else in the enhanced mask decoder; its
+    RTD generator is `generator_divisor` times shallower, as wide).
     """
 
     vocab_size: int
@@ -151,19 +154,26 @@ class EncoderConfig(AttentionSettings):
     layer_norm_eps: float = 1e-12
     pooler: bool = True  # a Linear + tanh over the [CLS] state, as in BERT's next-sentence head
     dropout: float = 0.0
-    family: Literal["bert", "roberta", "albert", "electra"] = "bert"
+    family: Literal["bert", "roberta", "albert", "electra", "deberta"] = "bert"
     embedding_size: int | None = None  # None = d_model; ALBERT/ELECTRA embed in E < d_model, then project
     activation: Literal["gelu", "gelu_new"] = "gelu"  # gelu_new = GELU's tanh approximation (ALBERT)
     pad_token_id: int = 0  # RoBERTa numbers real tokens' positions from pad_token_id + 1
     generator_divisor: int = 4  # ELECTRA: the generator's d_model, d_ff and n_heads are the discriminator's / this
+    # (DeBERTa: its n_layers)
+    position_biased_input: bool = True  # absolute positions added to the input embeddings (DeBERTa-v3: False)
+    position_buckets: int = 0  # DeBERTa: relative offsets in this many log buckets per side (0: one per offset)
+    max_relative_positions: int | None = None  # DeBERTa: the farthest offset told apart (None: context_length)
+    pos_att_type: Literal["c2p|p2c", "c2p", "p2c"] = "c2p|p2c"  # DeBERTa: the position terms of attention
+    share_att_key: bool = False  # DeBERTa: position keys and queries through the content projections
+    norm_rel_ebd: Literal["none", "layer_norm"] = "none"  # DeBERTa: LayerNorm on the relative position rows
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "type_vocab_size",
-                 "embedding_size", "generator_divisor")
-        at_least(self, 0, "pad_token_id")
+        at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "embedding_size",
+                 "generator_divisor", "max_relative_positions")
+        at_least(self, 0, "pad_token_id", "type_vocab_size", "position_buckets")
         at_most(self, MAX_VOCAB, "vocab_size", "type_vocab_size")
-        at_most(self, MAX_CONTEXT, "context_length")
+        at_most(self, MAX_CONTEXT, "context_length", "position_buckets", "max_relative_positions")
         at_most(self, MAX_LAYERS, "n_layers")
         at_most(self, MAX_WIDTH, "d_model", "d_ff", "embedding_size")
         positive(self, "layer_norm_eps")
@@ -182,11 +192,40 @@ class EncoderConfig(AttentionSettings):
                              f"not {self.family}; drop it (the embeddings are d_model wide)")
         if self.max_tokens < 1:
             raise LmlabError(f"--context-length {self.context_length} leaves no position for a token")
+        self._check_deberta()
+
+    def _check_deberta(self) -> None:
+        """DeBERTa's settings only on DeBERTa, and a relative span its log buckets can cover."""
+        if self.family != "deberta":
+            changed = [f.name for f in dataclasses.fields(self) if f.name in DEBERTA_FIELDS
+                       and getattr(self, f.name) != f.default]
+            if changed:
+                raise LmlabError(f"{', '.join(changed)} apply to deberta only, not {self.family}; drop them")
+            if self.type_vocab_size < 1:
+                raise LmlabError(f"type_vocab_size 0 (no token types) applies to deberta only, not {self.family}")
+        elif self.attention != "full":
+            raise LmlabError(f"--attention {self.attention} does not apply to deberta, whose disentangled attention "
+                             "scores every key; drop it")
+        elif self.position_buckets and self.position_buckets < 2:
+            raise LmlabError(f"position_buckets {self.position_buckets} is too few; use 0 (no buckets) or at least 2")
+        elif self.position_buckets and self.relative_distance <= self.position_buckets // 2 + 1:
+            raise LmlabError(f"max_relative_positions {self.relative_distance} must exceed half of position_buckets "
+                             f"({self.position_buckets}) + 1 for log buckets; raise it or lower position_buckets")
 
     @property
     def embedding_width(self) -> int:
         """The width of the token embeddings: embedding_size, or d_model when not factorised."""
         return self.embedding_size or self.d_model
+
+    @property
+    def relative_distance(self) -> int:
+        """DeBERTa: the farthest query - key offset told apart (max_relative_positions, or context_length)."""
+        return self.max_relative_positions or self.context_length
+
+    @property
+    def relative_span(self) -> int:
+        """DeBERTa: the relative position rows per side (position_buckets, or one per offset)."""
+        return self.position_buckets or self.relative_distance
 
     @property
     def max_tokens(self) -> int:
@@ -195,8 +234,14 @@ class EncoderConfig(AttentionSettings):
 
     def generator(self) -> "EncoderConfig":
         """ELECTRA's generator: the discriminator's shape made `generator_divisor` times narrower, on
-        the same embeddings (whose width it keeps), with no pooler."""
+        the same embeddings (whose width it keeps), with no pooler. DeBERTa-v3's keeps the width (its
+        embeddings are shared gradient-disentangled) and is `generator_divisor` times shallower."""
         k = self.generator_divisor
+        if self.family == "deberta":
+            if self.n_layers % k:
+                raise LmlabError(f"--generator-divisor {k} must divide n_layers ({self.n_layers}); pick another "
+                                 "--generator-divisor")
+            return self.replace(n_layers=self.n_layers // k, pooler=False, generator_divisor=1)
         if any(x % k for x in (self.d_model, self.d_ff, self.n_heads)):
             raise LmlabError(f"--generator-divisor {k} must divide d_model, d_ff and n_heads "
                              f"({self.d_model}, {self.d_ff}, {self.n_heads}); pick another --generator-divisor")
@@ -206,6 +251,19 @@ class EncoderConfig(AttentionSettings):
     def replace(self, **changes) -> "EncoderConfig":
         """A copy with some fields changed; unknown fields are an error."""
         return checked_replace(self, "encoder", changes)
+
+
+DEBERTA_FIELDS = ("position_biased_input", "position_buckets", "max_relative_positions", "pos_att_type",
+                  "share_att_key", "norm_rel_ebd")  # EncoderConfig's fields that apply to DeBERTa only
+
+
+def _deberta_v3(**shape) -> EncoderConfig:
+    """DeBERTa-v3's settings: no token types or input positions, log buckets (256 unless given), shared keys,
+    normed rows."""
+    shape.setdefault("position_buckets", 256)
+    return EncoderConfig(family="deberta", context_length=512, type_vocab_size=0, layer_norm_eps=1e-7, pooler=False,
+                         position_biased_input=False, share_att_key=True, norm_rel_ebd="layer_norm",
+                         generator_divisor=2, **shape)
 
 
 ENCODER_PRESETS: dict[str, EncoderConfig] = {
@@ -223,6 +281,9 @@ ENCODER_PRESETS: dict[str, EncoderConfig] = {
                                   d_model=128, d_ff=512, embedding_size=64, pooler=False, generator_divisor=2),
     "electra-small": EncoderConfig(family="electra", vocab_size=30522, context_length=512, n_layers=12, n_heads=4,
                                    d_model=256, d_ff=1024, embedding_size=128, pooler=False),
+    "deberta-tiny": _deberta_v3(vocab_size=30522, n_layers=2, n_heads=2, d_model=128, d_ff=512, position_buckets=32),
+    "deberta-v3-small": _deberta_v3(vocab_size=128100, n_layers=6, n_heads=12, d_model=768, d_ff=3072),
+    "deberta-v3-base": _deberta_v3(vocab_size=128100, n_layers=12, n_heads=12, d_model=768, d_ff=3072),
 }
 
 

@@ -2,9 +2,15 @@
 nothing written."""
 
 import json
+from types import NoneType
 
 import pytest
 
+from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, TASKS, read_examples
+from lmlab.models.encoder_task_files import load_finetuned
+from lmlab.models.finetuned_encoder import TASK_HEADS
+from lmlab.modules.pooling import ContextPooler
+from lmlab.recipes.finetune_encoder import TASK_SPECS, task_scores
 from lmlab.tokenizers.wordpiece import train_wordpiece
 
 from conftest import lmlab, one_line_error
@@ -128,3 +134,20 @@ def test_warmup_steps_replace_the_default_warmup_share(encoder_dir, train_csv, t
     assert finetune(encoder_dir, train_csv, tmp_path / "o2", "--warmup-steps", "1", "--warmup-ratio", "0.5") == 2
     one_line_error(capsys, "--warmup-steps and --warmup-ratio")
     assert not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_deberta_tiny_finetunes_with_every_head_and_loads_back(tmp_path, capsys, task):
+    """From the preset (a WordPiece trained on the data): the head of each task on a DeBERTa, whose [CLS]
+    pooler is its own GELU one; the saved model predicts what the run reported."""
+    data = write_jsonl(tmp_path / f"{task}.jsonl", task_rows(task))
+    assert lmlab("finetune", "--model", "deberta-tiny", "--task", task, "--data", data, "--eval", data,
+                 "--out", tmp_path / "out", "--max-steps", "2", "--batch-size", "4", "--max-length", "32") == 0
+    assert "done: 2 steps" in capsys.readouterr().out
+    tuned = load_finetuned(tmp_path / "out")
+    assert tuned.model.encoder.config.family == "deberta"
+    assert isinstance(tuned.model.encoder.pooler, ContextPooler if TASK_HEADS[task].reads == "pooled" else NoneType)
+    examples = read_examples(data, task, DEFAULT_COLUMNS[task])
+    metric = TASK_SPECS[task].metric
+    reported = json.loads((tmp_path / "out" / "model" / "task.json").read_text())["scores"][metric]
+    assert task_scores(task, examples, tuned.predict(examples))[metric] == pytest.approx(reported, abs=1e-6)

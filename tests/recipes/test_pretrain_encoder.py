@@ -1,4 +1,4 @@
-"""Encoder pre-training (`lmlab train --model bert-tiny|roberta-tiny|albert-tiny|electra-tiny`): each
+"""Encoder pre-training (`lmlab train --model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|deberta-tiny`): each
 preset trains with its objectives and writes a model that lmlab and transformers load with the
 same outputs; metrics carry MLM and NSP / SOP / RTD accuracies; a stopped run resumes to the same
 weights bit for bit; bad input is one line, exit 2, nothing written."""
@@ -67,6 +67,8 @@ def test_bert_mlm_nsp_writes_a_model_lmlab_and_transformers_load_alike(tmp_path,
     ("albert-tiny", "mlm+sop", FACTORISED, "AlbertForPreTraining", "sop_acc"),
     ("electra-tiny", "rtd", FACTORISED, "ElectraForPreTraining", "rtd_acc"),
     ("bert-tiny", "span", [], "BertForPreTraining", "mlm_acc"),
+    ("deberta-tiny", "mlm", [], "DebertaV2ForMaskedLM", "mlm_acc"),
+    ("deberta-tiny", "rtd", [], "DebertaV2Model", "rtd_acc"),
 ])
 def test_each_preset_trains_with_its_objective(tmp_path, documents, name, objective, extra, architecture, accuracy):
     transformers = pytest.importorskip("transformers")
@@ -78,13 +80,16 @@ def test_each_preset_trains_with_its_objective(tmp_path, documents, name, object
     assert config["architectures"] == [architecture]
     getattr(transformers, architecture).from_pretrained(run / "model")
     if objective == "rtd":
-        transformers.ElectraForMaskedLM.from_pretrained(run / "generator")
+        generator = json.loads((run / "generator" / "config.json").read_text())["architectures"][0]
+        assert generator == architecture.replace("ForPreTraining", "ForMaskedLM").replace("Model", "ForMaskedLM")
+        getattr(transformers, generator).from_pretrained(run / "generator")
     encoder, _ = load_encoder(run)
     assert encoder.config.family == name.split("-")[0]
 
 
 @pytest.mark.parametrize("name, objective, whole_word", [("roberta-tiny", "mlm", True),
-                                                           ("electra-tiny", "rtd", False)])
+                                                           ("electra-tiny", "rtd", False),
+                                                           ("deberta-tiny", "rtd", False)])
 def test_resume_gives_bit_identical_weights(tmp_path, documents, name, objective, whole_word):
     cfg = preset(name, **TINY, **({"embedding_size": 16} if name == "electra-tiny" else {}))
     train = TrainConfig(max_steps=6, batch_size=4, block_size=128, optim=OptimConfig(warmup_steps=1), eval_every=3, eval_batches=1,

@@ -1,4 +1,4 @@
-"""The encoder half of `lmlab train`: `--model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|…`
+"""The encoder half of `lmlab train`: `--model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|deberta-tiny|…`
 pre-trains an encoder preset with `--objective` (an encoder objective of `objectives.registry`). `cli.train`
 adds these flags and hands encoder presets to `run_encoder`."""
 
@@ -26,7 +26,8 @@ def add_encoder_flags(p) -> None:
     group.add_argument("--embedding-size", dest="embedding_size", type=int, metavar="INT",
                        help="ALBERT / ELECTRA: token-embedding width E, projected to --d-model")
     group.add_argument("--generator-divisor", dest="generator_divisor", type=int, metavar="INT",
-                       help="ELECTRA: the generator is this many times narrower than the discriminator")
+                       help="ELECTRA: the generator is this many times narrower than the discriminator "
+                            "(DeBERTa --objective rtd: this many times shallower)")
 
 
 def run_encoder(args) -> None:

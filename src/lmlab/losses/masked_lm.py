@@ -1,6 +1,6 @@
 """The losses of encoder pre-training: masked-LM cross-entropy over the masked positions, plus the
-sentence-pair loss (NSP or SOP) when the objective has one, and ELECTRA's generator MLM plus
-discriminator replaced-token detection. Each returns (loss, metrics to log)."""
+sentence-pair loss (NSP or SOP) when the objective has one, and ELECTRA's (and DeBERTa-v3's)
+generator MLM plus discriminator replaced-token detection. Each returns (loss, metrics to log)."""
 
 import torch
 import torch.nn.functional as F
@@ -28,10 +28,10 @@ def masked_lm_losses(model: nn.Module, b: Batch, pair_task: str | None = None) -
 
 
 def electra_losses(model: nn.Module, b: Batch, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
-    """ELECTRA: the generator's MLM loss + RTD_WEIGHT * the discriminator's replaced-token loss
+    """ELECTRA and DeBERTa-v3: the generator's MLM loss + RTD_WEIGHT * the discriminator's replaced-token loss
     (the generator's samples, drawn with `generator`, carry no gradient)."""
     chosen = b["targets"] != IGNORE_INDEX
-    logits = model.generator_logits(model.generator(b["inputs"], b["attention"], b["types"])[chosen])  # (N, V)
+    logits = model.generator_logits(model.generator_states(b["inputs"], b["attention"], b["types"])[chosen])  # (N, V)
     mlm_loss, logged = mlm_loss_and_accuracy(logits, b["targets"][chosen])
     inputs, replaced = replace_with_samples(b["ids"], chosen, logits, generator)
     real = b["attention"].bool()

@@ -1,11 +1,12 @@
-"""Encoders in Hugging Face layout: `config.json` (model_type bert, roberta, albert or electra) +
+"""Encoders in Hugging Face layout: `config.json` (model_type bert, roberta, albert, electra or deberta-v2) +
 `*.safetensors`.
 
 The decoder reader (`io.hf`) builds a `TransformerDecoder`; an encoder has no LM head and its own
 config, so it is read here. Checkpoints with task or pre-training heads (the family's prefix,
 e.g. `bert.` in BertForMaskedLM) load too: the encoder's tensors are taken, the heads' are left.
 Pre-trained models are written with their heads (`save_pretraining_dir`, `save_electra_dirs`),
-so transformers loads them as BertForPreTraining, RobertaForMaskedLM, … or as the bare encoder.
+so transformers loads them as BertForPreTraining, RobertaForMaskedLM, DebertaV2ForMaskedLM, … or as
+the bare encoder.
 """
 
 import dataclasses
@@ -67,11 +68,12 @@ def save_pretraining_dir(model: EncoderForPreTraining, directory: str | Path, to
 
 def save_electra_dirs(model: ElectraForPreTraining, discriminator_dir: str | Path, generator_dir: str | Path,
                       tokenizer=None) -> tuple[Path, Path]:
-    """Write ELECTRA's discriminator (ElectraForPreTraining: the model to fine-tune) and generator
-    (ElectraForMaskedLM) as two HF directories, each with the tokenizer."""
+    """Write a replaced-token model's discriminator (the model to fine-tune: ElectraForPreTraining, or a
+    DeBERTa with its RTD head) and generator (ElectraForMaskedLM, DebertaV2ForMaskedLM) as two HF
+    directories, each with the tokenizer."""
     discriminator, generator = electra_to_hf(model)
-    convert = converter("electra")
-    return (_write_dir(discriminator_dir, model.discriminator.config, convert.PRETRAINING_ARCHITECTURE,
+    convert = converter(model.discriminator.config.family)
+    return (_write_dir(discriminator_dir, model.discriminator.config, convert.DISCRIMINATOR_ARCHITECTURE,
                        discriminator | core_weights(model.discriminator), tokenizer),
             _write_dir(generator_dir, model.generator.config, convert.GENERATOR_ARCHITECTURE,
                        generator | core_weights(model.generator), tokenizer))
@@ -82,7 +84,7 @@ def save_hf_encoder_dir(model: torch.nn.Module, directory: str | Path, tokenizer
     that `load_hf_encoder_dir` and transformers' `AutoModel.from_pretrained` read, atomically."""
     cfg = model.config
     architecture = {"bert": "BertModel", "roberta": "RobertaModel", "albert": "AlbertModel",
-                    "electra": "ElectraModel"}[cfg.family]
+                    "electra": "ElectraModel", "deberta": "DebertaV2Model"}[cfg.family]
     return _write_dir(directory, cfg, architecture,
                       converter(cfg.family).to_hf(model.state_dict(), cfg) | core_weights(model), tokenizer)
 

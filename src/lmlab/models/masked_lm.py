@@ -2,9 +2,9 @@
 
 `load_encoder` reads an encoder and leaves its heads behind; probing what a BERT knows ("Paris is
 the capital of [MASK].") needs the head that turns the hidden state at [MASK] into a score per
-word. This reader takes the same directories (HF BERT / RoBERTa / ALBERT saved with their MLM head,
-an ELECTRA generator, an `lmlab train` run of an encoder) into an `EncoderForPreTraining` whose
-`mlm_logits` give those scores. A directory with no MLM head (a bare encoder such as
+word. This reader takes the same directories (HF BERT / RoBERTa / ALBERT / DeBERTa saved with their
+MLM head, an ELECTRA or DeBERTa-v3 generator, an `lmlab train` run of an encoder) into an
+`EncoderForPreTraining` whose `mlm_logits` give those scores. A directory with no MLM head (a bare encoder such as
 all-MiniLM-L6-v2, an ELECTRA discriminator) is refused: its head was never published, so there is
 nothing to fill a mask with.
 """
@@ -21,7 +21,7 @@ from lmlab.models.load import zoo_or_path
 from lmlab.io.weight_checks import safetensors_header
 from lmlab.models import registry
 from lmlab.models.encoders import converter
-from lmlab.models.pretraining import EncoderForPreTraining, mlm_head
+from lmlab.models.pretraining import EncoderForPreTraining, mask_decoder, mlm_head
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
 RUN_SUBDIRS = ("model", "generator")  # where an lmlab encoder run keeps a model with an MLM head
@@ -65,7 +65,12 @@ def load_masked_lm(name_or_path: str | Path, dtype: torch.dtype = torch.float32
             raise LmlabError(f"'{directory}': MLM head weight {name} has shape {tuple(state[name].shape)}, the config "
                              f"says {tuple(tensor.shape)}; the config.json does not belong to these weights")
     head.load_state_dict(state)
-    model = EncoderForPreTraining(encoder, head).to(dtype).eval()
+    decoder = mask_decoder(cfg)  # DeBERTa without input positions: its EMD, when the file has its table
+    if decoder is not None and all(name in stored for name in converter(cfg.family).MASK_DECODER.values()):
+        decoder.load_state_dict({ours: stored[hf] for ours, hf in converter(cfg.family).MASK_DECODER.items()})
+    else:
+        decoder = None
+    model = EncoderForPreTraining(encoder, head, mask_decoder=decoder).to(dtype).eval()
     tokenizer = load_wordpiece(directory, cfg.max_tokens)
     if tokenizer.get_vocab_size() > cfg.vocab_size:
         raise LmlabError(f"{directory}: the tokenizer has {tokenizer.get_vocab_size()} tokens but the model's "

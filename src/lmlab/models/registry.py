@@ -9,6 +9,7 @@ from lmlab.errors import LmlabError
 from lmlab.models.albert.family import FAMILY as ALBERT
 from lmlab.models.bart.family import FAMILY as BART
 from lmlab.models.bert.family import FAMILY as BERT
+from lmlab.models.deberta.family import FAMILY as DEBERTA
 from lmlab.models.electra.family import FAMILY as ELECTRA
 from lmlab.models.elmo.family import FAMILY as ELMO
 from lmlab.models.family import KINDS, Family, Kind
@@ -24,7 +25,7 @@ from lmlab.models.window.family import FAMILY as WINDOW
 from lmlab.models.word2vec.family import FAMILY as WORD2VEC
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
-    GPT2, LLAMA, BERT, ROBERTA, ALBERT, ELECTRA, TRANSFORMER, T5, BART,
+    GPT2, LLAMA, BERT, ROBERTA, ALBERT, ELECTRA, DEBERTA, TRANSFORMER, T5, BART,
     NGRAM, WINDOW, RNN, SEQ2SEQ_RNN, ELMO, WORD2VEC)}
 _BY_MODEL_TYPE = {family.model_type: family for family in FAMILIES.values()}
 assert len(_BY_MODEL_TYPE) == len(FAMILIES), "two families save the same model_type"

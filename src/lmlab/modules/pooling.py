@@ -1,7 +1,7 @@
 """Pooling: one vector per sequence from its hidden states (B, T, C) -> (B, C).
 
 `ClsPooler` is BERT's: a dense layer + tanh over the first ([CLS]) position, trained by the
-next-sentence objective. `mean_pooled_embedding` is what sentence-embedding models (Sentence-BERT,
+next-sentence objective; `ContextPooler` is DeBERTa's, the same with GELU. `mean_pooled_embedding` is what sentence-embedding models (Sentence-BERT,
 MiniLM) use: the mean over real tokens, L2-normalised so a dot product is a cosine.
 """
 
@@ -20,6 +20,14 @@ class ClsPooler(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (B, T, C) -> (B, C)."""
         return torch.tanh(self.proj(hidden[:, 0]))
+
+
+class ContextPooler(ClsPooler):
+    """gelu(W h_[CLS] + b): DeBERTa's pooler, added with its sequence-level heads."""
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (B, T, C) -> (B, C)."""
+        return F.gelu(self.proj(hidden[:, 0]))
 
 
 def mean_pooled_embedding(hidden: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -8,11 +8,11 @@ targets) (`objectives.objective`). Each objective's algorithm stays in its own m
     name             kind             default of
     causal_lm        decoder          gpt2, llama
     sft              decoder          (fine-tuning on chats)
-    mlm              encoder          roberta
+    mlm              encoder          roberta, deberta
     mlm+nsp          encoder          bert
     mlm+sop          encoder          albert
     span             encoder
-    rtd              encoder          electra
+    rtd              encoder          electra (deberta: v3's, with GDES)
     span_corruption  encoder-decoder  t5
     denoising        encoder-decoder  bart, transformer
     gap_sentences    encoder-decoder
@@ -60,7 +60,8 @@ REGISTRY = {record.name: record for record in (
     ObjectiveRecord("sft", "decoder", "causal LM on chats, the loss on the assistant's replies only",
                     sft_objective, DECODERS, settings=("block_size",)),
     ObjectiveRecord("mlm", "encoder", "mask 15 % of the tokens (80/10/10) and predict them (BERT, RoBERTa)",
-                    masked_lm_objective, ("bert", "roberta", "albert"), ("roberta",), BERT_SPECIAL_TOKENS),
+                    masked_lm_objective, ("bert", "roberta", "albert", "deberta"), ("roberta", "deberta"),
+                    BERT_SPECIAL_TOKENS),
     ObjectiveRecord("mlm+nsp", "encoder", "masked LM + is sentence B the one after A? (BERT)",
                     masked_lm_objective, ("bert", "albert"), ("bert",), BERT_SPECIAL_TOKENS,
                     pair_task="nsp", sentence_pairs=next_sentence_pairs),
@@ -68,9 +69,10 @@ REGISTRY = {record.name: record for record in (
                     masked_lm_objective, ("bert", "albert"), ("albert",), BERT_SPECIAL_TOKENS,
                     pair_task="sop", sentence_pairs=sentence_order_pairs),
     ObjectiveRecord("span", "encoder", "mask runs of whole words, geometric lengths (SpanBERT)",
-                    span_masking_objective, ("bert", "roberta", "albert"), (), BERT_SPECIAL_TOKENS),
+                    span_masking_objective, ("bert", "roberta", "albert", "deberta"), (), BERT_SPECIAL_TOKENS),
     ObjectiveRecord("rtd", "encoder", "a small MLM generator fills the masks, the model spots its replacements "
-                    "(ELECTRA)", masked_lm_objective, ("electra",), ("electra",), BERT_SPECIAL_TOKENS),
+                    "(ELECTRA; DeBERTa-v3 with gradient-disentangled embedding sharing)", masked_lm_objective,
+                    ("electra", "deberta"), ("electra",), BERT_SPECIAL_TOKENS),
     ObjectiveRecord("span_corruption", "encoder-decoder", "spans -> sentinels, the decoder writes the spans (T5)",
                     span_corruption_objective, ENCODER_DECODERS, ("t5",), tuple(t5_sentinel_tokens()),
                     settings=("noise",)),

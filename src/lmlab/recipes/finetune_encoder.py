@@ -45,9 +45,8 @@ from lmlab.losses.task_heads import classification_loss, regression_loss, span_l
 from lmlab.models.encoder_task_files import save_finetuned
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, predict_features, task_head
 from lmlab.models.load import load_encoder
-from lmlab.models.bert.build import build_encoder
 from lmlab.models.bert.model import BertEncoder
-from lmlab.modules.pooling import ClsPooler
+from lmlab.models.encoders import build, new_pooler
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
@@ -268,7 +267,7 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
     if model in ENCODER_PRESETS and not Path(model).exists():
         tok = _read_tokenizer(tokenizer, 512) if tokenizer else train_wordpiece(texts, SCRATCH_VOCAB_SIZE)
         torch.manual_seed(seed)
-        encoder = build_encoder(preset(model, vocab_size=tok.get_vocab_size()))
+        encoder = build(preset(model, vocab_size=tok.get_vocab_size()))
         source = model
     else:
         path = Path(model)
@@ -286,12 +285,13 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
 
 def task_model(encoder: BertEncoder, task: str, n_labels: int, cfg: EncoderFinetuneConfig) -> EncoderWithHead:
     """`encoder` with a new head for `task`, its weights drawn from `cfg.seed`; an encoder without the
-    [CLS] pooler the head reads (an MLM checkpoint) gets a fresh one, as HF adds it."""
+    [CLS] pooler the head reads (an MLM checkpoint, any DeBERTa) gets a fresh one of its family's kind, as HF
+    adds it."""
     if cfg.max_length > encoder.config.context_length:
         raise LmlabError(f"--max-length {cfg.max_length} exceeds the model's {encoder.config.context_length} "
                          "positions; lower --max-length")
     if TASK_HEADS[task].reads == "pooled" and encoder.pooler is None:
-        encoder.pooler = ClsPooler(encoder.config.d_model)
+        encoder.pooler = new_pooler(encoder.config)
         encoder.config = encoder.config.replace(pooler=True)
     torch.manual_seed(cfg.seed)
     return EncoderWithHead(encoder, task_head(task, encoder.config.d_model, n_labels, cfg.dropout))

@@ -1,14 +1,14 @@
-"""Pre-training an encoder (BERT, RoBERTa, ALBERT, ELECTRA) on raw text.
+"""Pre-training an encoder (BERT, RoBERTa, ALBERT, ELECTRA, DeBERTa) on raw text.
 
 Read top to bottom: documents -> a WordPiece tokenizer -> token-id lines -> examples (sentence
 pairs with a label for NSP / SOP, or full-sentence rows) -> a training and a held-out part -> for
 each step a batch masked by the objective (tokens, whole words or spans; the mask static or
-re-drawn every epoch) -> the losses (MLM + NSP/SOP, or ELECTRA's MLM + 50 * RTD) -> AdamW steps
+re-drawn every epoch) -> the losses (MLM + NSP/SOP, or replaced-token detection's MLM + 50 * RTD) -> AdamW steps
 with checkpoints that resume exactly (`training.loop`) -> an HF-layout model directory with its
 heads and tokenizer, which `lmlab.models.load.load_encoder` and transformers read.
 
 Every random choice is a function of the seed and the step or example: pairs are drawn once from
-the seed, an example's mask from (seed, example[, epoch]), ELECTRA's samples from (seed, step).
+the seed, an example's mask from (seed, example[, epoch]), the generator's samples (RTD) from (seed, step).
 """
 
 import dataclasses
@@ -68,13 +68,13 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     `objective` is an encoder objective of `objectives.registry` the family can train with (default:
     the family's own); `whole_word` masks
     whole words; `masking` is "static" (BERT) or "dynamic" (RoBERTa, ELECTRA: the defaults of those
-    families). `tokenizer` is a WordPiece tokenizer.json or its directory; without one, one of the
+    families, and DeBERTa's). `tokenizer` is a WordPiece tokenizer.json or its directory; without one, one of the
     preset's vocabulary size is trained on the data. `stop_after` ends this session after that
     many steps with a checkpoint (so does Ctrl-C); `resume=True` continues it.
     """
     record = check_objective(model_cfg.family, objective, whole_word)
-    electra = model_cfg.family == "electra"  # a generator and a discriminator, trained by replaced-token detection
-    masking = masking or ("dynamic" if model_cfg.family in ("roberta", "electra") else "static")
+    rtd = record.name == "rtd"  # a generator and a discriminator, trained by replaced-token detection
+    masking = masking or ("dynamic" if model_cfg.family in ("roberta", "electra", "deberta") else "static")
     if masking not in ("static", "dynamic"):
         raise LmlabError(f"masking '{masking}' is unknown; use static or dynamic")
     _check_train_config(train_cfg)
@@ -101,7 +101,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = training_device(device)
     torch.manual_seed(train_cfg.seed)
-    model = (build_electra_for_pretraining(cfg) if electra else
+    model = (build_electra_for_pretraining(cfg) if rtd else
              build_for_pretraining(cfg, sentence_pair=record.pair_task is not None)).to(dev)
     settings = {"recipe": f"{cfg.family} {record.name}", "base_model": None, "base_fingerprint": None,
                 "model": dataclasses.asdict(cfg), "objective": record.name, "whole_word_masking": whole_word,
@@ -120,7 +120,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
                                                       types=types, labels=labels).items()}
 
     def losses(b: dict[str, torch.Tensor], step: int) -> tuple[torch.Tensor, dict]:
-        if electra:
+        if rtd:
             return electra_losses(model, b, seeded_generator(train_cfg.seed, step, device=dev))
         return masked_lm_losses(model, b, record.pair_task)
 
@@ -150,7 +150,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     model_dir = None
     if finished and session.dist.is_main:
         model_dir = out / "model"
-        if electra:
+        if rtd:
             save_electra_dirs(model, model_dir, out / "generator", tok)
         else:
             save_pretraining_dir(model, model_dir, tok)

@@ -13,6 +13,7 @@ from lmlab.models.bert import convert as bert
 
 BASE_PREFIX = "electra."
 PRETRAINING_ARCHITECTURE = "ElectraForPreTraining"
+DISCRIMINATOR_ARCHITECTURE = PRETRAINING_ARCHITECTURE  # the replaced-token model is ELECTRA's pre-training one
 GENERATOR_ARCHITECTURE = "ElectraForMaskedLM"
 RTD_HEAD = {"dense.weight": "discriminator_predictions.dense.weight",
             "dense.bias": "discriminator_predictions.dense.bias",
