@@ -54,6 +54,8 @@ def main() -> None:
                                        vocab_size=args.vocab_size, max_steps=args.max_steps, points=args.points)
     with tempfile.TemporaryDirectory() as work:
         report = compare_classic_neural(work, settings)
+        if report is None:
+            raise SystemExit("stopped")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(work) / f"{RESULTS}.png", args.out.with_suffix(".png"))
     report["machine"] = {"cpu": device_name(torch.device("cpu")), "threads": args.threads,

@@ -1,9 +1,11 @@
 """`lmlab experiment classic-vs-neural`: every model reads one tokenizer's tokens and is scored on the same
 held-out text; each curve point is the model a plain run gives (an n-gram counted on the same blocks, a neural
-checkpoint's weights), and refusals are one line that writes nothing."""
+checkpoint's weights); a stopped comparison continues to the same numbers; refusals are one line that writes
+nothing."""
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -61,10 +63,39 @@ def test_each_point_is_what_a_plain_run_scores(comparison, corpus_file, tmp_path
     assert perplexity(ngram, scored, 256).perplexity == pytest.approx(report["results"]["mkn5"]["ppl"], rel=1e-9)
 
 
+def test_a_stopped_comparison_continues_to_the_same_curves(corpus_file, tmp_path, capsys):
+    run = ["experiment", "classic-vs-neural", "--data", corpus_file, "--held-out", "none", "--methods", "kn3", "window",
+           *SMOKE]
+    assert lmlab(*run, "--out", tmp_path / "whole") == 0
+    whole = json.loads((tmp_path / "whole" / "classic_vs_neural.json").read_text())["results"]
+    assert lmlab(*run, "--out", tmp_path / "stopped") == 0
+    stopped = tmp_path / "stopped"
+    # as if stopped after step 2 of 4: no results, no curve, no model, no checkpoint after step 2
+    for path in (stopped / "classic_vs_neural.json", stopped / "runs" / "window" / "heldout.json",
+                 stopped / "runs" / "window" / "checkpoints" / "step_0000004.pt"):
+        path.unlink()
+    shutil.rmtree(stopped / "runs" / "window" / "model")
+    assert lmlab(*run, "--out", stopped) == 0
+    again = json.loads((stopped / "classic_vs_neural.json").read_text())["results"]
+    assert [r["curve"] for r in again.values()] == [r["curve"] for r in whole.values()]
+    capsys.readouterr()
+    assert lmlab(*run, "--out", stopped) == 2
+    one_line_error(capsys, "already holds a finished comparison")
+    (stopped / "classic_vs_neural.json").unlink()
+    assert lmlab(*run[:-1], "3", "--out", stopped) == 2  # another --vocab-size
+    one_line_error(capsys, "started with other settings (vocab_size)")
+
+
 def test_refusals_are_one_line_and_write_nothing(comparison, corpus_file, tmp_path, capsys):
     out, _, _ = comparison
+    capsys.readouterr()
     assert lmlab("experiment", "classic-vs-neural", "--out", out, "--data", corpus_file, *SMOKE) == 2
-    one_line_error(capsys, "already holds a comparison")
+    one_line_error(capsys, "already holds a finished comparison")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    assert lmlab("experiment", "classic-vs-neural", "--out", tmp_path / "other", "--data", corpus_file, *SMOKE) == 2
+    one_line_error(capsys, "not an lmlab run directory")
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]
     fresh = tmp_path / "fresh"
     assert lmlab("experiment", "classic-vs-neural", "--out", fresh, "--data", corpus_file, "--max-steps", "2",
                  "--points", "3") == 2

@@ -158,8 +158,10 @@ def _add_classic_vs_neural(sub) -> None:
                                     "LSTM, GRU and a small transformer trained for --max-steps with a checkpoint at "
                                     "each of --points steps; score each on --held-out (whole documents no model "
                                     "trained on), each in its own context; write classic_vs_neural.json, .md and "
-                                    ".png (held-out perplexity against training tokens) to --out.")
-    cn.add_argument("--out", required=True, help="a new directory for the results (and the neural training runs)")
+                                    ".png (held-out perplexity against training tokens) to --out. The same command "
+                                    "again continues a stopped comparison.")
+    cn.add_argument("--out", required=True, help="a new directory for the results (and the neural training runs), or "
+                                                 "a comparison this command started, to continue it")
     cn.add_argument("--methods", nargs="+", default=list(d.methods), choices=list(LABELS), metavar="METHOD",
                     help=f"language models to compare, from {', '.join(LABELS)} (default: all)")
     cn.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
@@ -208,5 +210,7 @@ def run_attention(args) -> None:
 def run_classic_vs_neural(args) -> None:
     args.held_out = None if args.held_out == "none" else args.held_out
     report = classic_vs_neural.compare_classic_neural(args.out, _settings(args, ClassicVsNeuralSettings))
+    if report is None:  # stopped by Ctrl-C: the CLI exits 130
+        return
     print(classic_vs_neural.results_table(report), end="")
     print(f"written: {args.out}/classic_vs_neural.json, .md, .png")

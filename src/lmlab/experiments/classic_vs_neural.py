@@ -11,13 +11,15 @@ whole books no model trained on, for `kjv`), else the validation blocks of `data
 The curves are held-out perplexity against training tokens. An n-gram model at x tokens counts the first
 x tokens of the training blocks (so it stops at the corpus's size: it reads the text once); a neural model
 at x tokens is its checkpoint after x / (batch x block) steps (it reads the text for as many epochs as
-the budget buys). Every neural run is a normal training run in DIR/runs/NAME, the n-gram models are
-counted in memory. Written to DIR: classic_vs_neural.json, .md (the table, also printed) and .png.
+the budget buys). Every neural run is a normal training run in DIR/runs/NAME, its curve saved beside it
+(heldout.json) once scored; the n-gram models are counted in memory. The same call again continues a comparison
+that was stopped (Ctrl-C, or a machine that went away): finished runs are read back, a stopped one resumes from
+its last checkpoint. Written to DIR: classic_vs_neural.json, .md (the table, also printed) and .png.
 """
 
 import dataclasses
 import json
-import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.models.ngram.fit import fit_ngram
@@ -49,6 +52,7 @@ from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
 from lmlab.training.loop import load_trainable
 
 RESULTS = "classic_vs_neural"
+SETTINGS = f"{RESULTS}_settings.json"  # written first: what a second call must match to continue
 NGRAMS = {"kn3": (3, "kn"), "kn4": (4, "kn"), "kn5": (5, "kn"), "mkn5": (5, "mkn")}  # name: (order, smoothing)
 NEURAL = ("window", "lstm", "gru", "transformer")
 LABELS = {"kn3": "3-gram KN", "kn4": "4-gram KN", "kn5": "5-gram KN", "mkn5": "5-gram modified KN",
@@ -85,16 +89,13 @@ class ClassicVsNeuralSettings:
 
 
 def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = ClassicVsNeuralSettings(),
-                           show_progress: bool = True) -> dict:
-    """Train and score every method of `s` into `out`; return what classic_vs_neural.json holds."""
+                           show_progress: bool = True) -> dict | None:
+    """Train and score every method of `s` into `out` (or continue there); return what classic_vs_neural.json
+    holds, or None when a neural run was stopped (Ctrl-C: the same call again continues)."""
     out = Path(out)
-    if (out / f"{RESULTS}.json").exists() or (out / "runs").exists():
-        raise LmlabError(f"'{out}' already holds a comparison; choose a new --out directory")
-    check_run_dir(out)
     texts = load_corpus(s.data)
-    held_out_texts = load_corpus(s.held_out) if s.held_out else None  # read both before anything is written
-    tokenizer = train_bpe(texts, s.vocab_size)
-    save_tokenizer(tokenizer, out)
+    held_out_texts = load_corpus(s.held_out) if s.held_out else None  # both read before anything is written
+    tokenizer = _continue_or_start(out, s, texts)
     tokens = tokenize_corpus(texts, tokenizer)
     split = split_blocks(tokens, s.block_size, TrainConfig.val_fraction, s.seed)
     if held_out_texts is not None:
@@ -107,10 +108,16 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
         if name in NGRAMS:
             curve = _ngram_curve(name, tokens, split.train_blocks, tokenizer.get_vocab_size(), scored, s,
                                  show_progress)
+            seconds = time.perf_counter() - start
         else:
-            curve = _neural_curve(name, out, scored, s, show_progress)
+            scored_run = _neural_curve(name, out, scored, s, show_progress)
+            if scored_run is None:
+                print(f"classic-vs-neural: stopped during {name}; run the same command again to continue",
+                      file=sys.stderr)
+                return None
+            curve, seconds = scored_run["curve"], scored_run["seconds"]
         results[name] = {"label": LABELS[name], "curve": curve, "tokens": curve[-1][0], "ppl": curve[-1][1],
-                         "seconds": time.perf_counter() - start}
+                         "seconds": seconds}
     report = {"settings": dataclasses.asdict(s) | {"methods": list(s.methods)},
               "train_tokens": int(len(split.train_blocks) * s.block_size), "scored_tokens": int(scored.numel() - 1),
               "results": results}
@@ -120,6 +127,29 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
                    title=f"Held-out perplexity ({s.held_out or s.data + ' validation blocks'})",
                    xlabel="training tokens read", ylabel="perplexity", log_x=True, log_y=True, size=(900, 600))
     return report
+
+
+def _continue_or_start(out: Path, s: ClassicVsNeuralSettings, texts: list[str]):
+    """The comparison's tokenizer: read back when `out` holds this comparison unfinished, else trained on `texts`
+    and saved with the settings into a new `out`."""
+    settings = dataclasses.asdict(s) | {"methods": list(s.methods)}
+    if (out / f"{RESULTS}.json").exists():
+        raise LmlabError(f"'{out}' already holds a finished comparison; choose a new --out directory")
+    if (out / SETTINGS).is_file():
+        saved = read_json_object(out / SETTINGS, "choose a new --out directory")
+        if saved != settings:
+            changed = sorted(k for k, v in settings.items() if saved.get(k) != v)
+            raise LmlabError(f"'{out}' holds a comparison started with other settings ({', '.join(changed)}); run "
+                             "it with the same flags to continue, or choose a new --out directory")
+        return load_tokenizer(out / TOKENIZER_FILE)
+    check_run_dir(out)
+    if out.is_dir() and any(out.iterdir()):
+        raise LmlabError(f"'{out}' is not empty and holds no comparison; choose a new --out directory")
+    tokenizer = train_bpe(texts, s.vocab_size)
+    out.mkdir(parents=True, exist_ok=True)
+    save_tokenizer(tokenizer, out)
+    atomic_write_text(out / SETTINGS, json.dumps(settings, indent=2))
+    return tokenizer
 
 
 def _ngram_curve(name: str, tokens, train_blocks: np.ndarray, vocab_size: int, scored: torch.Tensor,
@@ -139,29 +169,39 @@ def _ngram_curve(name: str, tokens, train_blocks: np.ndarray, vocab_size: int, s
 
 
 def _neural_curve(name: str, out: Path, scored: torch.Tensor, s: ClassicVsNeuralSettings,
-                  show_progress: bool) -> list[tuple[int, float]]:
-    """Train the neural model `name` in out/runs/name with a checkpoint at each of s.points steps, then score
-    each checkpoint: (training tokens read, held-out perplexity)."""
-    every = s.max_steps // s.points
+                  show_progress: bool) -> dict | None:
+    """Train the neural model `name` in out/runs/name (or continue it) with a checkpoint at each of s.points
+    steps, score each checkpoint and save {"curve": [(training tokens read, held-out perplexity)], "seconds":
+    this session's training and scoring} as the run's heldout.json; read back when it is there; None when stopped."""
+    run, tokenizer = out / "runs" / name, out / TOKENIZER_FILE
+    if (run / "heldout.json").is_file():
+        return read_json_object(run / "heldout.json", f"delete {run} to train it again")
+    start, every = time.perf_counter(), s.max_steps // s.points
     train = TrainConfig(max_steps=s.max_steps, batch_size=s.batch_size, block_size=s.block_size,
                         optim=OptimConfig(lr=s.lr, warmup_steps=s.max_steps // 10), eval_every=every, eval_batches=8,
                         checkpoint_every=every, keep_checkpoints=s.points + 1, log_every=max(1, s.max_steps // 100),
                         seed=s.seed)
-    run, tokenizer = out / "runs" / name, out / TOKENIZER_FILE
     model_cfg, context, stride = _neural_config(name, s)
+    resume = bool(list_checkpoints(run / "checkpoints"))
+    vocab_size = load_tokenizer(tokenizer).get_vocab_size()
     if name == "transformer":
-        pretrain(model_cfg, train, s.data, run, tokenizer=tokenizer, show_progress=show_progress)
-        model = build_decoder(model_cfg.replace(vocab_size=load_tokenizer(tokenizer).get_vocab_size()))
+        result = pretrain(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume, show_progress=show_progress)
+        model = build_decoder(model_cfg.replace(vocab_size=vocab_size))
     else:
-        train_neural_lm(model_cfg, train, s.data, run, tokenizer=tokenizer, show_progress=show_progress)
-        model = build_neural_lm(dataclasses.replace(model_cfg, vocab_size=load_tokenizer(tokenizer).get_vocab_size()))
+        result = train_neural_lm(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume,
+                                 show_progress=show_progress)
+        model = build_neural_lm(dataclasses.replace(model_cfg, vocab_size=vocab_size))
+    if result.interrupted:
+        return None
     curve = []
     for checkpoint in list_checkpoints(run / "checkpoints"):
         saved = load_checkpoint(checkpoint)
         load_trainable(model, saved["trainable"])
         curve.append((saved["step"] * s.batch_size * s.block_size,
                       perplexity(model.eval(), scored, context, stride).perplexity))
-    return curve
+    scored_run = {"curve": curve, "seconds": time.perf_counter() - start}
+    atomic_write_text(run / "heldout.json", json.dumps(scored_run))
+    return scored_run
 
 
 def _neural_config(name: str, s: ClassicVsNeuralSettings):
