@@ -34,7 +34,8 @@ def add_parser(subparsers) -> None:
     for name, help_text in (("dim", "vector size"), ("window", "largest window (each word draws 1..window)"),
                             ("negatives", "negative words per example"),
                             ("min-count", "drop words seen fewer times"), ("epochs", "passes over the text"),
-                            ("batch-size", "examples per SGD step"), ("seed", "random seed")):
+                            ("batch-size", "examples per SGD step of the torch fallback (the C++ trainer takes one "
+                                           "at a time)"), ("seed", "random seed")):
         t.add_argument(f"--{name}", type=int, default=getattr(defaults, name.replace("-", "_")),
                        help=f"{help_text} (default %(default)s)")
     t.add_argument("--subsample", type=float, default=defaults.subsample,

@@ -70,12 +70,13 @@ def train_word2vec(sentences: list[list[str]], cfg: Word2VecConfig, show_progres
                 kept = [torch.from_numpy(a) for a in subsample(ids[lo:hi], sentence[lo:hi], keep, rng)]
                 loss, examples = ops.train_chunk(input_, output, *kept, noise_tensor, cfg.window, cfg.negatives,
                                                  cfg.method == "cbow", *lr_range, int(rng.integers(2**62))).tolist()
-                readings = [(done / total, loss / max(examples, 1))]
+                readings = [(done / total, loss / examples)] if examples else []  # none: all subsampled away
             else:
                 readings = _train_batches(input_, output, ids[lo:hi], sentence[lo:hi], keep, noise, cfg, rng,
                                           lr_range, done / total, (hi - lo) / total)
             losses += readings
-            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", lr=f"{lr_range[1]:.4f}", refresh=False)
+            if losses:
+                bar.set_postfix(loss=f"{losses[-1][1]:.3f}", lr=f"{lr_range[1]:.4f}", refresh=False)
             done += hi - lo
             bar.update(hi - lo)
     bar.close()

@@ -23,7 +23,7 @@ class Word2VecConfig:
     subsample: float = 1e-3
     epochs: int = 5
     lr: float | None = None
-    batch_size: int = 1024
+    batch_size: int = 1024  # examples per step of the batched torch path (the C++ loop takes one at a time)
     seed: int = 0
 
     def __post_init__(self):
