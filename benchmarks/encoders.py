@@ -1,4 +1,4 @@
-"""Encoders: lmlab versus Hugging Face transformers on the same BERT weights, in one run.
+"""Encoders: lmlab versus Hugging Face transformers on the same BERT and DeBERTa weights, in one run.
 
 1. Sentence embeddings/s with all-MiniLM-L6-v2 (downloaded with `lmlab download all-minilm-l6-v2`):
    sentences of mixed length (1 to ~60 words, taken from the Python standard library's docstrings
@@ -20,6 +20,11 @@
    The batches are what a tokenizer gives with padding to the longest sentence: mostly padding
    (their share of real tokens is printed and kept in the JSON). lmlab's encoder skips the padding,
    attention included (modules/unpadding.py); HF's BertModel computes it.
+3. The same fine-tuning steps with DeBERTa-v3's settings at that shape (4 layers, d_model 512, 8 heads,
+   d_ff 2048, 256 log buckets, shared position keys, normed relative rows, no input positions or token
+   types; dropout 0.1), against DebertaV2ForSequenceClassification, on a WordPiece vocabulary trained on
+   the sentences (no download). lmlab's disentangled attention runs the projections and feed-forward on
+   the real tokens only but scores attention over the padded layout, masked, as HF does throughout.
 
 Rounds interleave lmlab and HF (alternating which goes first). Each side reports its median, and
 the ratio of each round's pair (lmlab rate / HF rate, taken back to back) is reported as a median
@@ -27,6 +32,7 @@ with its range, so a load that shifts between rounds moves both sides of a pair 
 
   python benchmarks/encoders.py               # CPU
   python benchmarks/encoders.py --quick       # a smoke test, not a benchmark
+  python benchmarks/encoders.py --only deberta  # one part (embed, finetune, deberta)
   python benchmarks/encoders.py --device cuda
 """
 
@@ -45,6 +51,9 @@ import torch.nn.functional as F
 import transformers
 
 from lmlab.config import EncoderConfig
+from lmlab.models.deberta import convert as deberta_convert
+from lmlab.models.encoders import build
+from lmlab.models.presets import preset
 from lmlab.data.stdlib import stdlib_texts
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.task_model import EncoderWithHead
@@ -53,7 +62,7 @@ from lmlab.models.load import load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
-from lmlab.tokenizers.wordpiece import encode_batch
+from lmlab.tokenizers.wordpiece import encode_batch, train_wordpiece
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
 from lmlab.training.optim import build_optimizer, build_schedule
 from lmlab.losses.task_heads import classification_loss
@@ -63,6 +72,8 @@ from machine import alternating, device_name, downloaded, synchronize  # benchma
 RESULTS = Path(__file__).parent / "results" / "encoders.json"
 BERT_SMALL = EncoderConfig(vocab_size=30522, context_length=512, n_layers=4, n_heads=8, d_model=512, d_ff=2048,
                            dropout=0.1)
+DEBERTA_SMALL = preset("deberta-v3-small", vocab_size=30522, n_layers=4, n_heads=8, d_model=512, d_ff=2048,
+                       dropout=0.1, pooler=True)  # DeBERTa-v3's settings at BERT_SMALL's shape
 OPTIM = EncoderFinetuneConfig().optim  # lr 5e-5, weight decay 0.01, betas (0.9, 0.999), 10% warmup, linear decay
 LR, WEIGHT_DECAY, GRAD_CLIP, N_LABELS = OPTIM.lr, OPTIM.weight_decay, OPTIM.grad_clip, 2
 
@@ -76,6 +87,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5, help="interleaved lmlab/HF repetitions; the median is kept")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--quick", action="store_true", help="few sentences and steps: a smoke test")
+    p.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS),
+                   help="the parts to run (default: all; embed and finetune need all-minilm-l6-v2 downloaded)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -225,8 +238,34 @@ def classifier_pair(device: torch.device) -> tuple[EncoderWithHead, torch.nn.Mod
     return ours.to(device), hf.to(device)
 
 
+def deberta_classifier_pair(device: torch.device) -> tuple[EncoderWithHead, torch.nn.Module]:
+    """lmlab's DeBERTa with a SequenceClassifier and HF's DebertaV2ForSequenceClassification with the same weights."""
+    torch.manual_seed(0)
+    hf = transformers.DebertaV2ForSequenceClassification(transformers.DebertaV2Config(
+        **deberta_convert.config_to_hf(DEBERTA_SMALL), num_labels=N_LABELS, cls_dropout=DEBERTA_SMALL.dropout))
+    ours = EncoderWithHead(build(DEBERTA_SMALL),
+                           SequenceClassifier(DEBERTA_SMALL.d_model, N_LABELS, dropout=DEBERTA_SMALL.dropout))
+    state = {k.removeprefix(deberta_convert.BASE_PREFIX): v for k, v in hf.state_dict().items()}
+    ours.encoder.load_state_dict(deberta_convert.from_hf(state, DEBERTA_SMALL))
+    ours.head.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
+    return ours.to(device), hf.to(device)
+
+
 def finetune_benchmark(args, device: torch.device) -> list[dict]:
     _, tokenizer = load_encoder(downloaded("all-minilm-l6-v2"))  # a BERT uncased vocabulary (30522)
+    return timed_finetuning(args, device, "bert-small (4x512)", classifier_pair(device), tokenizer)
+
+
+def deberta_benchmark(args, device: torch.device) -> list[dict]:
+    tokenizer = train_wordpiece(mixed_sentences(4000, seed=2), 8000)
+    tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
+    return timed_finetuning(args, device, "deberta-v3 (4x512)", deberta_classifier_pair(device), tokenizer)
+
+
+def timed_finetuning(args, device: torch.device, model: str, pair: tuple[EncoderWithHead, torch.nn.Module],
+                     tokenizer) -> list[dict]:
+    """Steps/s of the lmlab and HF classifiers `pair` (same weights, logits checked equal) on the same
+    padded batches of `tokenizer`'s ids, interleaved."""
     texts = mixed_sentences(args.batch_size * 4, seed=1)
     batches = []
     for start in range(0, len(texts), args.batch_size):
@@ -234,7 +273,7 @@ def finetune_benchmark(args, device: torch.device) -> list[dict]:
         labels = torch.tensor([len(t) % N_LABELS for t in texts[start:start + args.batch_size]])
         batches.append({"input_ids": ids.to(device), "attention_mask": mask.to(device),
                         "token_type_ids": types.to(device), "labels": labels.to(device)})
-    ours, hf = classifier_pair(device)
+    ours, hf = pair
     ours.eval(), hf.eval()
     with torch.no_grad():
         b = batches[0]
@@ -251,9 +290,12 @@ def finetune_benchmark(args, device: torch.device) -> list[dict]:
     for name in steps:
         run(name)()  # warm-up
     seconds = interleaved({name: run(name) for name in steps}, args.rounds, device)
-    return [row("finetune", "bert-small (4x512)", name, seconds, args.steps, "steps/s") | {
+    return [row("finetune", model, name, seconds, args.steps, "steps/s") | {
             "max_abs_diff_vs_hf": max_diff, "tokens_per_batch": [int(b["input_ids"].numel()) for b in batches],
             "real_tokens_per_batch": [int(b["attention_mask"].sum()) for b in batches]} for name in seconds]
+
+
+BENCHMARKS = {"embed": embedding_benchmark, "finetune": finetune_benchmark, "deberta": deberta_benchmark}
 
 
 def main() -> None:
@@ -262,7 +304,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     load_before = os.getloadavg()[0]
-    results = embedding_benchmark(args, device) + finetune_benchmark(args, device)
+    results = [r for name in args.only for r in BENCHMARKS[name](args, device)]
     print(f"device {device_name(device)}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, fp32, batch {args.batch_size}, {args.rounds} rounds (median); "
           f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
@@ -274,14 +316,16 @@ def main() -> None:
               f"{r['speedup_vs_hf']:>8.2f}x  {r['paired_speedup_median']:.2f}x ({low:.2f}-{high:.2f})")
     real = [n / total for r in results if r["benchmark"] == "finetune" and r["impl"] == "hf"
             for n, total in zip(r["real_tokens_per_batch"], r["tokens_per_batch"])]
-    print(f"fine-tuning batches: {min(real):.0%}-{max(real):.0%} real tokens, the rest padding")
+    if real:
+        print(f"fine-tuning batches: {min(real):.0%}-{max(real):.0%} real tokens, the rest padding")
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "transformers": transformers.__version__, "python": platform.python_version(),
                "load_average_1min": [load_before, os.getloadavg()[0]]}
     settings = {"batch_size": args.batch_size, "sentences": args.sentences, "steps": args.steps,
                 "rounds": args.rounds, "quick": args.quick, "lr": LR, "weight_decay": WEIGHT_DECAY,
-                "grad_clip": GRAD_CLIP, "bert_small": vars(BERT_SMALL)}
+                "grad_clip": GRAD_CLIP, "bert_small": vars(BERT_SMALL), "deberta_small": vars(DEBERTA_SMALL),
+                "only": args.only}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))
     print(f"wrote {args.out}")
