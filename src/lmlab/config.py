@@ -208,7 +208,8 @@ class EncoderConfig(AttentionSettings):
                              "scores every key; drop it")
         elif self.position_buckets and self.position_buckets < 2:
             raise LmlabError(f"position_buckets {self.position_buckets} is too few; use 0 (no buckets) or at least 2")
-        elif self.position_buckets and self.relative_distance <= self.position_buckets // 2 + 1:
+        elif (self.position_buckets and self.context_length - 1 > self.position_buckets // 2
+              and self.relative_distance <= self.position_buckets // 2 + 1):  # offsets past the exact buckets
             raise LmlabError(f"max_relative_positions {self.relative_distance} must exceed half of position_buckets "
                              f"({self.position_buckets}) + 1 for log buckets; raise it or lower position_buckets")
 

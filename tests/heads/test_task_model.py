@@ -68,7 +68,7 @@ def test_multiple_choice_scores_each_choice_as_its_own_sequence(encoder):
     torch.testing.assert_close(scores, one_by_one, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("family", ["bert-tiny", "roberta-tiny", "albert-tiny", "electra-tiny"])
+@pytest.mark.parametrize("family", ["bert-tiny", "roberta-tiny", "albert-tiny", "electra-tiny", "deberta-tiny"])
 def test_any_encoder_family_runs_under_a_head(family):
     torch.manual_seed(0)
     network = build(preset(family, vocab_size=60, context_length=16, n_layers=2, n_heads=2, d_model=16, d_ff=32,

@@ -248,6 +248,7 @@ def test_deberta_settings_are_checked():
         config(attention="linformer")
     with pytest.raises(LmlabError, match="must exceed half of position_buckets"):
         config(position_buckets=32, max_relative_positions=10)
+    assert preset("deberta-tiny", context_length=16).relative_span == 32  # no offset reaches the log buckets
 
 
 def test_presets_are_the_published_v3_shapes():
