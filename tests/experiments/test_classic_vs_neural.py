@@ -46,7 +46,7 @@ def test_every_method_has_a_curve_against_training_tokens(comparison):
     assert all(1 < ppl < math.inf for r in results.values() for _, ppl in r["curve"])
     assert all(r["ppl"] < 5 for name, r in results.items() if name in ("kn4", "kn5", "mkn5"))  # a first-order chain of words
     assert results["kn5"]["ppl"] != results["kn3"]["ppl"] != results["mkn5"]["ppl"]
-    assert read_png(out / "classic_vs_neural.png").shape == (600, 900, 3)
+    assert read_png(out / "classic_vs_neural.png").shape == (800, 1000, 3)
     assert "| 5-gram modified KN |" in (out / "classic_vs_neural.md").read_text()
 
 

@@ -8,8 +8,8 @@ with a stride of 2 (every token has at least 2 blocks of history), the transform
 it trained on, with a stride of half of one. The held-out stream is another corpus's documents (`held_out`:
 whole books no model trained on, for `kjv`), else the validation blocks of `data`'s own split, end to end.
 
-The curves are held-out perplexity against training tokens. An n-gram model at x tokens counts the first
-x tokens of the training blocks (so it stops at the corpus's size: it reads the text once); a neural model
+The curves are held-out perplexity against training tokens. An n-gram model at x tokens counts x tokens of
+training blocks drawn at random (so it stops at the corpus's size: it reads the text once); a neural model
 at x tokens is its checkpoint after x / (batch x block) steps (it reads the text for as many epochs as
 the budget buys). Every neural run is a normal training run in DIR/runs/NAME, its curve saved beside it
 (heldout.json) once scored; the n-gram models are counted in memory. The same call again continues a comparison
@@ -125,7 +125,7 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
     atomic_write_text(out / f"{RESULTS}.md", results_table(report))
     save_line_plot(out / f"{RESULTS}.png", {r["label"]: tuple(zip(*r["curve"])) for r in results.values()},
                    title=f"Held-out perplexity ({s.held_out or s.data + ' validation blocks'})",
-                   xlabel="training tokens read", ylabel="perplexity", log_x=True, log_y=True, size=(900, 600))
+                   xlabel="training tokens read", ylabel="perplexity", log_x=True, log_y=True, size=(1000, 800))
     return report
 
 
@@ -154,15 +154,18 @@ def _continue_or_start(out: Path, s: ClassicVsNeuralSettings, texts: list[str]):
 
 def _ngram_curve(name: str, tokens, train_blocks: np.ndarray, vocab_size: int, scored: torch.Tensor,
                  s: ClassicVsNeuralSettings, show_progress: bool) -> list[tuple[int, float]]:
-    """(training tokens, held-out perplexity) of the n-gram model counted on growing prefixes of the training
-    blocks: s.points prefixes, each twice the one before, the last all of them."""
+    """(training tokens, held-out perplexity) of the n-gram model counted on growing shares of the training
+    blocks: s.points shares, each twice the one before, the last all of them. A share is the first blocks of one
+    seeded shuffle, as the neural models draw theirs from the whole text: the first blocks in the text's own
+    order would leave out whole parts of it (for kjv, half the Bible gives no New Testament, so Matthew,
+    held out, would look like another language)."""
     order, smoothing = NGRAMS[name]
-    blocks = np.sort(train_blocks)
+    blocks = np.random.default_rng(s.seed).permutation(train_blocks)
     sizes = sorted({max(1, len(blocks) >> k) for k in range(s.points)})
     curve = []
     with progress_bar(len(sizes), desc=LABELS[name], unit="model", disable=not show_progress) as bar:
         for n in sizes:
-            model = fit_ngram(training_runs(tokens, blocks[:n], s.block_size), order, vocab_size, smoothing)
+            model = fit_ngram(training_runs(tokens, np.sort(blocks[:n]), s.block_size), order, vocab_size, smoothing)
             curve.append((n * s.block_size, perplexity(model, scored, model.config.context_length).perplexity))
             bar.update()
     return curve
