@@ -202,7 +202,8 @@ class EncoderConfig(AttentionSettings):
             if changed:
                 raise LmlabError(f"{', '.join(changed)} apply to deberta only, not {self.family}; drop them")
             if self.type_vocab_size < 1:
-                raise LmlabError(f"type_vocab_size 0 (no token types) applies to deberta only, not {self.family}")
+                raise LmlabError(f"--type-vocab-size 0 must be at least 1 for {self.family} (no token types is "
+                                 "deberta's only)")
         elif self.attention != "full":
             raise LmlabError(f"--attention {self.attention} does not apply to deberta, whose disentangled attention "
                              "scores every key; drop it")
