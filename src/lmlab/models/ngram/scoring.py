@@ -44,8 +44,9 @@ def token_log_probs(tables: BackoffTables, ids: np.ndarray) -> np.ndarray:
     if ops is None:
         return _token_log_probs_numpy(tables, ids)
     unigram_backoffs = tables.log_backoffs[0] if tables.order > 1 else np.zeros(0, dtype=np.float32)
-    return ops.token_log_probs(torch.from_numpy(ids), tables.hashes(ops.hash_index), torch.from_numpy(tables.log_probs[0]),
-                               torch.from_numpy(unigram_backoffs), tables.vocab_size).numpy()
+    return ops.token_log_probs(torch.from_numpy(ids), tables.hashes(ops.hash_index),
+                               torch.from_numpy(tables.log_probs[0]), torch.from_numpy(unigram_backoffs),
+                               tables.vocab_size).numpy()
 
 
 def _token_log_probs_numpy(tables: BackoffTables, ids: np.ndarray) -> np.ndarray:

@@ -10,11 +10,13 @@
 - Dynamic window: each centre word draws its own window size b uniformly in 1..window and uses
   the words at most b positions away, inside its sentence; near words are thus used more often.
 - Negatives: k words per example drawn from the unigram distribution raised to the power 0.75.
-  (A word may be drawn as a negative of itself, as in the original tool; with a large vocabulary
-  this is rare.)
+  (The C++ trainer skips a negative equal to the true word, as the original tool and gensim do;
+  these batches keep it, which with a large vocabulary is rare.)
 
 The text is one array of word ids (`ids`) with a parallel array of sentence numbers (`sentence`),
-so every step is a vectorised array operation and no Python loop runs per word.
+so every step is a vectorised array operation and no Python loop runs per word. The C++ trainer
+(`training.cpp`) takes the subsampled text and the noise table from here and draws windows and
+negatives itself.
 """
 
 import numpy as np
