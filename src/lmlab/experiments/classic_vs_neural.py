@@ -110,7 +110,7 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
                                  show_progress)
             seconds = time.perf_counter() - start
         else:
-            scored_run = _neural_curve(name, out, scored, s, show_progress)
+            scored_run = _neural_curve(name, out, scored, tokenizer.get_vocab_size(), s, show_progress)
             if scored_run is None:
                 print(f"classic-vs-neural: stopped during {name}; run the same command again to continue",
                       file=sys.stderr)
@@ -118,7 +118,7 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
             curve, seconds = scored_run["curve"], scored_run["seconds"]
         results[name] = {"label": LABELS[name], "curve": curve, "tokens": curve[-1][0], "ppl": curve[-1][1],
                          "seconds": seconds}
-    report = {"settings": dataclasses.asdict(s) | {"methods": list(s.methods)},
+    report = {"settings": _settings_dict(s),
               "train_tokens": int(len(split.train_blocks) * s.block_size), "scored_tokens": int(scored.numel() - 1),
               "results": results}
     atomic_write_text(out / f"{RESULTS}.json", json.dumps(report, indent=2))
@@ -129,10 +129,15 @@ def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = Classic
     return report
 
 
+def _settings_dict(s: ClassicVsNeuralSettings) -> dict:
+    """The settings as JSON holds them: what the report shows and what a second call must match."""
+    return dataclasses.asdict(s) | {"methods": list(s.methods)}
+
+
 def _continue_or_start(out: Path, s: ClassicVsNeuralSettings, texts: list[str]):
     """The comparison's tokenizer: read back when `out` holds this comparison unfinished, else trained on `texts`
     and saved with the settings into a new `out`."""
-    settings = dataclasses.asdict(s) | {"methods": list(s.methods)}
+    settings = _settings_dict(s)
     if (out / f"{RESULTS}.json").exists():
         raise LmlabError(f"'{out}' already holds a finished comparison; choose a new --out directory")
     if (out / SETTINGS).is_file():
@@ -171,7 +176,7 @@ def _ngram_curve(name: str, tokens, train_blocks: np.ndarray, vocab_size: int, s
     return curve
 
 
-def _neural_curve(name: str, out: Path, scored: torch.Tensor, s: ClassicVsNeuralSettings,
+def _neural_curve(name: str, out: Path, scored: torch.Tensor, vocab_size: int, s: ClassicVsNeuralSettings,
                   show_progress: bool) -> dict | None:
     """Train the neural model `name` in out/runs/name (or continue it) with a checkpoint at each of s.points
     steps, score each checkpoint and save {"curve": [(training tokens read, held-out perplexity)], "seconds":
@@ -186,7 +191,6 @@ def _neural_curve(name: str, out: Path, scored: torch.Tensor, s: ClassicVsNeural
                         seed=s.seed)
     model_cfg, context, stride = _neural_config(name, s)
     resume = bool(list_checkpoints(run / "checkpoints"))
-    vocab_size = load_tokenizer(tokenizer).get_vocab_size()
     if name == "transformer":
         result = pretrain(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume, show_progress=show_progress)
         model = build_decoder(model_cfg.replace(vocab_size=vocab_size))
