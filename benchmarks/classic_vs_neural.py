@@ -36,6 +36,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="training steps of each neural model")
     p.add_argument("--points", type=int, default=d.points, help="points on each curve")
+    p.add_argument("--dropout", type=float, default=d.dropout, help="dropout of every neural model")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: on a shared 2-core machine, 2 threads made the "
                         "window LM 20x slower, waiting for each other)")
@@ -51,7 +52,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     settings = ClassicVsNeuralSettings(data=args.data, held_out=None if args.held_out == "none" else args.held_out,
-                                       vocab_size=args.vocab_size, max_steps=args.max_steps, points=args.points)
+                                       vocab_size=args.vocab_size, max_steps=args.max_steps, points=args.points,
+                                       dropout=args.dropout)
     with tempfile.TemporaryDirectory() as work:
         report = compare_classic_neural(work, settings)
         if report is None:

@@ -29,7 +29,7 @@ def comparison(corpus_file, tmp_path_factory):
     held_out.write_text("\n".join(markov_corpus(20, seed=9)[0]))
     out = tmp_path_factory.mktemp("cmp") / "cmp"
     assert lmlab("experiment", "classic-vs-neural", "--out", out, "--data", corpus_file, "--held-out", held_out,
-                 *SMOKE) == 0
+                 "--dropout", "0.1", *SMOKE) == 0
     return out, held_out, json.loads((out / "classic_vs_neural.json").read_text())
 
 
@@ -42,7 +42,7 @@ def test_every_method_has_a_curve_against_training_tokens(comparison):
         assert whole == report["train_tokens"] and half == whole // 16 // 2 * 16
     for name in ("window", "lstm", "gru", "transformer"):  # a checkpoint at steps 2 and 4 of 2 x 16 tokens
         assert [x for x, _ in results[name]["curve"]] == [64, 128]
-        assert (out / "runs" / name / "model").is_dir()
+        assert load(out / "runs" / name / "model")[0].config.dropout == 0.1
     assert all(1 < ppl < math.inf for r in results.values() for _, ppl in r["curve"])
     assert all(r["ppl"] < 5 for name, r in results.items() if name in ("kn4", "kn5", "mkn5"))  # a first-order chain of words
     assert results["kn5"]["ppl"] != results["kn3"]["ppl"] != results["mkn5"]["ppl"]
@@ -100,6 +100,9 @@ def test_refusals_are_one_line_and_write_nothing(comparison, corpus_file, tmp_pa
     assert lmlab("experiment", "classic-vs-neural", "--out", fresh, "--data", corpus_file, "--max-steps", "2",
                  "--points", "3") == 2
     one_line_error(capsys, "--points 3 exceeds --max-steps 2")
+    assert lmlab("experiment", "classic-vs-neural", "--out", fresh, "--data", corpus_file, "--dropout", "1",
+                 *SMOKE) == 2
+    one_line_error(capsys, "--dropout 1.0 must lie in [0, 1)")
     assert lmlab("experiment", "classic-vs-neural", "--out", fresh, "--data", corpus_file, "--held-out",
                  tmp_path / "missing.txt", *SMOKE) == 2
     one_line_error(capsys, "missing.txt")

@@ -175,6 +175,8 @@ def _add_classic_vs_neural(sub) -> None:
         ("block_size", "tokens per training block"), ("batch_size", "blocks per step"),
         ("seed", "weights, batches and the validation split")))
     cn.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of the neural models (default {d.lr:g})")
+    cn.add_argument("--dropout", type=float, default=d.dropout,
+                    help=f"dropout of every neural model (default {d.dropout:g})")
     cn.set_defaults(run=run_classic_vs_neural)
 
 

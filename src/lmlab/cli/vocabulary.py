@@ -68,6 +68,7 @@ VOCABULARY = {
     "--cot": "chain-of-thought prompting",
     "--demo-labels": "the demonstrations' labels: gold or random",
     "--dim": "word vectors' width",
+    "--dropout": "dropout probability of the trained networks",
     "--discount": "Kneser-Ney's discount",
     "--embedding-model": "the encoder that serves /v1/embeddings",
     "--fast": "a short run, for CI and smoke tests",

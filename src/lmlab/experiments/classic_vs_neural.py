@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from lmlab.config import OptimConfig, TrainConfig
-from lmlab.config_checks import at_least, positive
+from lmlab.config_checks import at_least, fraction, positive
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
@@ -73,6 +73,7 @@ class ClassicVsNeuralSettings:
     max_steps: int = 6000  # optimizer steps of each neural model
     points: int = 8  # points on each curve
     lr: float = 3e-3
+    dropout: float = 0.0  # of every neural model: on about a million tokens, unregularized models overfit
     seed: int = 0
 
     def __post_init__(self):
@@ -81,6 +82,7 @@ class ClassicVsNeuralSettings:
         at_least(self, 2, "block_size")
         at_least(self, 0, "seed")
         positive(self, "lr")
+        fraction(self, "dropout")
         unknown = [m for m in self.methods if m not in LABELS]
         if unknown or not self.methods:
             raise LmlabError(f"--methods {unknown or '(none)'}: choose from {', '.join(LABELS)}")
@@ -214,12 +216,14 @@ def _neural_curve(name: str, out: Path, scored: torch.Tensor, vocab_size: int, s
 def _neural_config(name: str, s: ClassicVsNeuralSettings):
     """The model's config and the (window, stride) it is scored in."""
     if name == "window":
-        cfg = WindowConfig(vocab_size=s.vocab_size, window=5, d_model=64, hidden=256)
+        cfg = WindowConfig(vocab_size=s.vocab_size, window=5, d_model=64, hidden=256, dropout=s.dropout)
         return cfg, cfg.context_length, cfg.context_length // 2  # >= 2 x window: exact
     if name in ("lstm", "gru"):
-        cfg = RNNConfig(cell=name, vocab_size=s.vocab_size, d_model=256, hidden=256, n_layers=2, tie_embeddings=True)
+        cfg = RNNConfig(cell=name, vocab_size=s.vocab_size, d_model=256, hidden=256, n_layers=2, tie_embeddings=True,
+                        dropout=s.dropout)
         return cfg, 4 * s.block_size, 2 * s.block_size
-    cfg = preset("gpt2-tiny").replace(n_layers=2, vocab_size=s.vocab_size, context_length=s.block_size)
+    cfg = preset("gpt2-tiny").replace(n_layers=2, vocab_size=s.vocab_size, context_length=s.block_size,
+                                      dropout=s.dropout)
     return cfg, s.block_size, s.block_size // 2
 
 
