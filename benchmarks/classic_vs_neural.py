@@ -7,7 +7,7 @@ context) in a temporary directory, prints its table, and writes results/classic_
 machine) and the PNG of held-out perplexity against training tokens.
 
   python benchmarks/classic_vs_neural.py --quick     # a smoke test
-  python benchmarks/classic_vs_neural.py             # kjv, held-out Esther and Matthew, 6,000 steps each
+  python benchmarks/classic_vs_neural.py             # kjv, held-out Esther and Matthew, 12,000 steps each
   python benchmarks/classic_vs_neural.py --data markov --held-out none --max-steps 2000
 """
 
