@@ -112,6 +112,7 @@ def test_bad_outputs_and_budgets_are_one_line_errors(tmp_path, fixed_steps, caps
     one_line_error(capsys, "--min-parameters 100000 and --max-parameters 10000")
 
 
+@pytest.mark.slow  # 16 runs: about 3 minutes on a 2-core VM, a fifth of the default test run
 def test_on_markov_the_fitted_irreducible_loss_is_the_true_entropy(tmp_path, fixed_steps):
     """16 runs of 1.9k to 25k non-embedding parameters on 0.2M to 1.6M tokens (~2 minutes): Chinchilla's E
     lands within 0.1 nats of the held-out text's exact surprisal per token (1.71), and the fit's
