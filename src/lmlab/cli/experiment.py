@@ -174,9 +174,8 @@ def _add_classic_vs_neural(sub) -> None:
         ("points", "points on each curve (checkpoints of each neural run)"), ("vocab_size", "BPE vocabulary"),
         ("block_size", "tokens per training block"), ("batch_size", "blocks per step"),
         ("seed", "weights, batches and the validation split")))
-    cn.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate of the neural models (default {d.lr:g})")
-    cn.add_argument("--dropout", type=float, default=d.dropout,
-                    help=f"dropout of every neural model (default {d.dropout:g})")
+    _settings_flags(cn, d, float, "X", (("lr", "peak learning rate of the neural models"),
+                                        ("dropout", "dropout of every neural model")))
     cn.set_defaults(run=run_classic_vs_neural)
 
 
