@@ -1,6 +1,8 @@
 """Decoding: greedy is argmax, filters keep the right tokens, seeds reproduce, the cache changes nothing,
 a batch gives what each prompt gets alone, and every bad setting is one clear error."""
 
+import re
+
 import pytest
 import torch
 
@@ -8,6 +10,7 @@ from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.generation.beam import beam_search
+from lmlab.generation.config import MIN_TEMPERATURE, PENALTY_RANGE, SEED_RANGE
 from lmlab.generation.sampling import apply_repetition_penalty, ban_repeated_ngrams, filter_logits, next_token
 from lmlab.models.decoder import build_decoder
 
@@ -116,6 +119,24 @@ def test_top_p_keeps_smallest_set_reaching_p():
     assert filter_logits(probs.log(), top_p=0.1).isfinite().tolist() == [[True, False, False, False]]
 
 
+@pytest.mark.parametrize("top_p", [1e-30, 1e-50, 1e-300])
+def test_a_top_p_below_float32s_range_keeps_the_most_likely_token(top_p):
+    logits = torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, 1.0]])
+    assert filter_logits(logits, top_p=top_p).isfinite().tolist() == [[False, True, False], [True, False, False]]
+    picks = next_token(logits, temperature=MIN_TEMPERATURE, top_p=top_p, generator=torch.Generator().manual_seed(0))
+    assert picks.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=MIN_TEMPERATURE), dict(temperature=1e6),
+                                      dict(temperature=1.0, repetition_penalty=PENALTY_RANGE[0]),
+                                      dict(temperature=1.0, repetition_penalty=PENALTY_RANGE[1]),
+                                      dict(temperature=1.0, seed=SEED_RANGE[0]),
+                                      dict(temperature=1.0, seed=SEED_RANGE[1])])
+def test_the_edges_of_each_range_sample_finite_tokens(model, settings):
+    config = GenerationConfig(max_new_tokens=4, **settings)
+    assert len(generate_batch(model, [[4, 4, 2]], config)[0].token_ids) == 4
+
+
 def test_sampling_never_picks_filtered_tokens():
     logits = torch.tensor([[0.0, 0.1, 0.2, 10.0]]).repeat(500, 1)
     picks = next_token(logits, temperature=5.0, top_k=2, generator=torch.Generator().manual_seed(0))
@@ -145,7 +166,15 @@ def test_prompt_beyond_context_is_an_error(model):
     (dict(temperature=1.0, top_k=0), "--top-k 0 must be at least 1"),
     (dict(num_beams=0), "--beams 0 must be at least 1"),
     (dict(max_new_tokens=0), "--max-new-tokens 0 must be at least 1"),
-    (dict(repetition_penalty=0.0), "--repetition-penalty 0.0 must be greater than 0"),
+    (dict(repetition_penalty=0.0), "--repetition-penalty 0.0 must be in [0.01, 100]"),
+    (dict(repetition_penalty=1e-300), "--repetition-penalty 1e-300 must be in [0.01, 100]"),
+    (dict(repetition_penalty=1e300), "--repetition-penalty 1e+300 must be in [0.01, 100]"),
+    (dict(temperature=1e-45), "--temperature 1e-45 is too small to sample with: use 0"),
+    (dict(temperature=1e-310), "--temperature 1e-310 is too small"),
+    (dict(temperature=float("nan")), "--temperature nan must be a finite number"),
+    (dict(temperature=1.0, seed=2**64), "--seed 18446744073709551616 must be in [-2**63, 2**64 - 1]"),
+    (dict(temperature=1.0, seed=-2**63 - 1), "--seed -9223372036854775809 must be in"),
+    (dict(temperature=1.0, seed=10**30), "--seed 1000000000000000000000000000000 must be in"),
     (dict(no_repeat_ngram_size=-1), "--no-repeat-ngram-size -1 must be at least 0"),
     (dict(num_beams=3, temperature=0.7), "beam search is deterministic"),
     (dict(top_k=5), "--top-k only apply when sampling"),
@@ -154,7 +183,7 @@ def test_prompt_beyond_context_is_an_error(model):
     (dict(early_stopping="sometimes"), "early_stopping 'sometimes'"),
 ])
 def test_bad_settings_are_one_clear_error(settings, message):
-    with pytest.raises(LmlabError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(LmlabError, match=re.escape(message)):
         GenerationConfig(**settings)
 
 

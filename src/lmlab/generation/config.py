@@ -8,21 +8,30 @@ one line that names it instead of somewhere inside the decoding loop.
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, flag, positive
+from lmlab.config_checks import MAX_CONTEXT, SettingError, at_least, at_most, check_types, flag
 from lmlab.errors import LmlabError
 
 FLAGS = {"num_beams": "--beams", "stop_strings": "--stop"}  # fields whose `lmlab generate` flag has another name
 MAX_BEAMS = 1024  # each beam is a full copy of the sequence and its cache
+# Below this temperature, logits / T overflows float32 (1e-45 is a float32 denormal; 1e-310 rounds to 0) and
+# sampling is argmax in all but name: ask for 0 instead. vLLM raises such temperatures to the same 0.01.
+MIN_TEMPERATURE = 0.01
+# repetition_penalty divides or multiplies a seen token's logit: within [1/100, 100] a float32 logit stays finite
+# (published settings lie between 1.0 and 1.5; below 1 the seen tokens become more likely)
+PENALTY_RANGE = (0.01, 100.0)
+SEED_RANGE = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes; a negative seed s is 2**64 + s
 
 
 @dataclass(frozen=True)
 class GenerationConfig:
     """How to pick new tokens and when to stop.
 
-    temperature 0 is greedy (argmax); above 0 samples from softmax(logits / temperature), after
-    top_k / top_p filtering. repetition_penalty > 1 makes tokens already in the prompt or output
-    less likely (CTRL / HF: positive logits are divided by it, negative ones multiplied).
-no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the prompt or output.
+    temperature 0 is greedy (argmax); from MIN_TEMPERATURE (0.01) on it samples from
+    softmax(logits / temperature), after top_k / top_p filtering (top_p in (0, 1]: the most likely
+    token always stays). repetition_penalty > 1 makes tokens already in the prompt or output less
+    likely (CTRL / HF: positive logits are divided by it, negative ones multiplied), within PENALTY_RANGE.
+    seed: any integer torch.Generator takes (SEED_RANGE).
+    no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the prompt or output.
     num_beams > 1 runs beam search, scored as sum(logprob) / length**length_penalty.
     A sequence ends at any token of `eos_id` (one id or several: pass a tokenizer's stop_ids),
     at a stop string (text level: needs the tokenizer), or after max_new_tokens.
@@ -47,9 +56,7 @@ no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the 
         at_least(self, 0, "temperature", "no_repeat_ngram_size", flags=FLAGS)
         at_most(self, MAX_CONTEXT, "max_new_tokens", "no_repeat_ngram_size", flags=FLAGS)
         at_most(self, MAX_BEAMS, "num_beams", flags=FLAGS)
-        positive(self, "repetition_penalty", flags=FLAGS)
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise LmlabError(f"--top-p {self.top_p} must be in (0, 1] (1 keeps every token)")
+        self._check_sampling_ranges()
         if self.early_stopping not in (True, False, "never"):
             raise LmlabError(f"early_stopping {self.early_stopping!r} must be True, False or 'never'")
         filters = [name for name in ("top_k", "top_p") if getattr(self, name) is not None]
@@ -66,6 +73,22 @@ no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the 
             raise LmlabError("a stop string is empty; pass non-empty text to stop at")
         if self.num_beams > 1 and self.stop_strings:
             raise LmlabError("stop strings work with step-by-step decoding only; drop --stop or use --beams 1")
+
+    def _check_sampling_ranges(self) -> None:
+        """temperature, top_p, repetition_penalty and seed lie where sampling's float32 arithmetic and
+        torch's generator work; a SettingError names the field (the server names it as `param`)."""
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise SettingError("temperature", self.temperature, f"is too small to sample with: use 0 for greedy "
+                               f"decoding or at least {MIN_TEMPERATURE}", FLAGS)
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise SettingError("top_p", self.top_p, "must be in (0, 1] (1 keeps every token)", FLAGS)
+        low, high = PENALTY_RANGE
+        if not low <= self.repetition_penalty <= high:
+            raise SettingError("repetition_penalty", self.repetition_penalty, f"must be in [{low}, {high:g}] "
+                               "(1 is off, above 1 discourages repeats)", FLAGS)
+        low, high = SEED_RANGE
+        if self.seed is not None and not low <= self.seed <= high:
+            raise SettingError("seed", self.seed, f"must be in [-2**63, 2**64 - 1], the range of a 64-bit seed", FLAGS)
 
     @property
     def stop_ids(self) -> tuple[int, ...]:

@@ -39,6 +39,7 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         probs = sorted_logits.softmax(-1)
         drop_sorted = probs.cumsum(-1) - probs >= top_p  # mass before this token already enough
+        drop_sorted[:, 0] = False  # the most likely token, even where top_p rounds to 0 in float32 (1e-50)
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
