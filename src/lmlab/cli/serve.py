@@ -1,12 +1,17 @@
 """`lmlab serve`: a model behind an OpenAI-compatible HTTP API (and a web chat at /), until Ctrl-C."""
 
 import argparse
+import os
+import socket
 from pathlib import Path
 
 from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
+
+MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
+API_KEY_ENV = "LMLAB_API_KEY"  # where --api-key is read from when not given (so it is not in `ps`)
 
 
 def add_parser(subparsers) -> None:
@@ -28,9 +33,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for "
                                                        "every interface)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header names NAME (repeatable; default: only 127.0.0.1, "
+                        "localhost, ::1 and --host; any name when --host is 0.0.0.0 and this is not given)")
+    p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV),
+                   help=f"require 'Authorization: Bearer KEY' on every route but /health and / (default: "
+                        f"${API_KEY_ENV} if set, else no key)")
     add_dtype_arg(p)
     p.add_argument("--slots", type=int, default=16, metavar="N",
-                   help="requests decoded together; more wait their turn (default 16)")
+                   help=f"requests decoded together, 1..{MAX_SLOTS}; more wait their turn (default 16)")
     p.add_argument("--chat-template", metavar="NAME",
                    help="render chats with the model's template of this name (default: the one named 'default')")
     p.set_defaults(run=run)
@@ -40,12 +51,15 @@ def run(args) -> None:
     import uvicorn
 
     from lmlab.inference.engine import Engine
+    from lmlab.inference.guard import access_for
+    from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
 
-    if not 0 <= args.port <= 65535:
-        raise LmlabError(f"--port {args.port} must be in 0..65535")
-    if args.slots < 1:
-        raise LmlabError(f"--slots {args.slots} must be at least 1")
+    if not 1 <= args.slots <= MAX_SLOTS:
+        raise LmlabError(f"--slots {args.slots} must be in 1..{MAX_SLOTS}")
+    if args.api_key is not None and not args.api_key.strip():
+        raise LmlabError(f"--api-key (or ${API_KEY_ENV}) is empty; give a key, or leave both unset for none")
+    listener = listening_socket(args.host, args.port)  # before the model loads: a port in use fails at once
     model, tokenizer = load(args.model, args.dtype)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "
@@ -55,14 +69,53 @@ def run(args) -> None:
     if args.embedding_model:
         encoder, encoder_tokenizer = load_encoder(args.embedding_model)
         embedder = Embedder(served_name(args.embedding_model), encoder.eval(), encoder_tokenizer)
+    check_cache_fits(model, args.slots)
     engine = Engine(model, tokenizer, slots=args.slots)
     name = args.name or served_name(args.model)
-    app = create_app(engine, tokenizer, name, model.config.context_length, embedder)
+    access = access_for(args.host, tuple(args.allowed_host), args.api_key and args.api_key.strip())
+    app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access)
+    config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
+                            log_level="info", lifespan="off")
     engine.start()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+        uvicorn.Server(config).run(sockets=[listener])
     finally:
         engine.close()
+        listener.close()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (uvicorn listens on it), or one line saying why it cannot be."""
+    if not 0 <= port <= 65535:
+        raise LmlabError(f"--port {port} must be in 0..65535")
+    try:
+        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        listener = socket.socket(family, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise LmlabError(f"--host {host!r} is not an address of this machine ({e}); use 127.0.0.1 or 0.0.0.0") \
+            from None
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as e:
+        listener.close()
+        raise LmlabError(f"cannot listen on {host}:{port}: {e.strerror}; choose another --port (or stop what "
+                         "uses this one)") from None
+    return listener
+
+
+def check_cache_fits(model: TransformerDecoder, slots: int) -> None:
+    """Refuse a --slots whose KV cache, every slot at the full context, would not fit in this machine's
+    memory (the cache grows with the longest running request, up to that)."""
+    cfg = model.config
+    weight = next(p for p in model.parameters() if p.is_floating_point())
+    per_slot = 2 * cfg.n_layers * (cfg.n_kv_heads or cfg.n_heads) * cfg.head_dim * cfg.context_length * \
+        weight.element_size()  # keys and values of one row at the full context
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if slots * per_slot > memory:
+        raise LmlabError(f"--slots {slots}: the KV cache at the full context ({cfg.context_length} tokens) would "
+                         f"take {slots * per_slot / 2**30:.1f} GiB, more than this machine's {memory / 2**30:.1f} GiB; "
+                         f"use at most --slots {max(memory // per_slot, 1)}")
 
 
 def served_name(model: str) -> str:

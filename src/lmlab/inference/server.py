@@ -5,9 +5,11 @@
 
 Routes: GET /v1/models, POST /v1/completions, /v1/chat/completions (streamed over server-sent events
 with `"stream": true`), /v1/embeddings (with an `Embedder`), GET /health, /metrics (Prometheus) and
-/ (the chat page). Every request runs on the event loop until it reaches the engine, whose thread
-does the decoding; a request whose client goes away is cancelled, so its slot is freed between two
-steps. Errors come back as OpenAI's error object with a 4xx status (5xx: a bug or an engine failure),
+/ (the chat page). `guard.RequestGuard` checks each request's Host and API key and reads its body
+(bounded in size and time); what may take long (parsing the body, rendering the chat template,
+tokenizing, embedding) runs in a thread, so the event loop always answers at once; the engine's own
+thread does the decoding. A request whose client goes away is cancelled, so its slot is freed between
+two steps. Errors come back as OpenAI's error object with a 4xx status (5xx: a bug or an engine failure),
 mid-stream as a last `data: {"error": …}` event.
 
 A chat reply is rendered exactly as `lmlab chat` renders it: the model's own template, its stop ids,
@@ -25,13 +27,14 @@ from importlib.resources import files
 
 import numpy as np
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
+from lmlab.inference.guard import Access, RequestGuard
 from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
 from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
                                         generation_config)
@@ -43,6 +46,9 @@ log = logging.getLogger(__name__)
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions (chat: the rest of the context)
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "TextPart"}  # pydantic's names of union branches
 ENDPOINTS = {"/", "/health", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
+MAX_STOPS = 16  # stop strings per request (OpenAI takes 4): each is looked for after every token
+MAX_STOP_CHARS = 1000  # characters of one stop string
+MAX_EMBEDDING_INPUTS = 2048  # texts per /v1/embeddings request, as OpenAI
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,14 @@ class Embedder:
 
 
 def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
-               embedder: Embedder | None = None) -> FastAPI:
+               embedder: Embedder | None = None, access: Access = Access()) -> FastAPI:
     """The FastAPI app serving `engine` (started by the caller) as the model `model_name`; `tokenizer`
-    is the model's, `context_length` its longest sequence (prompt + reply)."""
+    is the model's, `context_length` its longest sequence (prompt + reply); `access`: which Host names
+    it answers to and its API key (default: local names only, no key)."""
     app = FastAPI(title="lmlab", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServerMetrics(engine.stats)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)
+    app.add_middleware(RequestGuard, access=access)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)  # outermost: counts refusals too
     generator = _Generator(engine, tokenizer, model_name, context_length, metrics)
     embed_lock = asyncio.Lock()  # one batch of embeddings at a time: each uses every core
     page = (files("lmlab.inference") / "web" / "index.html").read_text(encoding="utf-8")
@@ -70,11 +78,6 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError):
         return JSONResponse(error.body(), status_code=error.status)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, error: RequestValidationError):
-        api = _validation_error(error.errors())
-        return JSONResponse(api.body(), status_code=api.status)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException):
@@ -110,17 +113,20 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
         return _model_card(name, created)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, request: Request):
+    async def completions(request: Request):
+        body = await _parsed(CompletionRequest, request)
         _check_model(body.model, [model_name])
         return await generator.completion(body, request)
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatRequest, request: Request):
+    async def chat_completions(request: Request):
+        body = await _parsed(ChatRequest, request)
         _check_model(body.model, [model_name])
         return await generator.chat(body, request)
 
     @app.post("/v1/embeddings")
-    async def embeddings(body: EmbeddingRequest):
+    async def embeddings(request: Request):
+        body = await _parsed(EmbeddingRequest, request)
         if embedder is None:
             raise ApiError(404, f"this server has no embedding model (it serves {model_name}); start it with "
                                 "--embedding-model", param="model", code="model_not_found")
@@ -129,18 +135,43 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
         if not texts or any(not t for t in texts):
             raise ApiError(400, "input must be a non-empty string or a non-empty list of non-empty strings",
                            param="input")
+        if len(texts) > MAX_EMBEDDING_INPUTS:
+            raise ApiError(400, f"input holds {len(texts)} texts; send at most {MAX_EMBEDDING_INPUTS} per request",
+                           param="input")
         if body.dimensions not in (None, embedder.encoder.config.d_model):
             raise ApiError(400, f"dimensions: {embedder.name} gives {embedder.encoder.config.d_model}-dimensional "
                                 "embeddings only", param="dimensions")
         async with embed_lock:
+            tokens = await asyncio.to_thread(_embedding_tokens, embedder, texts)
             vectors = await asyncio.to_thread(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
-        tokens = sum(sum(e.attention_mask) for e in embedder.tokenizer.encode_batch(texts))
         return {"object": "list", "model": embedder.name,
                 "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
                          for i, v in enumerate(vectors.float().cpu().numpy())],
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
     return app
+
+
+async def _parsed(model: type[BaseModel], request: Request) -> BaseModel:
+    """The request's JSON body as `model`, parsed and checked in a thread (a body of many small parts
+    takes most of a second); a 400 naming the first bad field."""
+    body = await request.body()
+    try:
+        return await asyncio.to_thread(model.model_validate_json, body)
+    except ValidationError as e:
+        raise _validation_error(e.errors()) from None
+
+
+def _embedding_tokens(embedder: Embedder, texts: list[str]) -> int:
+    """The tokens of `texts` (for `usage`); a 400 naming the first text longer than the encoder's
+    context, which it would otherwise cut silently."""
+    encodings = embedder.tokenizer.encode_batch(texts)
+    for i, encoding in enumerate(encodings):
+        if encoding.overflowing:
+            where = "input" if len(texts) == 1 else f"input[{i}]"
+            raise ApiError(400, f"{where} has more tokens than {embedder.name} reads "
+                                f"({embedder.encoder.config.context_length}); shorten or split it", param="input")
+    return sum(sum(e.attention_mask) for e in encodings)
 
 
 class _Generator:
@@ -153,10 +184,14 @@ class _Generator:
         self.model_name = model_name
         self.context_length = context_length
         self.metrics = metrics
+        # A text of more than this many characters has more tokens than the context (no token is longer
+        # than the longest string in the vocabulary), so it is refused without being tokenized.
+        self.max_prompt_chars = context_length * max(map(len, tokenizer.backend.get_vocab()), default=1)
 
     async def completion(self, body: CompletionRequest, http: Request):
         body.refuse_unsupported()
-        prompt_ids = self._completion_prompt(body.prompt)
+        _check_stops(body.stop)
+        prompt_ids = await asyncio.to_thread(self._completion_prompt, body.prompt)
         max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "prompt", COMPLETION_DEFAULT_TOKENS)
         config = generation_config(body, max_new, self.tokenizer.stop_ids)
         reply = _Reply("cmpl", "text_completion", self.model_name, self.tokenizer, chat=False)
@@ -164,11 +199,9 @@ class _Generator:
 
     async def chat(self, body: ChatRequest, http: Request):
         body.refuse_unsupported()
+        _check_stops(body.stop)
         messages = [m.as_template_message() for m in body.messages]
-        try:
-            prompt_ids = self.tokenizer.encode(chat_prompt(self.tokenizer, messages))
-        except LmlabError as e:
-            raise ApiError(400, str(e), param="messages") from None
+        prompt_ids = await asyncio.to_thread(self._chat_prompt, messages)
         asked = body.max_completion_tokens or body.max_tokens
         param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
         max_new = self._max_new_tokens(len(prompt_ids), asked, param, None)
@@ -177,20 +210,36 @@ class _Generator:
         reply = _Reply("chatcmpl", "chat.completion", self.model_name, self.tokenizer, chat=True)
         return await self._answer(body, http, prompt_ids, config, top_logprobs, reply)
 
+    def _chat_prompt(self, messages: list[dict]) -> list[int]:
+        """Token ids of `messages` rendered by the model's chat template (run in a thread)."""
+        try:
+            text = chat_prompt(self.tokenizer, messages)
+        except LmlabError as e:
+            raise ApiError(400, str(e), param="messages") from None
+        return self._encode(text, "messages", "the chat prompt (messages rendered by the model's template)")
+
     def _completion_prompt(self, prompt) -> list[int]:
-        """Token ids of the one prompt a completion request holds (text or ids, maybe in a list of one)."""
+        """Token ids of the one prompt a completion request holds (text or ids, maybe in a list of one;
+        run in a thread)."""
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
                 raise ApiError(400, f"prompt holds {len(prompt)} prompts; this server takes one per request",
                                param="prompt")
             prompt = prompt[0]
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+        ids = self._encode(prompt, "prompt", "the prompt") if isinstance(prompt, str) else prompt
         if not ids:
             raise ApiError(400, "prompt is empty; give some text to continue", param="prompt")
         if not all(0 <= i < self.tokenizer.vocab_size for i in ids):
             raise ApiError(400, f"prompt holds token ids outside the vocabulary [0, {self.tokenizer.vocab_size})",
                            param="prompt")
         return ids
+
+    def _encode(self, text: str, param: str, what: str) -> list[int]:
+        """Token ids of `text`; a text too long in characters to fit the context is refused untokenized."""
+        if len(text) > self.max_prompt_chars:
+            raise ApiError(400, f"{what} has {len(text):,} characters: more tokens than the model's context of "
+                                f"{self.context_length}; shorten it", param=param, code="context_length_exceeded")
+        return self.tokenizer.encode(text)
 
     def _max_new_tokens(self, prompt_tokens: int, asked: int | None, param: str, default: int | None) -> int:
         """The reply's token budget: `asked`, else `default` or the rest of the context; a 400
@@ -361,6 +410,15 @@ def _sse(data: dict) -> str:
 
 def _model_card(name: str, created: int) -> dict:
     return {"id": name, "object": "model", "created": created, "owned_by": "lmlab"}
+
+
+def _check_stops(stop: str | list[str] | None) -> None:
+    """A 400 for more than MAX_STOPS stop strings or one longer than MAX_STOP_CHARS."""
+    stops = [stop] if isinstance(stop, str) else stop or []
+    if len(stops) > MAX_STOPS:
+        raise ApiError(400, f"stop holds {len(stops)} strings; give at most {MAX_STOPS}", param="stop")
+    if any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise ApiError(400, f"a stop string has more than {MAX_STOP_CHARS} characters; shorten it", param="stop")
 
 
 def _check_model(name: str, served: list[str]) -> None:
