@@ -41,9 +41,10 @@ def model_dir(tmp_path, tokenizer, family="llama-tiny", **overrides):
 
 
 def edit_config(directory, **lmlab_changes):
+    """Change config.json's "lmlab" section, leaving out the HF keys that would disagree with it."""
     config = json.loads((directory / "config.json").read_text())
-    config["lmlab"] |= lmlab_changes
-    (directory / "config.json").write_text(json.dumps(config))
+    kept = {k: v for k, v in config.items() if k in ("model_type", "architectures")}
+    (directory / "config.json").write_text(json.dumps(kept | {"lmlab": config["lmlab"] | lmlab_changes}))
 
 
 @pytest.mark.parametrize("family", ["gpt2-tiny", "llama-tiny"])
@@ -138,6 +139,7 @@ def test_encoder_config_with_fewer_layers_is_refused(tmp_path):
     encoder = build(preset("bert-tiny", vocab_size=50, context_length=16, d_model=32, d_ff=64)).eval()
     directory = save_hf_encoder_dir(encoder, tmp_path / "bert")
     config = json.loads((directory / "config.json").read_text())
+    del config["lmlab"]  # HF's keys alone (with it, they must agree with lmlab's section)
     (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1}))
     with pytest.raises(LmlabError, match="encoder.layer.1"):
         load_encoder(directory)
@@ -152,6 +154,7 @@ def test_encoder_decoder_config_with_fewer_decoder_layers_is_refused(tmp_path, n
     small = dict(vocab_size=40, d_model=16, d_ff=32, n_heads=2, max_source_length=12, max_target_length=10)
     directory = save_encoder_decoder(build_encoder_decoder(preset(name, **small)), None, tmp_path / "m")
     config = json.loads((directory / "config.json").read_text())
+    config = {k: config[k] for k in ("model_type", "lmlab")}  # no HF key left to disagree with the section
     config["lmlab"]["n_decoder_layers"] -= 1
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(LmlabError, match="left over"):

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from lmlab.config import ModelConfig, config_from_dict, config_to_dict
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
-from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.hf import check_lmlab_section, read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models.decoder import build_decoder
 from lmlab.models import registry
@@ -59,15 +59,25 @@ def special_ids(tokenizer: Tokenizer | TextTokenizer | None, vocab_size: int) ->
 
 
 def read_hf_config(directory: str | Path) -> ModelConfig:
-    """Our config for the HF model directory `directory`: every key present, typed and in range."""
+    """Our config for the HF model directory `directory`: every key present, typed and in range, and every
+    key that changes the computation honoured or refused (with an "lmlab" section: agreeing with it)."""
     hf = read_config_json(directory, "pass a model directory saved by lmlab or transformers")
     source = str(Path(directory) / "config.json")
     if "lmlab" in hf:
-        return config_from(source, lambda: config_from_dict(hf["lmlab"]))
+        return config_from(source, lambda: agreeing(config_from_dict(hf["lmlab"]), hf))
     model_type = hf.get("model_type")
     convert = registry.lookup(model_type if isinstance(model_type, str) else repr(model_type), str(directory),
                               kind="decoder").convert
     return config_from(source, lambda: convert.config_from_hf(hf))
+
+
+def agreeing(cfg: ModelConfig, hf: dict) -> ModelConfig:
+    """`cfg` (config.json's "lmlab" section) once the file's HF keys are checked against it: each key
+    transformers reads holds a value lmlab computes, and each one lmlab writes agrees with the section."""
+    convert = registry.lookup(cfg.family, kind="decoder").convert
+    convert.check_hf_keys(hf)
+    check_lmlab_section(hf, unless_efficient(convert.config_to_hf(cfg), cfg))
+    return cfg
 
 
 def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> TransformerDecoder:

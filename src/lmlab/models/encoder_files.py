@@ -16,7 +16,7 @@ import torch
 
 from lmlab.config import ATTENTION_FIELDS, EncoderConfig
 from lmlab.io.config_file import config_from
-from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.hf import check_lmlab_section, read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models import registry
 from lmlab.models.decoder_files import unless_efficient
@@ -40,8 +40,12 @@ def load_hf_encoder_dir(directory: str | Path, dtype: torch.dtype = torch.float3
     files = safetensors_files(directory)
     header = {k.removeprefix(convert.BASE_PREFIX): v for k, v in safetensors_header(files).items()}
     attention = {k: v for k, v in saved.items() if k in ATTENTION_FIELDS}
-    cfg = config_from(str(directory / "config.json"),
-                      lambda: convert.config_from_hf(hf).replace(pooler=convert.has_pooler(header), **attention))
+
+    def from_keys() -> EncoderConfig:  # the HF keys, which transformers follows too, agreeing with lmlab's record
+        if saved:
+            check_lmlab_section(hf, convert.config_to_hf(EncoderConfig(**saved)))
+        return convert.config_from_hf(hf).replace(pooler=convert.has_pooler(header), **attention)
+    cfg = config_from(str(directory / "config.json"), from_keys)
     if cfg.family != "albert":  # ALBERT's n_layers all share one stored layer
         check_layer_bound({"num_hidden_layers": cfg.n_layers}, header, source)
     with on_meta():

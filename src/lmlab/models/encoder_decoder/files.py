@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
-from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files, write_hf_dir
+from lmlab.io.hf import check_lmlab_section, read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
@@ -52,7 +52,7 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     convert = _encoder_decoder_family(path, hf).convert
     source = str(path / "config.json")
     if "lmlab" in hf:
-        cfg = config_from(source, lambda: config_from_dict(hf["lmlab"]))
+        cfg = config_from(source, lambda: _section_config(hf, convert))
     else:
         cfg = config_from(source, lambda: convert.config_from_hf(hf), "re-save the model with transformers")
     header = safetensors_header(safetensors_files(path))
@@ -67,6 +67,13 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
         model.lm_head.weight = model.shared.weight
     tokenizer = _read_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
     return model.to(dtype).eval(), tokenizer
+
+
+def _section_config(hf: dict, convert) -> EncoderDecoderConfig:
+    """config.json's "lmlab" section as our config, once its HF keys are checked to agree with it."""
+    cfg = config_from_dict(hf["lmlab"])
+    check_lmlab_section(hf, convert.config_to_hf(cfg))
+    return cfg
 
 
 def _read_config(path: Path) -> dict:

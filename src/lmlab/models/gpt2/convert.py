@@ -7,6 +7,7 @@ HF GPT-2 stores its linear layers as `Conv1D` with weights (in, out), the transp
 import torch
 
 from lmlab.config import ModelConfig
+from lmlab.io.hf import check_fixed_keys
 
 _LAYER = {  # lmlab name (after blocks.{i}.) -> (HF name (after transformer.h.{i}.), transposed)
     "norm1.weight": ("ln_1.weight", False),
@@ -30,14 +31,30 @@ _TOP = {
 }
 
 
+# The keys of an HF GPT-2 config.json that change what GPT2LMHeadModel computes, beyond the sizes
+# config_from_hf maps (vocab_size, n_positions, n_layer, n_head, n_embd, n_inner, layer_norm_epsilon,
+# tie_word_embeddings): each must hold a value lmlab's GPT-2 computes, the first being transformers' default.
+# Keys that change nothing at inference (the *_pdrop dropouts, reorder_and_upcast_attn (fp32 attention,
+# which lmlab's fp32 model computes anyway), initializer_range, use_cache, the summary_* head of
+# GPT2DoubleHeadsModel, the token ids, n_ctx) are ignored, as is every key GPT-2 does not read.
+FIXED_KEYS = {"activation_function": ("gelu_new", "gelu_pytorch_tanh"), "scale_attn_weights": (True,),
+              "scale_attn_by_inverse_layer_idx": (False,), "add_cross_attention": (False,)}
+
+
 def config_from_hf(hf: dict) -> ModelConfig:
-    """Our config for an HF GPT-2 `config.json` dict."""
+    """Our config for an HF GPT-2 `config.json` dict; a key whose value lmlab does not compute is refused."""
+    check_hf_keys(hf)
     d_model = hf["n_embd"]
     return ModelConfig(
         family="gpt2", vocab_size=hf["vocab_size"], context_length=hf["n_positions"],
         n_layers=hf["n_layer"], n_heads=hf["n_head"], d_model=d_model, d_ff=hf.get("n_inner") or 4 * d_model,
         norm_eps=hf.get("layer_norm_epsilon", 1e-5), tie_embeddings=hf.get("tie_word_embeddings", True),
     )
+
+
+def check_hf_keys(hf: dict) -> None:
+    """Refuse an HF GPT-2 config.json whose computation keys (`FIXED_KEYS`) lmlab cannot honour."""
+    check_fixed_keys(hf, FIXED_KEYS, "gpt2")
 
 
 def config_to_hf(cfg: ModelConfig) -> dict:
