@@ -1,6 +1,7 @@
 """The continuous-batching engine: every request gets what it gets decoded alone, whatever else runs."""
 
 import asyncio
+import concurrent.futures
 import dataclasses
 
 import pytest
@@ -10,7 +11,7 @@ from chat_models import tiny_chat_model
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.fused import fused_step
-from lmlab.inference import slots
+from lmlab.inference import engine as engine_module, slots
 from lmlab.inference.engine import Engine
 from lmlab.models.decoder import build_decoder
 from lmlab.models.load import load
@@ -226,3 +227,56 @@ def test_closing_ends_unfinished_requests_with_an_error(chat):
         list(request)
     with pytest.raises(LmlabError, match="closed"):
         engine.submit([1], GenerationConfig(max_new_tokens=8))
+
+
+POISONED_SEED = 666  # the request whose sampling fails, in the tests below
+
+
+def poisoned_sampling(monkeypatch, at_call: int) -> None:
+    """Make the request seeded POISONED_SEED fail at its `at_call`-th token (1: its first, at admission)."""
+    calls = []
+
+    def next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if generator is not None and generator.initial_seed() == POISONED_SEED:
+            calls.append(1)
+            if len(calls) == at_call:
+                raise RuntimeError("this request's sampling broke")
+        return real_next_token(logits, temperature, top_k, top_p, generator)
+
+    real_next_token = engine_module.next_token
+    monkeypatch.setattr(engine_module, "next_token", next_token)
+
+
+def with_seed(config: GenerationConfig, seed: int) -> GenerationConfig:
+    """`config` with a seed its own checks would refuse: a failure the engine meets only when it runs."""
+    config = dataclasses.replace(config)
+    object.__setattr__(config, "seed", seed)
+    return config
+
+
+@pytest.mark.parametrize("failure", ["first token", "fifth token", "unusable seed"])
+def test_a_failing_request_fails_alone(chat, monkeypatch, failure):
+    model, tokenizer = chat
+    prompts = [tokenizer.encode(t) for t in (TEXTS[0], TEXTS[1], TEXTS[5])]
+    greedy = GenerationConfig(max_new_tokens=30, eos_id=())
+    sampled = GenerationConfig(max_new_tokens=30, temperature=1.0, seed=POISONED_SEED, eos_id=())
+    if failure == "unusable seed":
+        sampled = with_seed(sampled, 2**64)
+    else:
+        poisoned_sampling(monkeypatch, at_call=1 if failure == "first token" else 5)
+    with Engine(model, tokenizer, slots=4) as engine:
+        running = [engine.submit(p, greedy) for p in prompts]
+        bad = engine.submit(tokenizer.encode(TEXTS[3]), sampled)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its answer comes, and soon
+            reading = pool.submit(list, bad)
+            try:
+                with pytest.raises((RuntimeError, ValueError), match="sampling broke|Overflow"):
+                    reading.result(timeout=30)
+            finally:
+                bad.cancel()  # ends the reader if no answer came
+        results = [collected(r) for r in running]
+        after = collected(engine.submit(prompts[0], greedy))  # the engine still serves
+        assert engine.stats()["running"] == 0
+    expected = [alone(model, tokenizer, p, greedy) for p in prompts]
+    assert results == expected and after == expected[0]
+    assert all(len(ids) == 30 for _, ids, _ in results)

@@ -12,7 +12,9 @@ early finishers wait for the last. The engine instead keeps one batch running in
   - a step feeds every running request its last token at its own position, one row each;
   - each row's logits go through that request's own rules (repetition penalty, temperature, top-k,
     top-p, its own seeded generator) and its own `OutputRow` (stop tokens, stop strings, text);
-  - a request that ends, or whose client cancels it, leaves at once and frees its slot.
+  - a request that ends, or whose client cancels it, leaves at once and frees its slot;
+  - a request whose own work fails (its prefill, its sampling, its text) gets the error and leaves;
+    only a failure of the shared step itself (out of memory) reaches every running request.
 
 Rows never see each other (each attends to its own positions only), so a request gets the tokens
 it would get decoded alone by `generate_batch`, greedy or sampled with the same seed.
@@ -153,13 +155,14 @@ class Engine:
                     self._admit()
                     if self._running:
                         self._step()
-                except Exception as error:  # a bug or out of memory: the requests in flight get it, serving goes on
+                except Exception as error:  # the shared step failed (out of memory): each request in it gets the error
                     for entry in self._running:
                         entry.request.put(error)
                     self._running.clear()
 
     def _admit(self) -> None:
-        """Give free slots to waiting requests: prefill each prompt and sample its first token."""
+        """Give free slots to waiting requests: prefill each prompt and sample its first token. A request
+        that fails here (out of memory, a bug) gets its error; the running ones keep their slots."""
         while len(self._running) < self.slots:
             with self._wake:
                 if not self._waiting:
@@ -167,22 +170,27 @@ class Engine:
                 request = self._waiting.popleft()
             if request.cancelled:
                 continue
-            row = len(self._running)
             try:
-                logits = self._prefill(row, request.prompt_ids)  # (V,)
-            except Exception as error:  # out of memory, say: this request fails, the others go on
+                self._start(request)
+            except Exception as error:
+                if self._running and self._running[-1].request is request:
+                    self._running.pop()  # its row is the last one: nothing to move
                 request.put(error)
-                continue
-            config = request.config
-            generator = torch.Generator(logits.device).manual_seed(config.seed) if config.seed is not None else None
-            ids = torch.tensor([request.prompt_ids], device=logits.device)
-            entry = _Running(request, OutputRow(config.stop_ids, self.tokenizer, config.stop_strings),
-                             History(ids, None, logits.size(-1), config), generator)
-            self._running.append(entry)
-            chunk = self._emit(entry, logits)
-            if chunk.finish_reason:
-                self._leave([row])
-            request.put(chunk)
+
+    def _start(self, request: Request) -> None:
+        """Prefill `request` into the next free row, sample its first token and hand over the chunk."""
+        row = len(self._running)
+        logits = self._prefill(row, request.prompt_ids)  # (V,)
+        config = request.config
+        generator = torch.Generator(logits.device).manual_seed(config.seed) if config.seed is not None else None
+        ids = torch.tensor([request.prompt_ids], device=logits.device)
+        entry = _Running(request, OutputRow(config.stop_ids, self.tokenizer, config.stop_strings),
+                         History(ids, None, logits.size(-1), config), generator)
+        self._running.append(entry)
+        chunk = self._emit(entry, logits)
+        if chunk.finish_reason:
+            self._leave([row])
+        request.put(chunk)
 
     def _prefill(self, row: int, prompt: list[int]) -> torch.Tensor:
         """Fill `row` with the prompt's keys and values (reusing a stored prefix); the logits (V,) after it."""
@@ -212,10 +220,18 @@ class Engine:
             logits = self._step_model.lm_head(hidden[:, -1]).float()  # (B, V)
         self._counts["steps"] += 1
         entries = list(self._running)
-        chunks = [self._emit(entry, logits[i]) for i, entry in enumerate(entries)]
-        self._leave([i for i, chunk in enumerate(chunks) if chunk.finish_reason])  # before the readers hear
+        chunks = [self._emit_or_error(entry, logits[i]) for i, entry in enumerate(entries)]
+        ended = [i for i, chunk in enumerate(chunks) if isinstance(chunk, Exception) or chunk.finish_reason]
+        self._leave(ended)  # before the readers hear
         for entry, chunk in zip(entries, chunks):
             entry.request.put(chunk)
+
+    def _emit_or_error(self, entry: _Running, logits: torch.Tensor) -> Chunk | Exception:
+        """`_emit`, or the exception that stopped it: one request's failure ends that request alone."""
+        try:
+            return self._emit(entry, logits)
+        except Exception as error:
+            return error
 
     def _emit(self, entry: _Running, logits: torch.Tensor) -> Chunk:
         """Pick the request's next token from its logits (V,); the chunk it adds (the last one has a
