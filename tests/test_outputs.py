@@ -6,6 +6,7 @@ import errno
 import pytest
 
 from conftest import lmlab, one_line_error
+from lmlab.errors import LmlabError
 from lmlab.io import outputs
 
 CORPUS = "CORPUS"  # replaced by the corpus file
@@ -97,10 +98,23 @@ def test_a_directory_without_write_permission_is_refused(tmp_path, corpus_file, 
 
 def test_a_run_directory_may_be_new_empty_or_lmlabs(tmp_path):
     (tmp_path / "empty").mkdir()
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "run.json").write_text("{}")
-    for path in (tmp_path / "new" / "run", tmp_path / "empty", tmp_path / "run"):
+    outputs.claim_run_dir(tmp_path / "run")
+    (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "older").mkdir()  # a run of lmlab before the marker
+    (tmp_path / "older" / "run.json").write_text('{"recipe": "pretrain"}')
+    for path in (tmp_path / "new" / "run", tmp_path / "empty", tmp_path / "run", tmp_path / "older"):
         outputs.check_run_dir(path)
+
+
+@pytest.mark.parametrize("files", [{"metrics.jsonl": "{}\n", "notes.txt": "mine"},
+                                   {"config.json": "{}", "tokenizer.json": "{}", "model.safetensors": ""},
+                                   {"run.json": "{}"}, {".lmlab-run": '{"format": "another"}'}])
+def test_only_a_marked_run_is_a_run(tmp_path, files):
+    """What a directory holds (a run's file names, an HF model) does not make it a run: only the marker does."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(LmlabError, match="not an lmlab run directory"):
+        outputs.check_run_dir(tmp_path)
 
 
 def test_ngram_export_keeps_the_users_directory(tmp_path, corpus_file, capsys):

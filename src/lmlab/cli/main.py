@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _interrupt_outside_imports)
     try:
         from lmlab.cli.commands import build_parser
+        from lmlab.cli.output_paths import check_outputs
 
         args = build_parser().parse_args(argv)
+        check_outputs(args)
         _set_threads(getattr(args, "threads", None))
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning

@@ -108,7 +108,7 @@ def add_parser(subparsers) -> None:
     export = sub.add_parser("export", help="write an n-gram model as an ARPA file")
     export.add_argument("--model", required=True, help="n-gram model directory or run directory")
     export.add_argument("--arpa", required=True, help="the ARPA file to write")
-    export.set_defaults(run=run_export)
+    export.set_defaults(run=run_export, writes=("arpa",))  # its --arpa is written
     read = sub.add_parser("import", help="read an ARPA file into an n-gram model directory")
     read.add_argument("--arpa", required=True, help="the ARPA file to read")
     read.add_argument("--tokenizer", help="tokenizer.json (or its directory) whose tokens the ARPA file spells; "

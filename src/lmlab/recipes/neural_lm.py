@@ -34,6 +34,7 @@ from lmlab.data.streams import parallel_streams
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import held_out_loss
+from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.neural_lm_files import save_neural_lm_dir
 from lmlab.models.rnn import RNNConfig, RNNLM
@@ -79,6 +80,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     texts = load_corpus(data)
     tok_file = out / TOKENIZER_FILE
     if not tok_file.exists():
+        claim_run_dir(out)
         save_tokenizer(load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size), out)
     tok = load_tokenizer(tok_file)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size())

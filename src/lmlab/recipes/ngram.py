@@ -15,6 +15,7 @@ import numpy as np
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
+from lmlab.io.outputs import claim_run_dir
 from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.models.ngram.fit import check_fit_settings, fit_ngram
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramLM
@@ -58,6 +59,7 @@ def train_ngram(data: str, out: str | Path, order: int = 3, smoothing: str = "kn
     val = gather(tokens, split.val_blocks, block_size).numpy()  # (B, block_size + 1)
     perplexity = validation_perplexity(model, val) if model.normalized and len(val) else None
     bar.update()
+    claim_run_dir(out)
     model_dir = save_ngram_dir(model, backend, Path(out) / "model")
     bar.update()
     bar.close()

@@ -19,6 +19,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import held_out_loss
+from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
@@ -60,6 +61,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
                               train_cfg.fsdp, train_cfg.bf16, train_cfg.max_memory)
     tok_file = out / TOKENIZER_FILE
     if d.is_main and not tok_file.exists():
+        claim_run_dir(out)
         save_tokenizer(load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size), out)
     d.barrier()
     tok = load_tokenizer(tok_file)

@@ -25,6 +25,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.segments import document_lines, full_sentence_rows, segments
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
+from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.masked_lm import electra_losses, masked_lm_losses
 from lmlab.models.encoder_files import save_electra_dirs, save_pretraining_dir
 from lmlab.models.pretraining import build_electra_for_pretraining, build_for_pretraining
@@ -108,6 +109,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
                 "masking": masking, "data": data, "data_key": _data_key(examples), "block_size": block,
                 } | dataclasses.asdict(train_cfg)
     if ckpt is None and distributed.current().is_main:
+        claim_run_dir(out)
         with atomic_path(out / TOKENIZER_FILE) as tmp:
             tok.save(str(tmp))
     session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)

@@ -33,6 +33,7 @@ from tokenizers import Tokenizer
 from lmlab.config import TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
+from lmlab.io.outputs import claim_run_dir
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
@@ -113,6 +114,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
                 "span_noise": dataclasses.asdict(span_noise) if "noise" in record.settings else None,
                 "data_key": _data_key(chunks), "block_size": block} | dataclasses.asdict(train_cfg)
     if ckpt is None and distributed.current().is_main:
+        claim_run_dir(out)
         save_tokenizer(tok, out)
     session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
 

@@ -57,8 +57,8 @@ def save_checkpoint(directory: Path, step: int, state: dict, keep: int) -> Path:
     state = state | {"format": FORMAT, "step": step, "rng": rng_state()}
     _check_plain(state, "checkpoint")
     path = checkpoint_file(directory, step)
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as file:  # through Python's file: a full disk's OSError shows
+        torch.save(state, file)
     for old in list_checkpoints(directory)[:-keep]:
         old.unlink(missing_ok=True)
         shutil.rmtree(shards_of(old), ignore_errors=True)

@@ -39,6 +39,7 @@ from torch import nn
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.outputs import claim_run_dir
 from lmlab.progress import progress_bar
 from lmlab.training import distributed, sharding
 from lmlab.training.checkpoint import (checkpoint_file, save_checkpoint, set_rng_state, setting_differences,
@@ -131,7 +132,7 @@ def start_session(out: Path | None, module: nn.Module, optim: OptimConfig, loop:
         print(f"memory per process: {memory.describe()}", file=sys.stderr)
     metrics = None
     if out is not None and d.is_main:
-        out.mkdir(parents=True, exist_ok=True)
+        claim_run_dir(out)
         atomic_write_text(out / "run.json", json.dumps(settings, indent=2))
         metrics = MetricsLog(out / "metrics.jsonl", resume_step=step if ckpt is not None else None)
     d.barrier()

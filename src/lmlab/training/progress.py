@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from lmlab.eval.plot import save_line_plot
-from lmlab.io.atomic import atomic_write_text
+from lmlab.io.atomic import append_bytes, atomic_write_text
 
 LOSS_CURVES = {"train loss": "loss", "validation loss": "val_loss"}
 
@@ -24,8 +24,7 @@ class MetricsLog:
             path.unlink(missing_ok=True)
 
     def write(self, **metrics) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        append_bytes(self.path, (json.dumps(metrics) + "\n").encode())
 
     def read(self) -> list[dict]:
         return read_metrics(self.path)
