@@ -6,14 +6,24 @@ defaults to 1 and 0 means greedy, top_p is in (0, 1], `stop` is one string or a 
 would change the output in a way lmlab cannot honour (n > 1, penalties, logit_bias, echo, tools, …)
 are refused with a 400 that names them rather than silently ignored; unknown extra fields are ignored,
 as OpenAI does.
+
+Everything is checked here, before the engine sees the request: every number is finite and in its
+range (the sampling settings by `GenerationConfig`'s own rules, named by their API field), and every
+string, wherever it sits in the body, is Unicode text (JSON's "\ud800" escape decodes to a lone
+surrogate, which no tokenizer or UTF-8 encoder takes).
 """
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
+from lmlab.config_checks import MAX_CONTEXT, SettingError
 from lmlab.errors import LmlabError
-from lmlab.generation.config import GenerationConfig
+from lmlab.generation.config import SEED_RANGE, GenerationConfig
+
+API_FIELDS = {"max_new_tokens": "max_tokens", "stop_strings": "stop"}  # GenerationConfig fields named otherwise here
 
 
 class ApiError(Exception):
@@ -32,19 +42,73 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
-class StreamOptions(BaseModel):
+class ApiModel(BaseModel):
+    """A request body or a part of one: floats must be finite, and no string anywhere in a field's
+    value (list items, dict keys and values included) may hold a lone surrogate."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _unicode_only(cls, value: Any) -> Any:
+        found = _lone_surrogate(value)
+        if found is not None:
+            where, char = found
+            raise PydanticCustomError("lone_surrogate", "a lone surrogate ({char}){where}: half of a UTF-16 pair, "
+                                      "not a character; send valid Unicode text",
+                                      {"char": char, "where": f" at {where}" if where else ""})
+        return value
+
+
+def parse_body(model: type[ApiModel], body: bytes) -> ApiModel:
+    """The JSON `body` as `model`, or pydantic's ValidationError naming the first bad field.
+
+    pydantic's own JSON parser refuses a lone surrogate ("\\ud800") or a NaN as invalid JSON, with no
+    field to name; Python's parser takes both, so such a body is checked from its objects instead,
+    where the field's own check (`ApiModel`) names it."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as error:
+        if error.errors()[0]["type"] != "json_invalid":
+            raise
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):  # not JSON for Python either: pydantic's message says where
+            raise error from None
+    return model.model_validate(data)
+
+
+def _lone_surrogate(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(where in `value` it is, e.g. "[0].content", and the code point as U+XXXX) of the first lone
+    surrogate in `value`'s strings, list items, dict keys and values; None when there is none."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # surrogates are the only code points UTF-8 cannot encode
+        except UnicodeEncodeError as e:
+            return path, f"U+{ord(value[e.start]):04X}"
+        return None
+    if isinstance(value, list):
+        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    elif isinstance(value, dict):
+        children = [((path + " key").strip(), key) for key in value] + [(f"{path}.{key}", item) for key, item in value.items()]
+    else:
+        return None
+    return next((found for child_path, child in children if (found := _lone_surrogate(child, child_path))), None)
+
+
+class StreamOptions(ApiModel):
     include_usage: bool = False  # a last chunk with no choices and the request's token counts
 
 
-class SamplingRequest(BaseModel):
+class SamplingRequest(ApiModel):
     """The fields completions and chat completions share."""
 
     model: str
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1)
@@ -79,12 +143,12 @@ class CompletionRequest(SamplingRequest):
                 raise ApiError(400, f"{name} is not supported by this server; leave it at its default", param=name)
 
 
-class TextPart(BaseModel):
+class TextPart(ApiModel):
     type: Literal["text"]
     text: str
 
 
-class Message(BaseModel):
+class Message(ApiModel):
     role: Literal["system", "developer", "user", "assistant"]  # developer is OpenAI's newer name for system
     content: str | list[TextPart]
 
@@ -98,7 +162,7 @@ class ChatRequest(SamplingRequest):
     """POST /v1/chat/completions: the assistant's next turn after `messages`."""
 
     messages: list[Message] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1)  # OpenAI's newer name for max_tokens
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT)  # OpenAI's newer name for max_tokens
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     tools: list | None = None
@@ -117,7 +181,7 @@ class ChatRequest(SamplingRequest):
             raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
 
 
-class EmbeddingRequest(BaseModel):
+class EmbeddingRequest(ApiModel):
     """POST /v1/embeddings: one unit-length vector per input text."""
 
     model: str
@@ -139,5 +203,8 @@ def generation_config(request: SamplingRequest, max_new_tokens: int, stop_ids: t
     try:
         return GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                 eos_id=stop_ids, stop_strings=(*stops, *extra_stops), seed=request.seed)
+    except SettingError as e:  # a value outside the range sampling works in, e.g. temperature 1e-45
+        param = API_FIELDS.get(e.field, e.field)
+        raise ApiError(400, f"{param} {e.value} {e.problem}", param=param) from None
     except LmlabError as e:
         raise ApiError(400, str(e)) from None
