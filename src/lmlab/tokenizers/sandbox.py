@@ -9,19 +9,25 @@ doubled forty times by `~` a terabyte, and two nested loops over `range(100000)`
   `{{ … }}`) is weighed, and the rendered text is counted as it streams; more than MAX_CHARS
   characters is an error. What can multiply a size (`*`, `**`, `%`, `~`, join, replace, format,
   widths, fill values) is estimated *before* it runs, so nothing big is ever allocated.
-- time: every loop step, call, filter and operator is one step; more than MAX_STEPS steps, or more
-  than MAX_SECONDS seconds, is an error. A loop with an empty body runs no call at all, so every
-  `{% for %}` is rewritten to step through `_paced`.
+- time: every loop step, call, filter and operator is one step, and so is every item a lazy filter
+  (select, map, …) yields; more than MAX_STEPS steps, or more than MAX_SECONDS seconds, is an
+  error. A loop with an empty body runs no call at all, so every `{% for %}` is rewritten to step
+  through `_paced`. The clock is read only between steps, so no one step may take long: what costs
+  more than linear time is estimated before it runs (wrapping a long word, stripping a long set of
+  characters: MAX_WORK), what makes a Python object per item of a string or a generator takes at
+  most MAX_ITEMS items, and `lipsum` (seconds of filler text no chat template prints) is not offered.
 
 The budget lives in a thread-local, so renders in other threads (a server's) are bounded too, and
 no signal is needed. Real templates stay far inside it and render exactly as before.
 """
 
+import contextlib
 import functools
+import itertools
 import re
 import threading
 import time
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -33,18 +39,34 @@ MAX_CHARS = 5_000_000  # the rendered prompt and every value on the way (over a 
 MAX_STEPS = 1_000_000  # loop steps, calls, filters and operators in one render
 MAX_SECONDS = 5.0  # wall-clock time of one render
 MAX_INT_BITS = 65_536  # the largest number a template may compute (about 20,000 digits)
+MAX_WORK = 10_000_000_000  # character copies or comparisons of one filter or method (well under a second)
+MAX_ITEMS = MAX_CHARS // 4  # items one filter makes into a list (a string's characters, a generator's items)
 _FIX = "lmlab's limit for chat templates; fix the model's chat template or choose another with --chat-template"
 
 
 class _Budget(threading.local):
     deadline: float | None = None  # None: not inside render_bounded (e.g. constant folding at compile time)
     steps: int = 0
+    what: str = "the chat template"  # named in the errors, with `fix`: see `described`
+    fix: str = _FIX
 
 
 _budget = _Budget()
 
 
-def render_bounded(template, **variables) -> str:
+@contextlib.contextmanager
+def described(what: str, fix: str):
+    """Within the block, budget errors name the template as `what` ("a task template") and end with
+    `fix` instead of the chat template's."""
+    saved = _budget.what, _budget.fix
+    _budget.what, _budget.fix = what, fix
+    try:
+        yield
+    finally:
+        _budget.what, _budget.fix = saved
+
+
+def render_bounded(template, /, **variables) -> str:
     """`template.render(**variables)` within the budget: an LmlabError names the limit that was hit."""
     saved = _budget.deadline, _budget.steps
     _budget.deadline, _budget.steps = time.monotonic() + MAX_SECONDS, 0
@@ -71,6 +93,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(finalize=_made, **options)
         self.filters.update(filters or {})
         self.filters = {name: _bounded_filter(name, f) for name, f in self.filters.items()}
+        self.globals.pop("lipsum")  # seconds and hundreds of MB of filler text for lipsum(n=100000)
         self.globals.update(globals or {})
 
     def from_string(self, source, globals=None, template_class=None):
@@ -101,14 +124,31 @@ def _step() -> None:
         return
     _budget.steps += 1
     if _budget.steps > MAX_STEPS:
-        raise LmlabError(f"the chat template ran more than {MAX_STEPS:,} loop steps and calls ({_FIX})")
+        raise _limit(f"ran more than {MAX_STEPS:,} loop steps and calls")
     if time.monotonic() > _budget.deadline:
-        raise LmlabError(f"the chat template ran longer than {MAX_SECONDS:g} s ({_FIX})")
+        raise _limit(f"ran longer than {MAX_SECONDS:g} s")
+
+
+def _limit(problem: str) -> LmlabError:
+    return LmlabError(f"{_budget.what} {problem} ({_budget.fix})")
 
 
 def _check_size(size: int) -> None:
     if size > MAX_CHARS:
-        raise LmlabError(f"the chat template makes a text or value of more than {MAX_CHARS:,} characters ({_FIX})")
+        raise _limit(f"makes a text or value of more than {MAX_CHARS:,} characters")
+
+
+def _check_work(work: int) -> None:
+    if work > MAX_WORK:
+        raise _limit(f"asks one filter or method for more than {MAX_WORK:,} character operations")
+
+
+def _read_items(iterable) -> list:
+    """The items of a generator or other iterable without a length, at most MAX_ITEMS of them."""
+    items = list(itertools.islice(iterable, MAX_ITEMS + 1))
+    if len(items) > MAX_ITEMS:
+        raise _limit(f"makes a list of more than {MAX_ITEMS:,} items")
+    return items
 
 
 def weight(value, limit: int = MAX_CHARS) -> int:
@@ -239,7 +279,7 @@ def _int_bound(bits: int) -> int:
     """Numbers in a chat template are counts and indices: one of more than MAX_INT_BITS bits is refused
     before it is computed (products of bigger ones take seconds)."""
     if bits > MAX_INT_BITS:
-        raise LmlabError(f"the chat template computes a number of more than {MAX_INT_BITS:,} bits ({_FIX})")
+        raise _limit(f"computes a number of more than {MAX_INT_BITS:,} bits")
     return 0
 
 
@@ -269,14 +309,41 @@ def _check_call(fn, args: tuple, kwargs: dict) -> tuple:
         return args
     bound = _METHOD_BOUNDS.get(getattr(target, "__name__", ""))
     if bound is not None:
-        if target.__name__ == "join" and args and not isinstance(args[0], Sized):
-            args = (list(args[0]), *args[1:])  # a generator is read once: here, then by join itself
+        if target.__name__ == "join" and args:
+            args = (_items(args[0]), *args[1:])  # a generator is read once: here, then by join itself
         _check_size(bound(text, args, kwargs))
     return args
 
 
+def _items(value):
+    """`value` for a filter or method that makes a Python object per item: a generator read into a
+    list, at most MAX_ITEMS items; a string (an object per character) of at most MAX_ITEMS characters."""
+    if isinstance(value, str) and len(value) > MAX_ITEMS:
+        raise _limit(f"makes a list of more than {MAX_ITEMS:,} items (one per character)")
+    return _read_items(value) if isinstance(value, Iterable) and not isinstance(value, Sized) else value
+
+
 def _width_bound(text: str, args: tuple, kwargs: dict) -> int:
     return max(args[0] if args else 0, len(text))
+
+
+def _strip_bound(text: str, args: tuple, kwargs: dict) -> int:
+    """str.strip(chars) looks each stripped character up in `chars`: len(text) * len(chars) in the worst case."""
+    chars = args[0] if args else kwargs.get("chars")
+    _check_work(len(text) * len(chars) if isinstance(chars, str) else 0)
+    return len(text)
+
+
+def _split_bound(text: str, args: tuple, kwargs: dict) -> int:
+    """A list of pieces of `text`: at most one per separator found (per two characters for whitespace)."""
+    sep = args[0] if args else kwargs.get("sep")
+    pieces = text.count(sep) + 1 if isinstance(sep, str) and sep else len(text) // 2 + 1
+    maxsplit = args[1] if len(args) > 1 else kwargs.get("maxsplit", -1)
+    if isinstance(maxsplit, int) and maxsplit >= 0:
+        pieces = min(pieces, maxsplit + 1)
+    if pieces > MAX_ITEMS:
+        raise _limit(f"makes a list of more than {MAX_ITEMS:,} items")
+    return len(text) + 3 * pieces
 
 
 # str methods that can make something much larger than the string: (text, args, kwargs) -> a bound.
@@ -289,6 +356,9 @@ _METHOD_BOUNDS: dict[str, Callable[[str, tuple, dict], int]] = {
     "expandtabs": lambda text, args, kwargs: (
         len(text) + text.count("\t") * max(args[0] if args else kwargs.get("tabsize", 8), 0)),
     "center": _width_bound, "ljust": _width_bound, "rjust": _width_bound, "zfill": _width_bound,
+    "strip": _strip_bound, "lstrip": _strip_bound, "rstrip": _strip_bound,
+    "split": _split_bound, "rsplit": _split_bound,
+    "splitlines": lambda text, args, kwargs: 4 * len(_items(text)),
 }
 
 
@@ -301,8 +371,29 @@ def _indent_bound(s, width=4, *_, **__) -> int:
     return len(s) + (s.count("\n") + 1) * (width if isinstance(width, int) else len(_text(width)))
 
 
-def _fill_bound(value, count=0, fill_with=None, *_, **__) -> int:
-    return weight(value) + (count * (1 + weight(fill_with)) if isinstance(count, int) and fill_with is not None else 0)
+def _batch_bound(value, linecount=0, fill_with=None, *_, **__) -> int:
+    """Each item in a new list, the last one filled up to `linecount` items."""
+    fill = linecount * (3 + weight(fill_with)) if isinstance(linecount, int) and fill_with is not None else 0
+    return weight(value) + 8 * len(value) + fill
+
+
+def _slice_bound(value, slices=0, fill_with=None, *_, **__) -> int:
+    """`slices` new lists (each costs as much as 8 characters, and seconds for millions), each maybe filled."""
+    count = slices if isinstance(slices, int) else 0
+    return weight(value) + count * (8 + (3 + weight(fill_with) if fill_with is not None else 0))
+
+
+def _wordwrap_bound(s, width=79, break_long_words=True, wrapstring=None, *_, **__) -> int:
+    """textwrap splits the text into a list of words and spaces, and cuts a word longer than `width`
+    one piece at a time, copying the rest of the word each time: len² / width characters."""
+    text = _items(_text(s))
+    _check_work(len(text) * (len(text) // max(width if isinstance(width, int) else 1, 1) + 1))
+    return len(text) * (1 + len(_text(wrapstring or "\n")))
+
+
+def _trim_bound(value, chars=None) -> int:
+    """str.strip(chars) looks each stripped character up in `chars`: len(value) * len(chars) at worst."""
+    return _strip_bound(_text(value), (chars,), {})
 
 
 def _sum_bound(items, attribute=None, start=0) -> int:
@@ -329,30 +420,34 @@ _FILTER_BOUNDS: dict[str, Callable[..., int]] = {
     "format": lambda value, *args, **kwargs: _format_bound(_text(value), [*args, *kwargs.values()], "%"),
     "indent": _indent_bound,
     "center": lambda value, width=80: max(len(_text(value)), width if isinstance(width, int) else 0),
-    "wordwrap": lambda s, width=79, break_long_words=True, wrapstring=None, *_, **__: (
-        len(_text(s)) * (1 + len(_text(wrapstring or "\n")))),
+    "wordwrap": _wordwrap_bound,
+    "trim": _trim_bound,
     "truncate": lambda s, length=255, killwords=False, end="...", *_, **__: len(_text(s)) + weight(end),
     "urlize": _urlize_bound,
-    "batch": _fill_bound,
-    "slice": _fill_bound,
+    "batch": _batch_bound,
+    "slice": _slice_bound,
     "sum": _sum_bound,
     "tojson": _tojson_bound,
     "pprint": lambda value: weight(value) * (1 + _depth(value)),
 }
-_READ_WHOLE = {"join", "sum"}  # filters whose generator input is read into a list first (to estimate)
+# Filters that make a Python object per item of their input (a string's characters, a generator's
+# items: see `_items`), or read a generator whole; their input passes `_items` first.
+_ITEMWISE = {"join", "sum", "list", "sort", "unique", "batch", "slice", "groupby", "reverse", "title"}
 
 
 def _bounded_filter(name: str, f: Callable) -> Callable:
-    """`f`, counting a step and weighing its result; for the filters in _FILTER_BOUNDS, estimating first."""
+    """`f`, counting a step and weighing its result (or pacing it, a step per item, when it is lazy);
+    for the filters in _FILTER_BOUNDS, estimating first."""
     bound = _FILTER_BOUNDS.get(name)
     skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # the context / eval context / env
 
     @functools.wraps(f)
     def bounded(*args, **kwargs):
         _step()
+        if name in _ITEMWISE and len(args) > skip and not (name == "reverse" and isinstance(args[skip], str)):
+            args = (*args[:skip], _items(args[skip]), *args[skip + 1:])
         if bound is not None and len(args) > skip:
-            if name in _READ_WHOLE and not isinstance(args[skip], Sized):
-                args = (*args[:skip], list(args[skip]), *args[skip + 1:])
             _check_size(bound(*args[skip:], **kwargs))
-        return _made(f(*args, **kwargs))
+        result = f(*args, **kwargs)
+        return _paced(result) if isinstance(result, Iterator) else _made(result)
     return bounded
