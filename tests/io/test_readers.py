@@ -142,3 +142,26 @@ def test_a_long_run_without_spaces_trains_a_tokenizer_in_seconds(train):
     start = time.perf_counter()
     train(["some ordinary text"] * 10 + [blob], 2000)
     assert time.perf_counter() - start < 15
+
+
+JSON_READERS = [kind for kind in READERS if READERS[kind][1].endswith(".jsonl")] + ["pairs jsonl"]
+READERS_AND_JSONL_PAIRS = READERS | {"pairs jsonl": (read_pairs, "pairs.jsonl", json.dumps({"source": "a",
+                                                                                           "target": "b"}),
+                                                     '{{"source": "{}", "target": "x"}}')}
+
+
+@pytest.mark.parametrize("kind", JSON_READERS)
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udfff", "\\ude00\\ud83d"])
+def test_a_lone_surrogate_escape_in_json_lines_names_file_and_line(tmp_path, kind, escape):
+    read, name, first, second = READERS_AND_JSONL_PAIRS[kind]
+    write(tmp_path / name, first, second.format(f"ba{escape}"))
+    with pytest.raises(LmlabError, match=rf"{name}:2 holds a lone surrogate \(\\ud[8-f][0-9a-f]{{2}}\)") as error:
+        read(tmp_path / name)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("kind", JSON_READERS)
+def test_a_surrogate_pair_escape_is_text(tmp_path, kind):
+    read, name, first, second = READERS_AND_JSONL_PAIRS[kind]
+    (tmp_path / name).write_text(first + "\n" + second.format("smile \\ud83d\\ude00") + "\n")
+    assert "\U0001f600" in str(read(tmp_path / name))

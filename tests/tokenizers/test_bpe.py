@@ -118,7 +118,7 @@ def test_loading_a_missing_tokenizer_is_a_clear_error(tmp_path):
 
 def test_loading_a_corrupt_tokenizer_is_a_clear_error(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(LmlabError, match="not a valid tokenizer.json"):
+    with pytest.raises(LmlabError, match="tokenizer.json is not valid JSON"):
         load_tokenizer(tmp_path)
 
 

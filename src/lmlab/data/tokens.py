@@ -17,6 +17,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.cache import cache_dir
 from lmlab.tokenizers.bpe import EOS, special_token_ids
+from lmlab.tokenizers.panics import library_panics
 
 CACHE_FORMAT = b"lmlab-tokens-v1"  # change when the array's layout or meaning changes
 DOCS_PER_BATCH = 1024
@@ -76,7 +77,9 @@ def _encode(texts: Sequence[str], tokenizer: Tokenizer, eos_id: int) -> np.ndarr
         for begin in range(0, len(texts), DOCS_PER_BATCH):
             batch = list(texts[begin : begin + DOCS_PER_BATCH])
             ids = []
-            for encoding in tokenizer.encode_batch(batch, add_special_tokens=False):
+            with library_panics("encoding the data"):
+                encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
+            for encoding in encodings:
                 ids += encoding.ids
                 ids.append(eos_id)
             pieces.append(np.array(ids, dtype=dtype))

@@ -16,19 +16,32 @@ MAX_BYTES = 64 << 20  # far above any real config (SmolLM2's tokenizer_config.js
 def read_json_object(path: str | Path, fix: str) -> dict:
     """The JSON object in the file `path`; a one-line LmlabError ending with `fix` when the file is
     missing, too large, not UTF-8, not JSON or not an object."""
+    return parse_json_object(read_json_text(path, fix), path, fix)
+
+
+def read_json_text(path: str | Path, fix: str, max_bytes: int = MAX_BYTES) -> str:
+    """The text of the JSON file `path` (at most `max_bytes`); one line ending with `fix` when it is
+    missing, too large or not UTF-8."""
     path = Path(path)
     try:
         size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise LmlabError(f"{path} is {size:,} bytes, more than a JSON settings file holds "
-                             f"({MAX_BYTES:,} at most); {fix}")
-        value = json.loads(path.read_bytes().decode("utf-8"))
+        if size > max_bytes:
+            raise LmlabError(f"{path} is {size:,} bytes, more than a file of its kind holds "
+                             f"({max_bytes:,} at most); {fix}")
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise LmlabError(f"{path} does not exist; {fix}") from None
     except OSError as e:
         raise LmlabError(f"cannot read {path} ({e.strerror or e}); {fix}") from None
     except UnicodeDecodeError as e:
         raise LmlabError(f"{path} is not UTF-8 text (byte {e.start}); {fix}") from None
+
+
+def parse_json_object(text: str, path: str | Path, fix: str) -> dict:
+    """The JSON object `text` read from `path`; one line ending with `fix` when it is not JSON (nesting
+    or numbers too deep or long for Python's parser included) or not an object."""
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         raise LmlabError(f"{path} is not valid JSON (line {e.lineno}: {e.msg}); {fix}") from None
     except RecursionError:

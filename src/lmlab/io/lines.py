@@ -70,11 +70,38 @@ def json_objects(path: str | os.PathLike, hint: str) -> Iterator[tuple[int, dict
         except ValueError as e:  # a number of more than 4300 digits
             reason = f"is not valid JSON ({str(e).split(':')[0]})"
         else:
+            surrogate = lone_surrogate(value) if "\\u" in text else None  # only a \uXXXX escape makes one
+            if surrogate is not None:
+                raise LmlabError(f"{path}:{number} holds a lone surrogate (\\u{ord(surrogate):04x}), which is not "
+                                 "Unicode text; remove it (a character beyond U+FFFF is escaped as a pair, "
+                                 "\\ud83d\\ude00)")
             if isinstance(value, dict):
                 yield number, value
                 continue
             reason = f"is a JSON {type(value).__name__}, not an object"
         raise LmlabError(f"{path}:{number} {reason}; {hint}")
+
+
+def lone_surrogate(value) -> str | None:
+    """The first lone surrogate (U+D800..U+DFFF) in any string, key or value, of the JSON `value`, or None.
+
+    JSON's `\\ud800` escapes decode to such characters, which no UTF-8 can hold: the tokenizer, a file
+    writer and every other consumer of text fails on them, so a reader refuses them where it can name the
+    line. (Strictly decoded UTF-8 text never holds one: only a JSON escape makes it.)"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += item.keys()
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return item[error.start]
+    return None
 
 
 def max_line_bytes() -> int:

@@ -23,7 +23,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.json_file import parse_json_object, read_json_text
 from lmlab.tokenizers.bpe_tables import REST_FILE, has_tables, load_tables
+from lmlab.tokenizers.file_checks import MAX_FILE_BYTES, check_tokenizer_json
+from lmlab.tokenizers.panics import library_panics
 
 BOS = "<|bos|>"
 EOS = "<|eos|>"
@@ -100,7 +103,8 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
 
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     """Load a tokenizer from a `tokenizer.json` file or from a directory that contains one (or the BPE
-    tables that lmlab's caches keep instead, `bpe_tables.py`: read first where a directory has them)."""
+    tables that lmlab's caches keep instead, `bpe_tables.py`: read first where a directory has them).
+    The file is parsed and bounded (`file_checks.py`) before the library builds anything from it."""
     path = Path(path)
     tables = path.is_dir() and has_tables(path)
     file = path / (REST_FILE if tables else TOKENIZER_FILE) if path.is_dir() else path
@@ -109,13 +113,21 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
             f"tokenizer '{file}' does not exist; "
             f"pass a tokenizer.json file or a directory containing one"
         )
+    fix = "re-save or re-train it"
     try:
-        tokenizer = load_tables(path) if tables else Tokenizer.from_file(str(file))
+        with library_panics(f"loading '{file}'"):
+            if tables:
+                tokenizer = load_tables(path)
+            else:
+                text = read_json_text(file, fix, MAX_FILE_BYTES)
+                check_tokenizer_json(parse_json_object(text, file, fix), file)
+                tokenizer = Tokenizer.from_str(text)
+    except LmlabError:
+        raise
     except Exception as error:  # the Rust library raises a bare Exception for any parse failure
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise LmlabError(
-            f"tokenizer '{file}' is not a valid {file.name} ({first_line}); "
-            f"re-save or re-train it"
+            f"tokenizer '{file}' is not a valid {file.name} ({first_line}); {fix}"
         ) from error
     return_freed_memory()  # the parse's buffers, freed but still resident: see there
     return tokenizer

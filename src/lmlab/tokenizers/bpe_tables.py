@@ -17,6 +17,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer, models
 
 from lmlab.io.atomic import atomic_write_text
+from lmlab.tokenizers.file_checks import check_tokenizer_json
 
 PREFIX = "lmlab-bpe"
 BPE_VOCAB, BPE_MERGES = f"{PREFIX}-vocab.json", f"{PREFIX}-merges.txt"  # what BPE.save names them
@@ -46,6 +47,7 @@ def save_tables(backend: Tokenizer, directory: Path) -> None:
 def load_tables(directory: Path) -> Tokenizer:
     """The tokenizer that `save_tables` wrote into `directory`."""
     rest = json.loads((directory / REST_FILE).read_text(encoding="utf-8"))
+    check_tokenizer_json(rest["tokenizer"] | {"added_tokens": rest["added_tokens"]}, directory / REST_FILE)
     backend = Tokenizer.from_str(json.dumps(rest["tokenizer"]))
     options = {k: v for k, v in rest["tokenizer"]["model"].items() if k in _OPTIONS and v is not None}
     backend.model = models.BPE.from_file(str(directory / BPE_VOCAB), str(directory / BPE_MERGES), **options)

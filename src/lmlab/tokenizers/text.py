@@ -21,6 +21,7 @@ from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
 from lmlab.tokenizers.bpe_tables import save_tables
+from lmlab.tokenizers.panics import library_panics
 
 CONFIG_FILE = "tokenizer_config.json"
 
@@ -53,8 +54,13 @@ class TextTokenizer:
         return self.backend.get_vocab_size()
 
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
-        """Token ids of `text` as plain text; `add_bos` puts the bos token first."""
-        ids = self.backend.encode(text, add_special_tokens=False).ids
+        """Token ids of `text` as plain text; `add_bos` puts the bos token first. Text that is not
+        Unicode (a lone surrogate, from a JSON escape or undecodable bytes in an argument) is one line."""
+        try:
+            with library_panics("encoding a text"):
+                ids = self.backend.encode(text, add_special_tokens=False).ids
+        except TypeError as error:
+            raise not_unicode(text) or error from None
         if add_bos:
             if self.bos_id is None:
                 raise LmlabError("this tokenizer has no bos token; drop --add-bos")
@@ -62,11 +68,12 @@ class TextTokenizer:
         return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
-        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        with library_panics("decoding tokens"):
+            return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def token_text(self, token_id: int) -> str:
         """How one token reads on its own (for tables of top tokens)."""
-        return self.backend.decode([token_id], skip_special_tokens=False)
+        return self.decode([token_id], skip_special_tokens=False)
 
     def save(self, directory: str | Path, tables: bool = False) -> None:
         """Write tokenizer.json and tokenizer_config.json into `directory` (atomically, each). `tables`: a
@@ -109,18 +116,41 @@ class TextTokenizer:
             if token is not None and not isinstance(token, str):
                 raise LmlabError(f"{config_path}: {key} must be a token (a string or {{\"content\": …}}), not "
                                  f"{json.dumps(token)[:40]}; re-export the tokenizer")
-            return backend.token_to_id(token) if token else None
+            return known_id(token, key) if token else None
+
+        def known_id(token: str, key: str) -> int:
+            """The id of `token`, which the config names under `key`: a token the vocabulary lacks would
+            silently drop a stop (generation would never end) or a bos, so it is refused."""
+            found = backend.token_to_id(token)
+            if found is None:
+                raise LmlabError(f"{config_path}: {key} {token[:40]!r} is not a token of the tokenizer's "
+                                 f"vocabulary ({directory / TOKENIZER_FILE}); name one of its tokens there, or "
+                                 "remove the key")
+            return found
 
         eos = token_id("eos_token")
         stop_tokens = config.get("stop_tokens", [])
         if not (isinstance(stop_tokens, list) and all(isinstance(t, str) for t in stop_tokens)):
             raise LmlabError(f"{config_path}: stop_tokens must be a list of token strings; re-export the tokenizer")
-        stops = [backend.token_to_id(t) for t in stop_tokens]
+        stops = [known_id(t, "stop_tokens") for t in stop_tokens]
         stops = tuple(i for i in dict.fromkeys([eos, *stops]) if i is not None)
         named = _named_templates(config.get("chat_template"), config_path)
         template = named.get("default") if isinstance(named, dict) else named
         return cls(backend, token_id("bos_token"), eos, token_id("pad_token"), stops, template,
                    chat_templates=named if isinstance(named, dict) else {})
+
+
+def not_unicode(text) -> LmlabError | None:
+    """The error for a text the tokenizer refused, when it is a string with a lone surrogate (which no
+    UTF-8 encodes: it comes from a JSON escape such as "\\ud800", or from bytes that were not UTF-8 in a
+    command-line argument); None when that is not why."""
+    if not isinstance(text, str):
+        return None
+    at = next((i for i, char in enumerate(text) if "\ud800" <= char <= "\udfff"), None)
+    if at is None:
+        return None
+    return LmlabError(f"the text to encode is not Unicode text: it holds a lone surrogate (\\u{ord(text[at]):04x} at "
+                      f"character {at + 1}); pass UTF-8 text")
 
 
 def read_tokenizer_config(path: Path) -> dict:
