@@ -60,15 +60,17 @@ def add_sampling_args(p: argparse.ArgumentParser, max_new_tokens: int):
     how = g.add_mutually_exclusive_group()
     how.add_argument("--greedy", action="store_true", help="always take the most likely token")
     how.add_argument("--temperature", type=float, metavar="T",
-                     help="sampling temperature (default 1.0; 0 = greedy)")
+                     help="sampling temperature: 0 = greedy, else at least 0.01 (default 1.0)")
     g.add_argument("--top-k", type=int, metavar="K", help="sample among the K most likely tokens only")
     g.add_argument("--top-p", type=float, metavar="P",
                    help="sample among the smallest set of tokens whose probability reaches P, in (0, 1]")
     g.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R",
-                   help="R > 1 discourages tokens already in the prompt or output (default 1.0 = off)")
+                   help="R > 1 discourages tokens already in the prompt or output, R < 1 favours them; in "
+                        "[0.01, 100] (default 1.0 = off)")
     g.add_argument("--stop", nargs="+", action="extend", default=[], metavar="STR",
                    help="stop when the text contains STR (not printed); \\n and \\t mean newline and tab")
-    g.add_argument("--seed", type=int, metavar="S", help="random seed, for reproducible sampling")
+    g.add_argument("--seed", type=int, metavar="S",
+                   help="random seed, for reproducible sampling: any integer in [-2**63, 2**64 - 1]")
     return g
 
 
