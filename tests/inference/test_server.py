@@ -226,6 +226,17 @@ BAD_REQUESTS = {  # name: (path, body, status, param, code)
     "empty embedding input": ("/v1/embeddings", {"model": "tiny-encoder", "input": []}, 400, "input", None),
     "unknown encoding format": ("/v1/embeddings", {"model": "tiny-encoder", "input": "a", "encoding_format": "hex"},
                                 400, "encoding_format", None),
+    "seventeen stop strings": ("/v1/completions", {"model": MODEL, "prompt": "1", "stop": list("abcdefghijklmnopq")},
+                               400, "stop", None),
+    "a stop string of 1001 characters": ("/v1/chat/completions", {**CHAT, "stop": "x" * 1001}, 400, "stop", None),
+    "more messages than the context": ("/v1/chat/completions", {**CHAT, "messages": ASK * 2049}, 400, "messages",
+                                       "context_length_exceeded"),
+    "an embedding input over the encoder's context": ("/v1/embeddings", {"model": "tiny-encoder",
+                                                                         "input": ["a", "the cat " * 100]},
+                                                      400, "input", None),
+    "2049 embedding inputs": ("/v1/embeddings", {"model": "tiny-encoder", "input": ["a"] * 2049}, 400, "input", None),
+    "a body over the limit": ("/v1/completions", {"model": MODEL, "prompt": "x" * (1 << 20)}, 413, None,
+                              "request_too_large"),
 }
 
 

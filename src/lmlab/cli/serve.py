@@ -1,8 +1,10 @@
 """`lmlab serve`: a model behind an OpenAI-compatible HTTP API (and a web chat at /), until Ctrl-C."""
 
 import argparse
+import errno
 import os
 import socket
+import sys
 from pathlib import Path
 
 from lmlab.cli.model_dtype import add_dtype_arg
@@ -11,6 +13,9 @@ from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
 
 MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
+# The event loop, the engine and the threads that parse, render and tokenize share the GIL: one that
+# waits for it after a torch op or a socket read gets it within this long (Python's default: 5 ms).
+SWITCH_SECONDS = 0.001
 API_KEY_ENV = "LMLAB_API_KEY"  # where --api-key is read from when not given (so it is not in `ps`)
 
 
@@ -76,6 +81,7 @@ def run(args) -> None:
     app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access)
     config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
                             log_level="info", lifespan="off")
+    sys.setswitchinterval(SWITCH_SECONDS)
     engine.start()
     try:
         uvicorn.Server(config).run(sockets=[listener])
@@ -99,8 +105,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
         listener.bind((host, port))
     except OSError as e:
         listener.close()
-        raise LmlabError(f"cannot listen on {host}:{port}: {e.strerror}; choose another --port (or stop what "
-                         "uses this one)") from None
+        fix = "choose another --port (or stop what uses this one)" if e.errno == errno.EADDRINUSE else \
+            "check --host (127.0.0.1, 0.0.0.0 or an address of this machine) and --port (below 1024 needs root)"
+        raise LmlabError(f"cannot listen on {host}:{port}: {e.strerror}; {fix}") from None
     return listener
 
 

@@ -4,9 +4,10 @@
   server through a DNS name it points at 127.0.0.1 (DNS rebinding), since the browser sends that name.
 - With an API key, every route but /health and the chat page needs `Authorization: Bearer KEY`, as
   OpenAI's clients send it (`api_key=`); the key is compared in constant time.
-- The body is read here, whole, before the route runs: at most MAX_BODY_BYTES (refused by its
-  Content-Length before a byte is read, or as soon as a streamed body grows past it) and within
-  BODY_SECONDS, so a client that sends slowly, or too much, holds no route and no memory.
+- The body is read here, whole, before the route runs: at most `body_limit(context)` bytes (refused by
+  its Content-Length before a byte is read, or as soon as a streamed body grows past it) and within
+  BODY_SECONDS, so a client that sends slowly, or too much, holds no route and no memory; and parsing
+  what is read stays short (a megabyte of small JSON objects takes pydantic a fifth of a second).
 
 Refusals are OpenAI's error object (400 bad Host, 401 key, 408 slow body, 413 large body) and close the
 connection, whose body may still be on its way. `protocol.py` bounds the time to send the headers.
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 
 from lmlab.inference.openai_api import ApiError
 
-MAX_BODY_BYTES = 8 << 20  # 8 MiB: a 128k-token context as JSON token ids, or as text escaped as \uXXXX
+BODY_BYTES_PER_TOKEN = 128  # a token's share of a body holding a whole context (as text escaped as \uXXXX, or ids)
+MIN_BODY_BYTES, MAX_BODY_BYTES = 1 << 20, 8 << 20  # 1 to 8 MiB, whatever the context
 BODY_SECONDS = 10.0  # from a request's headers to its body's last byte
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 ANY_ADDRESS = frozenset({"0.0.0.0", "::", ""})  # --host values that listen on every interface
@@ -35,6 +37,11 @@ class Access:
     api_key: str | None = None
 
 
+def body_limit(context_length: int) -> int:
+    """The largest body a server for this context reads: room for a whole context, 1 to 8 MiB."""
+    return min(MAX_BODY_BYTES, max(MIN_BODY_BYTES, context_length * BODY_BYTES_PER_TOKEN))
+
+
 def access_for(bind_host: str, allowed_hosts: tuple[str, ...] = (), api_key: str | None = None) -> Access:
     """The Access of a server listening on `bind_host`: the local names and that address, plus
     `allowed_hosts`; a server on every interface (0.0.0.0) takes any Host unless `allowed_hosts` names some."""
@@ -48,8 +55,7 @@ class RequestGuard:
     """ASGI middleware: checks the Host and the API key, then reads the body within its size and time
     limits and hands it on to `app` (which sees the client's own messages after it, e.g. a disconnect)."""
 
-    def __init__(self, app, access: Access, max_body_bytes: int = MAX_BODY_BYTES,
-                 body_seconds: float = BODY_SECONDS):
+    def __init__(self, app, access: Access, max_body_bytes: int, body_seconds: float = BODY_SECONDS):
         self.app = app
         self.access = access
         self.max_body_bytes = max_body_bytes
@@ -94,7 +100,8 @@ class RequestGuard:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), key.encode()):
                 return ApiError(401, "a missing or wrong API key: send the server's --api-key as "
-                                     "'Authorization: Bearer KEY' (OpenAI clients: api_key=KEY)", code="invalid_api_key")
+                                     "'Authorization: Bearer KEY' (OpenAI clients: api_key=KEY)",
+                                code="invalid_api_key")
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body_bytes:
             return _too_large(int(length), self.max_body_bytes)
@@ -124,8 +131,8 @@ class RequestGuard:
 
 
 def _too_large(size: int, limit: int) -> ApiError:
-    return ApiError(413, f"the request body has more than {limit:,} bytes ({size:,}); this server reads at most "
-                         f"{limit >> 20} MiB per request", code="request_too_large")
+    return ApiError(413, f"the request body has {size:,} bytes; this server reads at most {limit:,} (room for the "
+                         "model's whole context)", code="request_too_large")
 
 
 def _host_name(host: str) -> str:

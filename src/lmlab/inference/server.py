@@ -34,7 +34,7 @@ from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
-from lmlab.inference.guard import Access, RequestGuard
+from lmlab.inference.guard import Access, RequestGuard, body_limit
 from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
 from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
                                         generation_config)
@@ -67,7 +67,7 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
     it answers to and its API key (default: local names only, no key)."""
     app = FastAPI(title="lmlab", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServerMetrics(engine.stats)
-    app.add_middleware(RequestGuard, access=access)
+    app.add_middleware(RequestGuard, access=access, max_body_bytes=body_limit(context_length))
     app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)  # outermost: counts refusals too
     generator = _Generator(engine, tokenizer, model_name, context_length, metrics)
     embed_lock = asyncio.Lock()  # one batch of embeddings at a time: each uses every core
@@ -211,7 +211,14 @@ class _Generator:
         return await self._answer(body, http, prompt_ids, config, top_logprobs, reply)
 
     def _chat_prompt(self, messages: list[dict]) -> list[int]:
-        """Token ids of `messages` rendered by the model's chat template (run in a thread)."""
+        """Token ids of `messages` rendered by the model's chat template (run in a thread). Messages that
+        could not fit the context (each takes a token at least, its text as `_encode` counts) are
+        refused before the template runs."""
+        chars = sum(len(m["content"]) for m in messages)
+        if len(messages) > self.context_length or chars > self.max_prompt_chars:
+            raise ApiError(400, f"messages hold {len(messages):,} messages of {chars:,} characters: more tokens than "
+                                f"the model's context of {self.context_length}; shorten them", param="messages",
+                           code="context_length_exceeded")
         try:
             text = chat_prompt(self.tokenizer, messages)
         except LmlabError as e:
