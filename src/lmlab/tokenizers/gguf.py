@@ -1,10 +1,14 @@
 """A `TextTokenizer` rebuilt from the vocabulary a GGUF file carries in its metadata.
 
 GGUF has no tokenizer.json; it stores the tokens, their types (normal, control, user-defined…),
-the BPE merges, the special-token ids and the chat template. For byte-level BPE
-(`tokenizer.ggml.model == "gpt2"`) we rebuild the same HF `tokenizers` pipeline transformers
-builds from such a file, so both give the same ids for the same text.
+the BPE merges, the special-token ids, the chat template, and the name of the way text is split
+before BPE (`tokenizer.ggml.pre`). For byte-level BPE (`tokenizer.ggml.model == "gpt2"`) we rebuild
+that pipeline with HF `tokenizers`: the split llama.cpp applies for the name (`PRE_TOKENIZERS`), which
+is the one the family's own tokenizer.json gives, so lmlab, llama.cpp and the original model give
+the same ids for the same text.
 """
+
+from dataclasses import dataclass
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
@@ -13,11 +17,36 @@ from lmlab.tokenizers.text import TextTokenizer
 
 NORMAL, CONTROL, USER_DEFINED = 1, 3, 4  # values of tokenizer.ggml.token_type
 
-# `tokenizer.ggml.pre` names whose merges were learned on text split by the Llama-3 pattern rather
-# than GPT-2's (the default). The pattern is the one published with Llama 3's tokenizer.
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_SPLITS = {name: _LLAMA3_SPLIT for name in ("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3")}
+# How text is split before BPE, by `tokenizer.ggml.pre`: the regular expressions llama.cpp applies in turn
+# (each splits every piece the one before left, matches and the text between them kept), and whether a
+# piece that is a whole token is taken as it is, without merges ("ignore merges", as Llama 3's own
+# tokenizer.json says). The patterns are those published with each family's tokenizer.
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"  # GPT-2's own
+_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")  # Llama 3's, with every digit a piece of its own
+
+
+@dataclass(frozen=True)
+class PreTokenizer:
+    splits: tuple[str, ...]  # regular expressions, applied in turn
+    ignore_merges: bool = False  # a piece that is a token of the vocabulary is taken whole
+
+
+_GPT2_PRE = PreTokenizer((_GPT2,))
+_LLAMA3_PRE = PreTokenizer((_LLAMA3,), ignore_merges=True)
+_QWEN2_PRE = PreTokenizer((_QWEN2,))
+_DIGITS_PRE = PreTokenizer((r"\p{N}", _GPT2))  # every digit alone, then GPT-2's pattern (SmolLM, StarCoder)
+PRE_TOKENIZERS = {
+    # "default" (or no name) is GPT-2's pattern, as transformers reads it; llama.cpp's own fallback also
+    # splits punctuation runs and digit triples apart, a guess it warns about rather than any model's split.
+    "default": _GPT2_PRE,
+    "gpt-2": _GPT2_PRE, "mpt": _GPT2_PRE, "olmo": _GPT2_PRE, "phi-2": _GPT2_PRE,
+    "llama3": _LLAMA3_PRE, "llama-v3": _LLAMA3_PRE, "llama-bpe": _LLAMA3_PRE, "falcon3": _LLAMA3_PRE,
+    "dbrx": PreTokenizer((_LLAMA3,)), "smaug-bpe": PreTokenizer((_LLAMA3,)),
+    "qwen2": _QWEN2_PRE, "stablelm2": _QWEN2_PRE, "deepseek-r1-qwen": _QWEN2_PRE,
+    "smollm": _DIGITS_PRE, "starcoder": _DIGITS_PRE, "refact": _DIGITS_PRE, "command-r": _DIGITS_PRE,
+}
 
 # Control tokens that end a turn or a text in common chat formats: generation stops at any of them.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
@@ -43,19 +72,16 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
     if bad is not None:
         raise LmlabError(f"GGUF tokenizer.ggml.merges holds {' '.join(bad)!r}, which is not two tokens of the "
                          "vocabulary; the file is damaged, download it again")
+    pre = pre_tokenizer(meta)
     try:
-        backend = Tokenizer(models.BPE(vocab, merges, fuse_unk=False))
+        backend = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, ignore_merges=pre.ignore_merges))
     except Exception as e:  # tokenizers raises a bare Exception for a model it cannot build
         raise LmlabError(f"GGUF tokenizer cannot be built ({e}); the file is damaged, download it again") from None
-    split = _SPLITS.get(meta.get("tokenizer.ggml.pre"))
     # No prefix space, whatever tokenizer.ggml.add_space_prefix says: neither llama.cpp nor
     # transformers adds one for byte-level vocabularies.
-    if split is None:
-        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    else:
-        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
-                                                         pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                                  use_regex=False)])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(split), behavior="isolated") for split in pre.splits]
+        + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     backend.decoder = decoders.ByteLevel()
 
     def token_id(name: str) -> int | None:
@@ -79,6 +105,16 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
     if template is not None and not isinstance(template, str):
         raise LmlabError("GGUF tokenizer.chat_template is not text; the file is damaged, download it again")
     return TextTokenizer(backend, bos, eos, pad, stops, template)
+
+
+def pre_tokenizer(meta: dict) -> PreTokenizer:
+    """The splitting `tokenizer.ggml.pre` names ("default" when absent, as llama.cpp reads it); a name
+    lmlab does not implement is refused, since another split gives other tokens without a word."""
+    name = meta.get("tokenizer.ggml.pre", "default")
+    if name not in PRE_TOKENIZERS:
+        raise LmlabError(f"GGUF tokenizer.ggml.pre={name!r} is a pre-tokenizer lmlab does not implement; it reads "
+                         f"{', '.join(sorted(PRE_TOKENIZERS))}")
+    return PRE_TOKENIZERS[name]
 
 
 def _list_of(meta: dict, key: str, kind: type, required: bool = False) -> list:

@@ -29,6 +29,19 @@ _TOP = {"token_embedding.weight": "token_embd.weight", "norm.weight": "output_no
 _LM_HEAD = "output.weight"  # absent when the LM head is tied to the embedding
 
 
+# The llama.* metadata keys and what lmlab does with each. llama.cpp gives variants of the architecture
+# keys of their own (experts, sliding windows, logit soft-capping, scaled or partial RoPE, separate head
+# sizes), so a key outside this table is refused rather than ignored: ignoring it would compute another model.
+READ_KEYS = {"context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
+             "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "rope.freq_base"}  # into the config
+HEAD_SIZE_KEYS = {"rope.dimension_count", "attention.key_length", "attention.value_length"}  # must be head_dim
+FIXED_KEYS = {"expert_count": 0, "expert_used_count": 0, "rope.scaling.type": "none", "rope.scaling.factor": 1.0}
+# Keys that change nothing here: the vocabulary size (checked against the embedding), and the context a
+# scaled RoPE was trained for, which means nothing while rope.scaling.type is none.
+HARMLESS_KEYS = {"vocab_size", "rope.scaling.original_context_length", "rope.scaling.finetuned"}
+KNOWN_KEYS = READ_KEYS | HEAD_SIZE_KEYS | set(FIXED_KEYS) | HARMLESS_KEYS
+
+
 def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelConfig:
     """Our config from a GGUF file's metadata (key -> value) and tensor shapes (name -> (out, in)).
 
@@ -49,9 +62,7 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelCon
     if _TOP["token_embedding.weight"] not in shapes:
         raise LmlabError(f"GGUF file lacks tensor '{_TOP['token_embedding.weight']}'; it does not hold a complete "
                          f"{ARCHITECTURE} model")
-    scaling = meta.get(f"{ARCHITECTURE}.rope.scaling.type", "none")
-    if scaling != "none":
-        raise LmlabError(f"rope scaling '{scaling}' is not supported yet; only plain RoPE models load")
+    check_known_keys(meta)
     n_layers = key("block_count", int)
     layers = {int(m[1]) for name in shapes if (m := re.match(r"blk\.(\d+)\.", name))}
     if n_layers != len(layers) or layers != set(range(n_layers)):  # the count first: no huge range built
@@ -63,17 +74,38 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelCon
         raise LmlabError(f"GGUF metadata: embedding_length={d_model}, head_count={n_heads} and head_count_kv="
                          f"{n_kv_heads} do not divide into even-sized heads; the file is damaged, download it again")
     head_dim = d_model // n_heads
-    if key("rope.dimension_count", int, head_dim) != head_dim:
-        raise LmlabError(f"rope.dimension_count={meta[f'{ARCHITECTURE}.rope.dimension_count']} differs from "
-                         f"head_dim={head_dim}; partial rotary embeddings are not supported")
+    for name in sorted(HEAD_SIZE_KEYS):
+        if key(name, int, head_dim) != head_dim:
+            raise LmlabError(f"GGUF metadata '{ARCHITECTURE}.{name}'={meta[f'{ARCHITECTURE}.{name}']} differs from "
+                             f"embedding_length / head_count = {head_dim}; lmlab's {ARCHITECTURE} has one head size "
+                             "for queries, keys, values and rotary positions")
+    vocab_size = shapes[_TOP["token_embedding.weight"]][0]
+    if key("vocab_size", int, vocab_size) != vocab_size:
+        raise LmlabError(f"GGUF metadata '{ARCHITECTURE}.vocab_size'={meta[f'{ARCHITECTURE}.vocab_size']} but "
+                         f"{_TOP['token_embedding.weight']} has {vocab_size} rows; the file is damaged, download it again")
     return ModelConfig(
-        family="llama", vocab_size=shapes[_TOP["token_embedding.weight"]][0], context_length=key("context_length", int),
+        family="llama", vocab_size=vocab_size, context_length=key("context_length", int),
         n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads,
         d_model=d_model, d_ff=key("feed_forward_length", int), norm="rmsnorm",
         norm_eps=key("attention.layer_norm_rms_epsilon", float), ffn="swiglu", positions="rope",
         rope_base=key("rope.freq_base", float, 10000.0), bias=False,
         tie_embeddings=_LM_HEAD not in shapes,
     )
+
+
+def check_known_keys(meta: dict) -> None:
+    """Every llama.* key of `meta` is one lmlab honours (`KNOWN_KEYS`), and those with a fixed value hold it."""
+    prefix = f"{ARCHITECTURE}."
+    unknown = sorted(k for k in meta if k.startswith(prefix) and k.removeprefix(prefix) not in KNOWN_KEYS)
+    if unknown:
+        raise LmlabError(f"GGUF metadata '{unknown[0]}'={meta[unknown[0]]!r} belongs to a {ARCHITECTURE} variant lmlab "
+                         "does not compute (docs/real-models.md lists the keys it reads); this model is not supported "
+                         "yet")
+    for name, value in FIXED_KEYS.items():
+        found = meta.get(prefix + name, value)
+        if found != value or isinstance(found, bool):
+            raise LmlabError(f"GGUF metadata '{prefix}{name}'={found!r}, but lmlab's {ARCHITECTURE} computes {value!r} "
+                             "only (no experts, no RoPE scaling); this model is not supported yet")
 
 
 def _ranges(layers: set[int]) -> str:
