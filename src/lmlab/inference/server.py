@@ -37,7 +37,7 @@ from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.inference.guard import Access, RequestGuard, body_limit
 from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
 from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
-                                        generation_config)
+                                        generation_config, parse_body)
 from lmlab.models.bert.model import BertEncoder
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 from lmlab.tokenizers.text import TextTokenizer
@@ -157,7 +157,7 @@ async def _parsed(model: type[BaseModel], request: Request) -> BaseModel:
     takes most of a second); a 400 naming the first bad field."""
     body = await request.body()
     try:
-        return await asyncio.to_thread(model.model_validate_json, body)
+        return await asyncio.to_thread(parse_body, model, body)
     except ValidationError as e:
         raise _validation_error(e.errors()) from None
 
@@ -192,7 +192,8 @@ class _Generator:
         body.refuse_unsupported()
         _check_stops(body.stop)
         prompt_ids = await asyncio.to_thread(self._completion_prompt, body.prompt)
-        max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "prompt", COMPLETION_DEFAULT_TOKENS)
+        max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "max_tokens", COMPLETION_DEFAULT_TOKENS,
+                                     "prompt")
         config = generation_config(body, max_new, self.tokenizer.stop_ids)
         reply = _Reply("cmpl", "text_completion", self.model_name, self.tokenizer, chat=False)
         return await self._answer(body, http, prompt_ids, config, body.logprobs, reply)
@@ -204,7 +205,7 @@ class _Generator:
         prompt_ids = await asyncio.to_thread(self._chat_prompt, messages)
         asked = body.max_completion_tokens or body.max_tokens
         param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
-        max_new = self._max_new_tokens(len(prompt_ids), asked, param, None)
+        max_new = self._max_new_tokens(len(prompt_ids), asked, param, None, "messages")
         config = generation_config(body, max_new, self.tokenizer.stop_ids, chat_stop_strings(self.tokenizer))
         top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
         reply = _Reply("chatcmpl", "chat.completion", self.model_name, self.tokenizer, chat=True)
@@ -248,14 +249,15 @@ class _Generator:
                                 f"{self.context_length}; shorten it", param=param, code="context_length_exceeded")
         return self.tokenizer.encode(text)
 
-    def _max_new_tokens(self, prompt_tokens: int, asked: int | None, param: str, default: int | None) -> int:
-        """The reply's token budget: `asked`, else `default` or the rest of the context; a 400
-        (context_length_exceeded) when the prompt, or the prompt and `asked`, do not fit."""
+    def _max_new_tokens(self, prompt_tokens: int, asked: int | None, param: str, default: int | None,
+                        prompt_param: str) -> int:
+        """The reply's token budget: `asked` (the field `param`), else `default` or the rest of the context;
+        a 400 (context_length_exceeded) naming `prompt_param` when the prompt does not fit, `param` when
+        the prompt and `asked` do not."""
         room = self.context_length - prompt_tokens
         if room < 1:
             raise ApiError(400, f"the prompt has {prompt_tokens} tokens and fills the model's context of "
-                                f"{self.context_length}; shorten it", param="messages" if param != "prompt"
-                           else "prompt", code="context_length_exceeded")
+                                f"{self.context_length}; shorten it", param=prompt_param, code="context_length_exceeded")
         if asked is None:
             return min(room, default or room)
         if asked > room:
