@@ -24,6 +24,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noq
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 from lmlab.eval import harness  # noqa: E402
+from lmlab.eval.task_files import task_code  # noqa: E402
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread", "quiet_lm_eval")]
 
@@ -165,11 +166,11 @@ def test_task_yamls_that_run_code_need_trust(tmp_path, capsys):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "plain.yaml").write_text("task: plain\ndataset_path: json\n")
-    assert harness.task_code(tasks) == []
-    (tasks / "sly.yaml").write_text("task: sly\nprocess_docs: !function utils.process\n")
-    assert harness.task_code(tasks) == [tasks / "sly.yaml"]
+    assert task_code(tasks, {"acc"}) == {}
+    (tasks / "sly.yaml").write_text("task: sly\nprocess_docs: !fun%63tion utils.process\n")
+    assert list(task_code(tasks, {"acc"})) == [tasks / "sly.yaml"]
     assert lmlab("eval", "harness", "--model", "nowhere", "--tasks", "sly", "--include-path", tasks) == 2
-    one_line_error(capsys, "sly.yaml", "runs Python code", "--trust-task-code")
+    one_line_error(capsys, "sly.yaml", "!function at line 2", "--trust-task-code")
 
 
 def test_cli_prints_each_tasks_metrics_as_json(tmp_path, capsys):

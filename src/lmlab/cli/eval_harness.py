@@ -31,8 +31,10 @@ def add_parser(subparsers) -> None:
                                                              "tasks (default 1; a question's choices are always "
                                                              "scored together)")
     p.add_argument("--trust-task-code", action="store_true",
-                   help="run task YAMLs under --include-path that name Python code (!function), which lm-eval "
-                        "imports and runs; without it such tasks are refused")
+                   help="run task YAMLs under --include-path that make lm-eval run code (a !function tag in any "
+                        "spelling or any tag not YAML's own, an include outside DIR, a metric from the HF evaluate "
+                        "library), and render their templates with lm-eval's own jinja2 instead of lmlab's "
+                        "sandbox; without it such tasks are refused")
     p.add_argument("--json", action="store_true", help="print one JSON object: task -> metric -> value")
     p.set_defaults(run=run_harness)
 

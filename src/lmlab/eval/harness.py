@@ -12,26 +12,30 @@ one context, which runs once with its KV cache shared by all of them (`score_con
 model under the name "lmlab", so `simple_evaluate(model="lmlab", model_args="pretrained=NAME")` works.
 """
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
-from pathlib import Path
 
 import torch
+from jinja2 import StrictUndefined
+from jinja2.exceptions import SecurityError
 
 from lmlab.errors import LmlabError
 from lmlab.eval.loglikelihood import score_continuations, split_pair
+from lmlab.eval.task_files import task_code
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch
-from lmlab.io.lines import read_text
 from lmlab.models.load import load
 from lmlab.progress import progress_bar
+from lmlab.tokenizers.sandbox import BoundedSandbox, described, render_bounded
 from lmlab.tokenizers.text import TextTokenizer
 
 INSTALL = "pip install 'lmlab[eval]'"
-MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
 MAX_SHARED = 32  # continuations scored in one batched pass: (N, L, vocab) log-probs stay bounded
+TASK_TEMPLATE_FIX = ("lmlab's limit for task templates without --trust-task-code; fix the task's YAML, or pass "
+                     "--trust-task-code to render it with lm-eval's own jinja2")
 
 
 @dataclass(frozen=True)
@@ -229,33 +233,24 @@ def _lm_class() -> type:
     return LmlabLM
 
 
-def task_code(include_path: str | Path) -> list[Path]:
-    """The task YAMLs under `include_path` that name Python code (`!function module.name`): lm-eval
-    imports and runs it when it loads the task, so such a folder is code, not data."""
-    files = sorted(p for p in Path(include_path).rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-    if len(files) > MAX_TASK_FILES:
-        raise LmlabError(f"--include-path {include_path} holds {len(files):,} YAML files (at most "
-                         f"{MAX_TASK_FILES:,}); point it at the folder of your tasks")
-    return [path for path in files if "!function" in read_text(path)]
-
-
 def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None, num_fewshot: int | None = None,
               limit: int | None = None, batch_size: int = 1, show_progress: bool = False,
               trust_task_code: bool = False, dtype: str | None = None) -> dict[str, dict]:
     """Run lm-eval `tasks` on the lmlab model `model` (loaded as `dtype`, `lmlab.load`'s); per task its
     metrics (name -> value, "samples" the number of examples scored). Tasks come from the YAMLs under
     `include_path` only when it is given (no index of lm-eval's built-in tasks to build), else from lm-eval's
-    own. Task YAMLs that run Python code (`task_code`) are refused unless `trust_task_code`."""
-    if include_path is not None and not trust_task_code:
-        code = task_code(include_path)
-        if code:
-            raise LmlabError(f"{code[0]} runs Python code (!function) when lm-eval loads it"
-                             f"{f' (and {len(code) - 1} more task files)' if len(code) > 1 else ''}; "
-                             "pass --trust-task-code if you trust the tasks under --include-path")
+    own. Unless `trust_task_code`, task YAMLs that make lm-eval run code (`task_files.task_code`) are
+    refused, and the tasks' templates render in lmlab's sandbox (`sandboxed_templates`)."""
     lm_class = register()
+    from datasets import disable_progress_bars
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    disable_progress_bars()  # "Generating test split" bars would interleave with the requests' own
+
+    untrusted = include_path is not None and not trust_task_code
+    if untrusted:
+        _refuse_task_code(include_path)
     manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:
@@ -263,9 +258,60 @@ def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None,
         raise LmlabError(f"no task {', '.join(unknown)} {where}; check --tasks or point --include-path at the "
                          "folder of its YAML")
     lm = lm_class(model, batch_size=batch_size, show_progress=show_progress, dtype=dtype)
-    results = simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit,
-                              task_manager=manager, bootstrap_iters=0, log_samples=False)
+    with sandboxed_templates() if untrusted else contextlib.nullcontext():
+        results = simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit,
+                                  task_manager=manager, bootstrap_iters=0, log_samples=False)
     return {name: task_metrics(values) for name, values in results["results"].items()}
+
+
+def _refuse_task_code(include_path: str) -> None:
+    """One error naming the first task YAML under `include_path` that would make lm-eval run code."""
+    import lm_eval.api.metrics  # noqa: F401 (registers lm-eval's own metrics)
+    from lm_eval.api.registry import metric_registry
+
+    code = task_code(include_path, frozenset(metric_registry))
+    if code:
+        path, reason = next(iter(code.items()))
+        more = f" (and {len(code) - 1} more task files)" if len(code) > 1 else ""
+        raise LmlabError(f"{path} {reason}{more}; lm-eval would run code from it: pass --trust-task-code if you "
+                         "trust the tasks under --include-path")
+
+
+@contextlib.contextmanager
+def sandboxed_templates():
+    """lm-eval renders a task's templates (doc_to_text, doc_to_choice, …) in a plain jinja2 Environment,
+    where `{{ cycler.__init__.__globals__.os.system(…) }}` runs a command: within the block they render
+    in lmlab's bounded sandbox instead, with lm-eval's undefined (strict) and filter (regex_replace)."""
+    import lm_eval.utils
+
+    original = lm_eval.utils.apply_template
+    lm_eval.utils.apply_template = _render_task_template
+    try:
+        yield
+    finally:
+        lm_eval.utils.apply_template = original
+
+
+def _render_task_template(template: str, doc: dict) -> str:
+    """lm-eval's `apply_template`, in the sandbox and within its budget."""
+    with described("a task template", TASK_TEMPLATE_FIX):
+        try:
+            return render_bounded(_task_template(template), **doc)
+        except SecurityError as e:
+            raise LmlabError(f"a task template reaches into Python ({e}); {TASK_TEMPLATE_FIX}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _task_template(source: str):
+    return _task_environment().from_string(source)
+
+
+@functools.cache
+def _task_environment() -> BoundedSandbox:
+    from lm_eval.utils import regex_replace
+
+    return BoundedSandbox(filters={"regex_replace": regex_replace}, undefined=StrictUndefined,
+                          keep_trailing_newline=True)
 
 
 def task_metrics(values: dict) -> dict:

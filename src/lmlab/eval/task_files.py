@@ -1,0 +1,136 @@
+"""Which task YAMLs under --include-path make lm-eval run code, decided on the parsed YAML, not its text.
+
+lm-eval loads a task YAML with a loader that imports Python for the tag `!function` (the module
+beside the YAML, or any importable one), follows `include:` to other YAMLs (relative to the
+resolved YAML's folder, or absolute), and hands a metric name it does not know to the HF `evaluate`
+library, which runs that metric's script. A tag is only known after the parser resolves it: a
+`%TAG` shorthand (`!x!ction`) or a `%xx` escape (`!fun%63tion`) spells `!function` without the
+text. So each file is composed (parsed into nodes, nothing built) by the parser lm-eval uses, and
+a file is data only when:
+
+- every node's tag is one of YAML's own (what the safe loader builds: str, int, map, …); any other
+  tag is code or unknown;
+- each include resolves (symlinks too) to a file inside the include path that is data by these rules;
+- each metric it names is one of lm-eval's own (`metrics`), and none asks for `hf_evaluate`.
+
+Parsing is bounded: MAX_TASK_BYTES per file, MAX_NODES nodes per file counted with aliases
+expanded (a "billion laughs" is refused, not expanded), includes MAX_INCLUDE_DEPTH deep. The task
+templates (doc_to_text, …) are the other way a YAML runs code; `harness.sandboxed_templates`
+renders them in lmlab's sandbox.
+"""
+
+from collections.abc import Collection
+from pathlib import Path
+
+import yaml
+
+from lmlab.errors import LmlabError
+
+MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
+MAX_TASK_BYTES = 1_000_000  # one task YAML (lm-eval's own are a few kB)
+MAX_NODES = 100_000  # YAML nodes in one file, each alias counted as the nodes it stands for
+MAX_INCLUDE_DEPTH = 16  # a YAML including one including one …
+YAML_TAGS = frozenset({*(tag for tag in yaml.SafeLoader.yaml_constructors if tag), "tag:yaml.org,2002:merge"})
+_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader  # lm-eval's parser
+_FIX = "fix it or move it out of --include-path"
+
+
+def task_code(include_path: str | Path, metrics: Collection[str]) -> dict[Path, str]:
+    """Each task YAML under `include_path` that lm-eval would run code for -> what in it does (a
+    phrase to follow the path); `metrics` are the metric names lm-eval has without code."""
+    root = Path(include_path).resolve()
+    files = sorted(p for p in Path(include_path).rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if len(files) > MAX_TASK_FILES:
+        raise LmlabError(f"--include-path {include_path} holds {len(files):,} YAML files (at most "
+                         f"{MAX_TASK_FILES:,}); point it at the folder of your tasks")
+    found = {}
+    for path in files:
+        reason = _code_in(path.resolve(), root, metrics, 0, set())
+        if reason:
+            found[path] = reason
+    return found
+
+
+def _code_in(path: Path, root: Path, metrics: Collection[str], depth: int, seen: set[Path]) -> str | None:
+    """What in the YAML `path` (resolved), or in what it includes, makes lm-eval run code; None if nothing."""
+    if path in seen:  # an include cycle, which lm-eval refuses; each file in it is checked once
+        return None
+    if depth > MAX_INCLUDE_DEPTH:
+        return f"includes YAMLs more than {MAX_INCLUDE_DEPTH} deep, further than lmlab checks"
+    seen.add(path)
+    data, reason = _read(path)
+    reason = reason or _metric_code(data, metrics)
+    if reason or not isinstance(data, dict):  # lm-eval reads only a mapping's includes
+        return reason
+    includes = data.get("include")
+    for include in includes if isinstance(includes, list) else [includes]:
+        if not isinstance(include, str):
+            continue  # lm-eval cannot open it, so it skips the task
+        target = (path.parent / include).resolve()
+        if not target.is_relative_to(root):
+            return f"includes {include}, which is outside --include-path"
+        inner = _code_in(target, root, metrics, depth + 1, seen) if target.is_file() else None
+        if inner:
+            return f"includes {include}, which {inner}"
+    return None
+
+
+def _read(path: Path):
+    """(The data of the YAML file `path`, None) when every tag in it is YAML's own, else (None, why)."""
+    with path.open("rb") as f:
+        source = f.read(MAX_TASK_BYTES + 1)
+    if len(source) > MAX_TASK_BYTES:
+        raise LmlabError(f"task file {path} is over {MAX_TASK_BYTES:,} bytes, more than a task YAML needs; {_FIX}")
+    loader = _LOADER(source)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        odd = _foreign_tag(node, path)
+        if odd is not None:
+            return None, (f"has the YAML tag {odd.tag} at line {odd.start_mark.line + 1}, which is code or not "
+                          "plain data (lm-eval imports Python for !function in any spelling)")
+        return loader.construct_document(node), None  # only YAML's own tags: the safe loader builds plain data
+    except yaml.YAMLError as e:
+        problem = " ".join(str(e).split())
+        raise LmlabError(f"task file {path} is not YAML lmlab can check ({problem[:200]}); {_FIX}") from None
+    finally:
+        loader.dispose()
+
+
+def _foreign_tag(node: yaml.Node, path: Path) -> yaml.Node | None:
+    """The first node under `node` whose tag is not YAML's own, or None; aliases are walked as the
+    nodes they stand for, at most MAX_NODES in all."""
+    stack, count = [node], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise LmlabError(f"task file {path} expands to more than {MAX_NODES:,} YAML nodes (through aliases "
+                             f"or sheer size), more than a task needs; {_FIX}")
+        if node.tag not in YAML_TAGS:
+            return node
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(item for pair in node.value for item in pair)
+    return None
+
+
+def _metric_code(data, metrics: Collection[str]) -> str | None:
+    """A metric in `data` that lm-eval would load from the HF evaluate library (running its script):
+    one it does not have, or any asked for with `hf_evaluate`. `data` was counted by `_foreign_tag`,
+    so this walk is bounded by MAX_NODES (recursive aliases included)."""
+    stack, count = [data], 0
+    while stack and count <= MAX_NODES:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            name = value.get("metric")
+            if isinstance(name, str) and (name not in metrics or value.get("hf_evaluate")):
+                return (f"names the metric {name!r}, which lm-eval would load and run as code from the HF "
+                        "evaluate library")
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
