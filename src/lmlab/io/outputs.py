@@ -103,6 +103,9 @@ def check_writable(path: Path, directory: Path, flag: str) -> None:
     ancestor takes a new file. Probed with an anonymous file, so nothing is left behind."""
     existing = directory
     while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise LmlabError(f"{flag} '{path}': '{existing}' is a symbolic link to '{os.readlink(existing)}', which "
+                             f"does not exist; choose another {flag}")
         existing = existing.parent
     if not existing.is_dir():
         raise LmlabError(f"{flag} '{path}': '{existing}' is a file, not a directory; choose another {flag}")

@@ -253,7 +253,8 @@ def run_steps(session: Session, step_loss: Callable[[int, int, int], tuple[torch
                        disable=not (show_progress and d.is_main))
     module.train()
     stopped = False
-    with sigint_flag() as interrupted:
+    # The bar is closed on an error too, so that its last line comes before the error's.
+    with sigint_flag() as interrupted, contextlib.closing(bar):
         while session.step < end and not stopped:
             t0 = time.perf_counter()
             logged = _accumulate(session, step_loss)
@@ -279,7 +280,6 @@ def run_steps(session: Session, step_loss: Callable[[int, int, int], tuple[torch
             stopped = distributed.any_process(interrupted() or (stop is not None and stop()), d)
             if step % loop.checkpoint_every == 0 and step < end and not stopped:
                 checkpoint(session)
-    bar.close()
     checkpoint(session)
     if session.metrics is not None:
         save_loss_curve(session.metrics.read(), session.out / "loss.png", curves, ylabel)
