@@ -78,8 +78,6 @@ BOMBS = {  # the edit -> what the one-line error must say
     "replace_regex_unsafe": ({"normalizer": replace("b", {"Regex": "(a*)*"})}, "Replace regex"),
     "nesting": ({"normalizer": nested(20)}, "nested more than 16"),
     "many_steps": ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}] * 2000}}, "2,000 entries"),
-    "padding_fixed": ({"padding": {"strategy": {"Fixed": 10**9}, "direction": "Right", "pad_to_multiple_of": None,
-                                   "pad_id": 0, "pad_type_id": 0, "pad_token": "<|pad|>"}}, "padding.strategy.Fixed"),
     "added_token_long": ({"added_tokens": [{"id": 400, "content": "z" * 5000, "single_word": False, "lstrip": False,
                                             "rstrip": False, "normalized": False, "special": True}]},
                          "5,000 characters long"),
@@ -102,3 +100,11 @@ def test_tables_larger_than_the_bound_are_refused(tmp_path, bpe_json, monkeypatc
     monkeypatch.setattr(file_checks, limit, 3)  # the real bounds (2^22, 2^16) would take a large file
     with pytest.raises(LmlabError, match=f"{field} has .* entries, more than 3"):
         load_tokenizer(write(tmp_path, bpe_json))
+
+
+def test_padding_and_truncation_the_file_sets_are_not_used(tmp_path, bpe_json):
+    settings = {"padding": {"strategy": {"Fixed": 10**9}, "direction": "Right", "pad_to_multiple_of": None,
+                            "pad_id": 0, "pad_type_id": 0, "pad_token": "<|pad|>"},
+                "truncation": {"direction": "Right", "max_length": 1, "strategy": "LongestFirst", "stride": 0}}
+    tokenizer = load_tokenizer(write(tmp_path, bpe_json | settings))
+    assert tokenizer.encode(TEXT).ids == load_tokenizer(write(tmp_path, bpe_json)).encode(TEXT).ids

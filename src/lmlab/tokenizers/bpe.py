@@ -104,7 +104,10 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     """Load a tokenizer from a `tokenizer.json` file or from a directory that contains one (or the BPE
     tables that lmlab's caches keep instead, `bpe_tables.py`: read first where a directory has them).
-    The file is parsed and bounded (`file_checks.py`) before the library builds anything from it."""
+    The file is parsed and bounded (`file_checks.py`) before the library builds anything from it, and
+    the padding and truncation it may set are turned off, as transformers does unless a call asks for
+    them: lmlab encodes whole texts (a `truncation` of 1 token in a downloaded file would otherwise cut
+    every prompt and every training document silently); the encoders' loader sets its own."""
     path = Path(path)
     tables = path.is_dir() and has_tables(path)
     file = path / (REST_FILE if tables else TOKENIZER_FILE) if path.is_dir() else path
@@ -129,6 +132,8 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise LmlabError(
             f"tokenizer '{file}' is not a valid {file.name} ({first_line}); {fix}"
         ) from error
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
     return_freed_memory()  # the parse's buffers, freed but still resident: see there
     return tokenizer
 

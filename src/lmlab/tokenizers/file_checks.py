@@ -12,7 +12,9 @@ a failure inside it is a panic. So a file from someone else is bounded first:
 - every regex (Split, Replace) is in the class `regex_checks` accepts, so matching cannot backtrack
   without bound (`(a|a)+$` on "a"*40+"b" panicked inside Oniguruma);
 - sizes: vocabulary, merges, added tokens (their number and length), strings and lists in the
-  normalizer / pre-tokenizer / post-processor / decoder, their nesting, and padding to a fixed length.
+  normalizer / pre-tokenizer / post-processor / decoder, and their nesting.
+
+(The file's padding and truncation settings are not used at all: `load_tokenizer` turns them off.)
 
 Real tokenizers (GPT-2, Llama-3, Qwen2, SmolLM2, BERT, T5/SentencePiece conversions with Replace " " by
 "▁" and Prepend "▁") are far inside every bound; `tests/tokenizers/test_file_checks.py` loads each.
@@ -30,7 +32,6 @@ MAX_STRING_CHARS = 4096  # a pattern, a content, a prefix; DeepSeek's longest Sp
 MAX_CHARSMAP_CHARS = 4 << 20  # SentencePiece's precompiled normalization table (T5's: ~320,000)
 MAX_ITEMS = 1024  # entries of one list or object in a pipeline (steps of a Sequence, template pieces)
 MAX_DEPTH = 16  # nesting of objects and lists in a pipeline (a Sequence in a Sequence is two levels)
-MAX_PADDING = 1 << 20  # lmlab's bound on a context length
 PIPELINES = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
 
 
@@ -56,13 +57,6 @@ def check_tokenizer_json(data: dict, path) -> None:
                              f"{MAX_ADDED_TOKEN_CHARS:,}")
             if isinstance(token_id, int) and not 0 <= token_id < MAX_VOCAB:
                 raise refuse(f"added token {str(content)[:20]!r} has id {token_id}, outside 0..{MAX_VOCAB - 1}")
-    padding = data.get("padding")
-    if isinstance(padding, dict):
-        fixed = padding.get("strategy", {}).get("Fixed") if isinstance(padding.get("strategy"), dict) else None
-        for name, value in (("padding.strategy.Fixed", fixed), ("padding.pad_to_multiple_of",
-                                                                padding.get("pad_to_multiple_of"))):
-            if isinstance(value, int) and value > MAX_PADDING:
-                raise refuse(f"{name} is {value:,}, more than {MAX_PADDING:,} tokens")
     for pipeline in PIPELINES:
         try:
             _check_node(data.get(pipeline), 0)
