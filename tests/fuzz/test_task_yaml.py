@@ -2,14 +2,15 @@
 
 Every way a task YAML makes lm-eval import Python: the `!function` tag in any spelling (a `%TAG`
 shorthand, `%xx` escapes, a verbatim tag, behind an alias or a merge key, on a key), any other tag,
-an include outside --include-path (absolute, relative, through a symlink) or one that holds code,
-and a metric lm-eval would fetch from the HF evaluate library; then YAML bombs (aliases, size,
-recursion), and templates that reach into Python or blow up when lm-eval renders them. Each folder
+an include outside --include-path (absolute, relative, through a symlink or a merge key) or one
+that holds code, and a metric lm-eval would fetch from the HF evaluate library; then YAML bombs
+(aliases, size, nesting, recursion, a FIFO or a device for a file), and templates that reach into Python or blow up when lm-eval renders them. Each folder
 holds `evil.py`, which writes a marker file when imported: it must never be written, and each case
 must end in one `lmlab: error:` line. The plain-data folders are checked to be accepted.
 """
 
 import json
+import os
 import shutil
 
 import pytest
@@ -49,6 +50,7 @@ CODE = {
     "include_chain_with_code": "task: t\ninclude: chain.txt\n",
     "include_list_with_code": "task: t\ninclude: [plain.txt, inner.txt]\n",
     "include_cycle_with_code": "task: t\ninclude: cycle.txt\n",
+    "include_via_merge_key": "task: t\n<<: {include: ../other/base.yaml}\n",
     "metric_unknown": "task: t\nmetric_list:\n  - metric: {root}/evil.py\n",
     "metric_hf_evaluate": "task: t\nmetric_list:\n  - metric: exact_match\n    hf_evaluate: true\n",
     "metric_in_inline_group": "group: g\ntask:\n  - task: t\n    metric_list:\n      - metric: evil_metric\n",
@@ -57,6 +59,9 @@ BOMBS = {  # not code, but no task YAML needs them: refused with their own error
     "billion_laughs": "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi")),
     "recursive_alias": "task: t\nx: &a [*a]\n",
+    "deep_nesting": "task: t\nx: " + "[" * 100_000 + "]" * 100_000 + "\n",  # libyaml's composer would crash
+    "deep_through_aliases": "".join(f"a{i}: &a{i} " + "[" * 60 + (f"*a{i - 1}" if i else "x") + "]" * 60 + "\n"
+                                    for i in range(40)),
     "huge_file": "task: t\nx: " + "y" * 1_100_000 + "\n",
     "not_yaml": "task: t\nx: [unclosed\n",
     "two_documents": "task: t\n---\ntask: u\n",
@@ -120,6 +125,19 @@ def test_yaml_bombs_are_refused(tmp_path, name):
                                         root], None, timeout=60)
     assert outcome.kind == "clean_error" and "t.yaml" in outcome.detail
     assert markers(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["fifo", "dev_zero"])
+def test_special_files_are_refused(tmp_path, name):
+    """A task YAML that is a FIFO (lm-eval would wait on it forever) or a device (read forever)."""
+    root = task_folder(tmp_path, "task: t\n")
+    (root / "t.yaml").unlink()
+    if name == "fifo":
+        os.mkfifo(root / "t.yaml")
+    else:
+        (root / "t.yaml").symlink_to("/dev/zero")
+    probe("task_yaml", name, ["eval", "harness", "--model", "nowhere", "--tasks", "t", "--include-path", root], None,
+          timeout=60)
 
 
 @pytest.mark.parametrize("name", DATA)

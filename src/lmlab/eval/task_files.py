@@ -13,8 +13,10 @@ a file is data only when:
 - each include resolves (symlinks too) to a file inside the include path that is data by these rules;
 - each metric it names is one of lm-eval's own (`metrics`), and none asks for `hf_evaluate`.
 
-Parsing is bounded: MAX_TASK_BYTES per file, MAX_NODES nodes per file counted with aliases
-expanded (a "billion laughs" is refused, not expanded), includes MAX_INCLUDE_DEPTH deep. The task
+Parsing is bounded: MAX_TASK_BYTES per file, MAX_NESTING levels of lists and mappings (checked on
+the parser's events before any node is built: libyaml's composer recurses in C and crashes on
+deep nesting), MAX_NODES nodes per file counted with aliases expanded (a "billion laughs" is
+refused, not expanded), includes MAX_INCLUDE_DEPTH deep. The task
 templates (doc_to_text, …) are the other way a YAML runs code; `harness.sandboxed_templates`
 renders them in lmlab's sandbox.
 """
@@ -29,6 +31,7 @@ from lmlab.errors import LmlabError
 MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
 MAX_TASK_BYTES = 1_000_000  # one task YAML (lm-eval's own are a few kB)
 MAX_NODES = 100_000  # YAML nodes in one file, each alias counted as the nodes it stands for
+MAX_NESTING = 64  # lists and mappings inside one another (lm-eval's own tasks nest about 5 deep)
 MAX_INCLUDE_DEPTH = 16  # a YAML including one including one …
 YAML_TAGS = frozenset({*(tag for tag in yaml.SafeLoader.yaml_constructors if tag), "tag:yaml.org,2002:merge"})
 _LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader  # lm-eval's parser
@@ -39,7 +42,8 @@ def task_code(include_path: str | Path, metrics: Collection[str]) -> dict[Path, 
     """Each task YAML under `include_path` that lm-eval would run code for -> what in it does (a
     phrase to follow the path); `metrics` are the metric names lm-eval has without code."""
     root = Path(include_path).resolve()
-    files = sorted(p for p in Path(include_path).rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    files = sorted(p for p in Path(include_path).rglob("*")
+                   if p.suffix in (".yaml", ".yml") and p.exists() and not p.is_dir())  # a FIFO too: lm-eval opens it
     if len(files) > MAX_TASK_FILES:
         raise LmlabError(f"--include-path {include_path} holds {len(files):,} YAML files (at most "
                          f"{MAX_TASK_FILES:,}); point it at the folder of your tasks")
@@ -69,7 +73,7 @@ def _code_in(path: Path, root: Path, metrics: Collection[str], depth: int, seen:
         target = (path.parent / include).resolve()
         if not target.is_relative_to(root):
             return f"includes {include}, which is outside --include-path"
-        inner = _code_in(target, root, metrics, depth + 1, seen) if target.is_file() else None
+        inner = _code_in(target, root, metrics, depth + 1, seen) if target.exists() else None
         if inner:
             return f"includes {include}, which {inner}"
     return None
@@ -77,12 +81,18 @@ def _code_in(path: Path, root: Path, metrics: Collection[str], depth: int, seen:
 
 def _read(path: Path):
     """(The data of the YAML file `path`, None) when every tag in it is YAML's own, else (None, why)."""
-    with path.open("rb") as f:
-        source = f.read(MAX_TASK_BYTES + 1)
+    if not path.is_file():  # a folder, a FIFO or a device: lm-eval would wait on it or read it forever
+        raise LmlabError(f"task file {path} is not a regular file; {_FIX}")
+    try:
+        with path.open("rb") as f:
+            source = f.read(MAX_TASK_BYTES + 1)
+    except OSError as e:
+        raise LmlabError(f"cannot read task file {path} ({e.strerror}); {_FIX}") from None
     if len(source) > MAX_TASK_BYTES:
         raise LmlabError(f"task file {path} is over {MAX_TASK_BYTES:,} bytes, more than a task YAML needs; {_FIX}")
     loader = _LOADER(source)
     try:
+        _check_shape(source, path)
         node = loader.get_single_node()
         if node is None:
             return None, None
@@ -98,22 +108,38 @@ def _read(path: Path):
         loader.dispose()
 
 
-def _foreign_tag(node: yaml.Node, path: Path) -> yaml.Node | None:
-    """The first node under `node` whose tag is not YAML's own, or None; aliases are walked as the
-    nodes they stand for, at most MAX_NODES in all."""
-    stack, count = [node], 0
-    while stack:
-        node = stack.pop()
+def _check_shape(source: bytes, path: Path) -> None:
+    """Refuse a YAML text of more than MAX_NODES nodes or MAX_NESTING levels, from its parser events
+    (libyaml's parser keeps its own stack, so this never recurses)."""
+    depth = count = 0
+    for event in yaml.parse(source, Loader=_LOADER):
         count += 1
-        if count > MAX_NODES:
-            raise LmlabError(f"task file {path} expands to more than {MAX_NODES:,} YAML nodes (through aliases "
-                             f"or sheer size), more than a task needs; {_FIX}")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        if depth > MAX_NESTING or count > 2 * MAX_NODES:  # a node is one event, a list or mapping two
+            raise LmlabError(f"task file {path} nests more than {MAX_NESTING} levels or holds more than "
+                             f"{MAX_NODES:,} YAML nodes, more than a task needs; {_FIX}")
+
+
+def _foreign_tag(node: yaml.Node, path: Path) -> yaml.Node | None:
+    """The first node under `node` whose tag is not YAML's own, or None. Aliases are walked as the
+    nodes they stand for: at most MAX_NODES nodes, nested at most MAX_NESTING deep (lm-eval copies
+    the data recursively)."""
+    stack, count = [(node, 0)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES or depth > MAX_NESTING:
+            raise LmlabError(f"task file {path} expands through its aliases to more than {MAX_NODES:,} YAML nodes "
+                             f"or {MAX_NESTING} levels, more than a task needs; {_FIX}")
         if node.tag not in YAML_TAGS:
             return node
         if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+            stack.extend((item, depth + 1) for item in node.value)
         elif isinstance(node, yaml.MappingNode):
-            stack.extend(item for pair in node.value for item in pair)
+            stack.extend((item, depth + 1) for pair in node.value for item in pair)
     return None
 
 
