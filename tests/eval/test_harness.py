@@ -173,6 +173,12 @@ def test_task_yamls_that_run_code_need_trust(tmp_path, capsys):
     one_line_error(capsys, "sly.yaml", "!function at line 2", "--trust-task-code")
 
 
+def test_datasets_that_run_loading_scripts_need_trust(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys.modules["datasets"], "__version__", "3.6.0")
+    assert lmlab("eval", "harness", "--model", "nowhere", "--tasks", "lmlab_text", "--include-path", tmp_path) == 2
+    one_line_error(capsys, "datasets 3.6.0", "loading script", "--trust-task-code")
+
+
 def test_cli_prints_each_tasks_metrics_as_json(tmp_path, capsys):
     directory = write_model(tmp_path / "m", "llama")
     assert lmlab("eval", "harness", "--model", directory, "--tasks", "lmlab_choices,lmlab_sequences",

@@ -265,9 +265,17 @@ def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None,
 
 
 def _refuse_task_code(include_path: str) -> None:
-    """One error naming the first task YAML under `include_path` that would make lm-eval run code."""
+    """One error naming the first task YAML under `include_path` that would make lm-eval run code, or
+    saying that the installed `datasets` runs any task's dataset loading script."""
+    import datasets
     import lm_eval.api.metrics  # noqa: F401 (registers lm-eval's own metrics)
     from lm_eval.api.registry import metric_registry
+    from packaging.version import Version
+
+    if Version(datasets.__version__) < Version("4"):
+        raise LmlabError(f"datasets {datasets.__version__} runs the loading script a task's dataset_path may name; "
+                         "upgrade it (pip install 'datasets>=4'), or pass --trust-task-code if you trust the tasks "
+                         "under --include-path")
 
     code = task_code(include_path, frozenset(metric_registry))
     if code:
