@@ -82,3 +82,76 @@ def test_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
         elsewhere.mkdir()
         atomic_write_text(tmp_path / "run.json", "{}")
         assert not killed.exists() and elsewhere.exists() and live.parent.exists()
+
+
+def test_a_symbolic_link_is_never_written_through(tmp_path):
+    (tmp_path / "theirs").mkdir()
+    for target in ("theirs", "nowhere"):
+        link = tmp_path / f"to_{target}"
+        link.symlink_to(tmp_path / target)
+        with pytest.raises(LmlabError, match="symbolic link"):
+            write_dir(link, {"a.txt": "x"})
+        assert link.is_symlink() and not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("fails", ["oserror", "wrapped", "no_errno"])
+def test_running_out_of_space_is_one_error_and_leaves_nothing(tmp_path, monkeypatch, fails):
+    """ENOSPC as an OSError, wrapped by a library (torch's 'unexpected pos' keeps it as the context), or
+    with no errno at all (safetensors' SafetensorError): then a probe write into the directory fails too."""
+    import lmlab.io.atomic as atomic
+
+    full = OSError(28, "No space left on device")
+    if fails == "no_errno":
+        monkeypatch.setattr(atomic.tempfile, "TemporaryFile", lambda **kw: (_ for _ in ()).throw(full))
+    atomic_write_text(tmp_path / "kept.txt", "before")
+    for path in (tmp_path / "kept.txt", tmp_path / "new" / "deeper" / "file.txt"):
+        with pytest.raises(LmlabError, match="no space left to write") as error, atomic_path(path) as tmp:
+            tmp.write_text("half")
+            if fails == "oserror":
+                raise full
+            if fails == "wrapped":
+                try:
+                    raise full
+                except OSError:
+                    raise RuntimeError("unexpected pos 576 vs 534")  # noqa: B904 - as torch's writer does
+            raise RuntimeError("Error while serializing")  # no OSError anywhere in the chain
+        assert str(path) in str(error.value)
+    assert (tmp_path / "kept.txt").read_text() == "before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt"]  # no temporary, no new/ left
+
+
+def test_another_error_is_not_called_a_full_disk(tmp_path):
+    with pytest.raises(RuntimeError, match="a bug"), atomic_path(tmp_path / "a" / "f.txt") as tmp:
+        tmp.write_text("x")
+        raise RuntimeError("a bug")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_append_cut_short_is_undone(tmp_path, monkeypatch):
+    from lmlab.io.atomic import append_bytes
+
+    path = tmp_path / "metrics.jsonl"
+    append_bytes(path, b'{"step": 1}\n')
+    real_open = open
+
+    class Full:
+        def __init__(self, file):
+            self.file = file
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            self.file.write(bytes(data[:3]))
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("builtins.open", lambda *a, **kw: Full(real_open(*a, **kw)))
+    with pytest.raises(LmlabError, match="no space left"):
+        append_bytes(path, b'{"step": 2}\n')
+    assert path.read_bytes() == b'{"step": 1}\n'

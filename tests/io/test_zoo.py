@@ -265,3 +265,42 @@ def test_load_of_a_model_with_its_own_command_names_that_command(tmp_path, model
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
     with pytest.raises(LmlabError, match=command):
         load(tmp_path)
+
+
+def folder_with(tmp_path: Path, links: dict[str, str]) -> Path:
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (tmp_path / "outside.json").write_text('{"secret": 1}')
+    for name, to in links.items():
+        (folder / name).symlink_to(to)
+    return folder
+
+
+@pytest.mark.parametrize("name, to, problem", [("sub/loop", "..", "a link to a folder"),
+                                               ("up", "../folder", "a link to a folder"),
+                                               ("secret.json", "../outside.json", "not a file inside the folder"),
+                                               ("gone.json", "nowhere.json", "not a file inside the folder")])
+def test_a_folder_is_copied_without_following_links_out_or_round(tmp_path, name, to, problem):
+    """A link to a folder (`sub/loop -> ..` copied until ELOOP) or out of the folder is refused, and
+    nothing is left in the cache."""
+    folder = folder_with(tmp_path, {name: to})
+    with pytest.raises(LmlabError, match=problem):
+        zoo.download("smollm2-135m-instruct-hf", zoo.LocalSource(folder))
+    assert zoo.model_path("smollm2-135m-instruct-hf") is None
+    assert not [p for p in zoo.download_dir("x").parent.iterdir()]
+
+
+def test_a_link_to_a_file_inside_the_folder_is_copied_as_the_file(tmp_path):
+    folder = folder_with(tmp_path, {"same.json": "config.json"})
+    path = zoo.download("smollm2-135m-instruct-hf", zoo.LocalSource(folder))
+    assert (path / "same.json").read_text() == "{}" and not (path / "same.json").is_symlink()
+
+
+def test_a_folder_with_too_many_entries_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "MAX_ENTRIES", 5)
+    folder = folder_with(tmp_path, {})
+    for i in range(6):
+        (folder / "sub" / f"{i}.json").write_text("{}")
+    with pytest.raises(LmlabError, match="more than 5 files and folders"):
+        zoo.download("smollm2-135m-instruct-hf", zoo.LocalSource(folder))
