@@ -68,7 +68,8 @@ def metadata_mutant(path, key, fmt, value):
     ("llama.attention.head_count", "<I", 3, "do not divide"),
     ("llama.attention.head_count_kv", "<I", 3, "do not divide"),
     ("llama.feed_forward_length", "<I", 100, "gate_up.weight has shape (512, 64) but the config needs (200, 64)"),
-    ("llama.embedding_length", "<I", 2**20, "'llama.rope.dimension_count'=16 differs from embedding_length / head_count = 262144"),
+    ("llama.embedding_length", "<I", 2**20,
+     "'llama.rope.dimension_count'=16 differs from embedding_length / head_count = 262144"),
 ])
 def test_bad_hyperparameter_is_refused(clean, key, fmt, value, fragment):
     with pytest.raises(LmlabError) as error:

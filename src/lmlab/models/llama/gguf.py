@@ -82,7 +82,8 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]]) -> ModelCon
     vocab_size = shapes[_TOP["token_embedding.weight"]][0]
     if key("vocab_size", int, vocab_size) != vocab_size:
         raise LmlabError(f"GGUF metadata '{ARCHITECTURE}.vocab_size'={meta[f'{ARCHITECTURE}.vocab_size']} but "
-                         f"{_TOP['token_embedding.weight']} has {vocab_size} rows; the file is damaged, download it again")
+                         f"{_TOP['token_embedding.weight']} has {vocab_size} rows; the file is damaged, download it "
+                         "again")
     return ModelConfig(
         family="llama", vocab_size=vocab_size, context_length=key("context_length", int),
         n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads,
