@@ -58,3 +58,20 @@ def test_the_served_name_is_the_zoo_name_or_the_file_name():
     assert served_name("smollm2-135m-instruct") == "smollm2-135m-instruct"
     assert served_name("/models/SmolLM2-135M.Q4_1.gguf") == "SmolLM2-135M.Q4_1"
     assert served_name("runs/my-model/") == "my-model"
+
+
+def test_slots_whose_cache_would_not_fit_in_memory_are_refused_before_serving(tmp_path, monkeypatch, capsys):
+    model = tiny_chat_model(tmp_path / "tiny")  # 16 kB of KV cache per slot at its full context of 64
+    sysconf = os.sysconf
+    small = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1024}  # a 4 MiB machine
+    monkeypatch.setattr(os, "sysconf", lambda name: small.get(name) or sysconf(name))
+    assert lmlab("serve", "--model", str(model), "--slots", "1024", "--port", "0") == 2
+    one_line_error(capsys, "use at most --slots 256")
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert lmlab("serve", "--model", "nowhere", "--port", str(taken.getsockname()[1])) == 2
+    one_line_error(capsys, "choose another --port")

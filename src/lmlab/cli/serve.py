@@ -53,6 +53,19 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    if not 1 <= args.slots <= MAX_SLOTS:
+        raise LmlabError(f"--slots {args.slots} must be in 1..{MAX_SLOTS}")
+    if args.api_key is not None and not args.api_key.strip():
+        raise LmlabError(f"--api-key (or ${API_KEY_ENV}) is empty; give a key, or leave both unset for none")
+    listener = listening_socket(args.host, args.port)  # before the model loads: a port in use fails at once
+    try:
+        serve(args, listener)
+    finally:
+        listener.close()
+
+
+def serve(args, listener: socket.socket) -> None:
+    """Load the models and answer on `listener` until Ctrl-C."""
     import uvicorn
 
     from lmlab.inference.engine import Engine
@@ -60,11 +73,6 @@ def run(args) -> None:
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
 
-    if not 1 <= args.slots <= MAX_SLOTS:
-        raise LmlabError(f"--slots {args.slots} must be in 1..{MAX_SLOTS}")
-    if args.api_key is not None and not args.api_key.strip():
-        raise LmlabError(f"--api-key (or ${API_KEY_ENV}) is empty; give a key, or leave both unset for none")
-    listener = listening_socket(args.host, args.port)  # before the model loads: a port in use fails at once
     model, tokenizer = load(args.model, args.dtype)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "
@@ -81,13 +89,16 @@ def run(args) -> None:
     app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access)
     config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
                             log_level="info", lifespan="off")
+    switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_SECONDS)
     engine.start()
     try:
         uvicorn.Server(config).run(sockets=[listener])
+    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: uvicorn has finished the running requests
+        pass
     finally:
         engine.close()
-        listener.close()
+        sys.setswitchinterval(switch)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -80,6 +80,8 @@ VOCABULARY = {
     "--head": "the attention head to show",
     "--heatmap": "save the attention map to this PNG",
     "--host": "the address to listen on",
+    "--allowed-host": "another name the server answers to in the Host header",
+    "--api-key": "the key a client must send as a bearer token",
     "--html": "also save the saliency as this HTML page",
     "--include-path": "a directory of extra lm-eval task definitions",
     "--examples": "examples to probe",

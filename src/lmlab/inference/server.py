@@ -228,7 +228,8 @@ class _Generator:
 
     def _completion_prompt(self, prompt) -> list[int]:
         """Token ids of the one prompt a completion request holds (text or ids, maybe in a list of one;
-        run in a thread)."""
+        run in a thread). Ids are checked against the vocabulary when they fit the context (more are
+        refused by `_max_new_tokens` without being read)."""
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
                 raise ApiError(400, f"prompt holds {len(prompt)} prompts; this server takes one per request",
@@ -237,7 +238,7 @@ class _Generator:
         ids = self._encode(prompt, "prompt", "the prompt") if isinstance(prompt, str) else prompt
         if not ids:
             raise ApiError(400, "prompt is empty; give some text to continue", param="prompt")
-        if not all(0 <= i < self.tokenizer.vocab_size for i in ids):
+        if len(ids) < self.context_length and not all(0 <= i < self.tokenizer.vocab_size for i in ids):
             raise ApiError(400, f"prompt holds token ids outside the vocabulary [0, {self.tokenizer.vocab_size})",
                            param="prompt")
         return ids
