@@ -39,6 +39,7 @@ BOMBS = {
     "groupby_characters": "{{ ('中' * 2000000) | groupby(0) | length }}",
     "batch_characters": "{{ ('x' * 2000000) | batch(1) | list | length }}",
     "title_words": "{{ ('x ' * 2000000) | title | length }}",
+    "wordcount_words": "{{ ('中 ' * 2400000) | wordcount }}",
     "join_filter_characters": "{{ ('中' * 2000000) | join(',') | length }}",
     "join_method_characters": "{{ ','.join('中' * 2000000) | length }}",
     "split_whitespace": "{{ ('中 ' * 2000000).split() | length }}",

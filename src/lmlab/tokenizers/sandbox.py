@@ -432,7 +432,7 @@ _FILTER_BOUNDS: dict[str, Callable[..., int]] = {
 }
 # Filters that make a Python object per item of their input (a string's characters, a generator's
 # items: see `_items`), or read a generator whole; their input passes `_items` first.
-_ITEMWISE = {"join", "sum", "list", "sort", "unique", "batch", "slice", "groupby", "reverse", "title"}
+_ITEMWISE = {"join", "sum", "list", "sort", "unique", "batch", "slice", "groupby", "reverse", "title", "wordcount"}
 
 
 def _bounded_filter(name: str, f: Callable) -> Callable:
