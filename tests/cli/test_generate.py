@@ -104,7 +104,7 @@ def test_generate_beam_search(model_dirs, capsys):
     (["--top-k", "0"], "--top-k 0 must be at least 1"),
     (["--beams", "0"], "--beams 0 must be at least 1"),
     (["--max-new-tokens", "0"], "--max-new-tokens 0 must be at least 1"),
-    (["--repetition-penalty", "0"], "--repetition-penalty 0.0 must be greater than 0"),
+    (["--repetition-penalty", "0"], "--repetition-penalty 0.0 must be in [0.01, 100]"),
     (["--beams", "2", "--temperature", "0.7"], "beam search is deterministic"),
     (["--beams", "2", "--top-k", "5"], "beam search is deterministic"),
     (["--beams", "2", "--stop", "."], "stop strings work with step-by-step decoding only"),
