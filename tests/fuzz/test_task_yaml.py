@@ -20,6 +20,7 @@ from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
 
 lm_eval = pytest.importorskip("lm_eval")
+from lmlab.eval import task_files  # noqa: E402
 from lmlab.eval.task_files import task_code  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -75,6 +76,10 @@ DATA = {  # plain data in every form the check must still accept
     "include_missing": "task: t\ninclude: nowhere.yaml\n",
     "known_metrics": "task: t\nmetric_list:\n  - metric: acc\n  - metric: exact_match\n",
     "function_in_a_string": "task: t\ndoc_to_text: 'write !function here'\n",
+    "include_not_a_path": "task: t\ninclude: [5, {a: 1}, null]\n",
+    "include_nul": 'task: t\ninclude: "plain\\0.txt"\n',
+    "include_symlink_loop": "task: t\ninclude: loop1.txt\n",
+    "include_shared": "task: t\ninclude: [plain.txt, plain.txt, chain_plain.txt]\n",
 }
 TEMPLATES = {  # task templates rendered by lm-eval: in lmlab's sandbox unless --trust-task-code
     "ssti_doc_to_text": "{{ cycler.__init__.__globals__.os.system('touch ' ~ marker) }}",
@@ -101,6 +106,9 @@ def task_folder(tmp_path, text: str):
     (root / "chain2.txt").write_text("include: inner.txt\n")
     (root / "cycle.txt").write_text(f"include: cycle2.txt\nprocess_docs: {FUNCTION}\n")
     (root / "cycle2.txt").write_text("include: cycle.txt\n")
+    (root / "chain_plain.txt").write_text("include: plain.txt\n")
+    (root / "loop1.txt").symlink_to(root / "loop2.txt")
+    (root / "loop2.txt").symlink_to(root / "loop1.txt")
     (root / "t.yaml").write_text(text.replace("{other}", str(other)).replace("{root}", str(root)))
     return root
 
@@ -136,8 +144,25 @@ def test_special_files_are_refused(tmp_path, name):
         os.mkfifo(root / "t.yaml")
     else:
         (root / "t.yaml").symlink_to("/dev/zero")
-    probe("task_yaml", name, ["eval", "harness", "--model", "nowhere", "--tasks", "t", "--include-path", root], None,
-          timeout=60)
+    outcome = probe("task_yaml", name, ["eval", "harness", "--model", "nowhere", "--tasks", "t", "--include-path",
+                                        root], None, timeout=60)
+    assert "not a regular file" in outcome.detail
+
+
+def test_folder_over_the_byte_total_is_refused(tmp_path, monkeypatch):
+    """Each file is read once, however many include it, and all of them within MAX_TOTAL_BYTES (here 1,000)."""
+    monkeypatch.setattr(task_files, "MAX_TOTAL_BYTES", 1_000)
+    root = task_folder(tmp_path, "task: t\n")
+    (root / "bulk.txt").write_text("x: " + "y" * 600 + "\n")
+    assert task_code(root, set()) == {}
+    for i in range(3):
+        (root / f"t{i}.yaml").write_text(f"task: t{i}\ninclude: bulk.txt\n")
+    assert task_code(root, set()) == {}  # bulk.txt counted once
+    (root / "more.txt").write_text("x: " + "y" * 600 + "\n")
+    (root / "t3.yaml").write_text("task: t3\ninclude: more.txt\n")
+    outcome = probe("task_yaml", "byte_total", ["eval", "harness", "--model", "nowhere", "--tasks", "t",
+                                                "--include-path", root], None, timeout=60)
+    assert "1,000 bytes" in outcome.detail
 
 
 @pytest.mark.parametrize("name", DATA)

@@ -13,15 +13,16 @@ a file is data only when:
 - each include resolves (symlinks too) to a file inside the include path that is data by these rules;
 - each metric it names is one of lm-eval's own (`metrics`), and none asks for `hf_evaluate`.
 
-Parsing is bounded: MAX_TASK_BYTES per file, MAX_NESTING levels of lists and mappings (checked on
-the parser's events before any node is built: libyaml's composer recurses in C and crashes on
-deep nesting), MAX_NODES nodes per file counted with aliases expanded (a "billion laughs" is
-refused, not expanded), includes MAX_INCLUDE_DEPTH deep. The task
-templates (doc_to_text, …) are the other way a YAML runs code; `harness.sandboxed_templates`
-renders them in lmlab's sandbox.
+Parsing is bounded: MAX_TASK_BYTES per file and MAX_TOTAL_BYTES in all (each file is read once),
+MAX_NESTING levels of lists and mappings (checked on the parser's events before any node is built:
+libyaml's composer recurses in C and crashes on deep nesting), MAX_NODES nodes per file counted
+with aliases expanded (a "billion laughs" is refused, not expanded), includes MAX_INCLUDE_DEPTH
+deep. The task templates (doc_to_text, …) are the other way a task runs code:
+`harness.sandboxed_templates` renders them in lmlab's sandbox.
 """
 
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,7 @@ from lmlab.errors import LmlabError
 
 MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
 MAX_TASK_BYTES = 1_000_000  # one task YAML (lm-eval's own are a few kB)
+MAX_TOTAL_BYTES = 100_000_000  # all task YAMLs and what they include, each read once
 MAX_NODES = 100_000  # YAML nodes in one file, each alias counted as the nodes it stands for
 MAX_NESTING = 64  # lists and mappings inside one another (lm-eval's own tasks nest about 5 deep)
 MAX_INCLUDE_DEPTH = 16  # a YAML including one including one …
@@ -41,42 +43,56 @@ _FIX = "fix it or move it out of --include-path"
 def task_code(include_path: str | Path, metrics: Collection[str]) -> dict[Path, str]:
     """Each task YAML under `include_path` that lm-eval would run code for -> what in it does (a
     phrase to follow the path); `metrics` are the metric names lm-eval has without code."""
-    root = Path(include_path).resolve()
     files = sorted(p for p in Path(include_path).rglob("*")
                    if p.suffix in (".yaml", ".yml") and p.exists() and not p.is_dir())  # a FIFO too: lm-eval opens it
     if len(files) > MAX_TASK_FILES:
         raise LmlabError(f"--include-path {include_path} holds {len(files):,} YAML files (at most "
                          f"{MAX_TASK_FILES:,}); point it at the folder of your tasks")
-    found = {}
-    for path in files:
-        reason = _code_in(path.resolve(), root, metrics, 0, set())
-        if reason:
-            found[path] = reason
-    return found
+    scan = _Scan(Path(include_path).resolve(), metrics)
+    found = {path: scan.code_in(path.resolve(), 0) for path in files}
+    return {path: reason for path, reason in found.items() if reason}
 
 
-def _code_in(path: Path, root: Path, metrics: Collection[str], depth: int, seen: set[Path]) -> str | None:
-    """What in the YAML `path` (resolved), or in what it includes, makes lm-eval run code; None if nothing."""
-    if path in seen:  # an include cycle, which lm-eval refuses; each file in it is checked once
-        return None
-    if depth > MAX_INCLUDE_DEPTH:
-        return f"includes YAMLs more than {MAX_INCLUDE_DEPTH} deep, further than lmlab checks"
-    seen.add(path)
-    data, reason = _read(path)
-    reason = reason or _metric_code(data, metrics)
-    if reason or not isinstance(data, dict):  # lm-eval reads only a mapping's includes
+@dataclass
+class _Scan:
+    """One check of a task folder: each file (top-level or included) is read once, MAX_TOTAL_BYTES in all."""
+
+    root: Path
+    metrics: Collection[str]
+    checked: dict[Path, str | None] = field(default_factory=dict)  # None while a file is being checked: a cycle
+    bytes_read: int = 0
+
+    def code_in(self, path: Path, depth: int) -> str | None:
+        """What in the YAML `path` (resolved), or in what it includes, makes lm-eval run code; None if nothing."""
+        if path in self.checked:
+            return self.checked[path]
+        if depth > MAX_INCLUDE_DEPTH:
+            return f"includes YAMLs more than {MAX_INCLUDE_DEPTH} deep, further than lmlab checks"
+        self.checked[path] = None
+        self.checked[path] = reason = self._code_in(path, depth)
         return reason
-    includes = data.get("include")
-    for include in includes if isinstance(includes, list) else [includes]:
-        if not isinstance(include, str):
-            continue  # lm-eval cannot open it, so it skips the task
-        target = (path.parent / include).resolve()
-        if not target.is_relative_to(root):
-            return f"includes {include}, which is outside --include-path"
-        inner = _code_in(target, root, metrics, depth + 1, seen) if target.exists() else None
-        if inner:
-            return f"includes {include}, which {inner}"
-    return None
+
+    def _code_in(self, path: Path, depth: int) -> str | None:
+        self.bytes_read += path.stat().st_size
+        if self.bytes_read > MAX_TOTAL_BYTES:
+            raise LmlabError(f"the task YAMLs under --include-path {self.root} and their includes hold over "
+                             f"{MAX_TOTAL_BYTES:,} bytes; point it at the folder of your tasks")
+        data, reason = _read(path)
+        reason = reason or _metric_code(data, self.metrics)
+        if reason or not isinstance(data, dict):  # lm-eval reads only a mapping's includes
+            return reason
+        includes = data.get("include")
+        for include in includes if isinstance(includes, list) else [includes]:
+            try:
+                target = (path.parent / include).resolve()
+            except (TypeError, ValueError, OSError, RuntimeError):  # not a path, a NUL, a symlink loop
+                continue  # lm-eval cannot open it either, so it skips the task
+            if not target.is_relative_to(self.root):
+                return f"includes {include}, which is outside --include-path"
+            inner = self.code_in(target, depth + 1) if target.exists() else None
+            if inner:
+                return f"includes {include}, which {inner}"
+        return None
 
 
 def _read(path: Path):
