@@ -55,6 +55,7 @@ CODE = {
     "metric_unknown": "task: t\nmetric_list:\n  - metric: {root}/evil.py\n",
     "metric_hf_evaluate": "task: t\nmetric_list:\n  - metric: exact_match\n    hf_evaluate: true\n",
     "metric_in_inline_group": "group: g\ntask:\n  - task: t\n    metric_list:\n      - metric: evil_metric\n",
+    "metric_in_omap": "task: t\nmetric_list: !!omap [x: {metric: evil_metric}]\n",
 }
 BOMBS = {  # not code, but no task YAML needs them: refused with their own error
     "billion_laughs": "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(

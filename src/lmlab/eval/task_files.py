@@ -95,7 +95,7 @@ class _Scan:
         return None
 
 
-def _read(path: Path):
+def _read(path: Path) -> tuple[object, str | None]:
     """(The data of the YAML file `path`, None) when every tag in it is YAML's own, else (None, why)."""
     if not path.is_file():  # a folder, a FIFO or a device: lm-eval would wait on it or read it forever
         raise LmlabError(f"task file {path} is not a regular file; {_FIX}")
@@ -173,6 +173,6 @@ def _metric_code(data, metrics: Collection[str]) -> str | None:
                 return (f"names the metric {name!r}, which lm-eval would load and run as code from the HF "
                         "evaluate library")
             stack.extend(value.values())
-        elif isinstance(value, list):
+        elif isinstance(value, (list, tuple)):  # tuples: the pairs of !!omap and !!pairs
             stack.extend(value)
     return None
