@@ -211,10 +211,11 @@ def test_task_templates_render_in_the_sandbox(model_and_data, tmp_path, monkeypa
     assert markers(tmp_path) == []
 
 
-def test_plain_task_runs_without_trust(model_and_data, tmp_path, monkeypatch):
+def test_plain_task_gives_the_trusted_numbers_without_trust(model_and_data, tmp_path, monkeypatch):
     model, data = model_and_data
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    root = task_folder(tmp_path, template_task(data, "Question: {{question}}\nAnswer:"))
+    root = task_folder(tmp_path, template_task(data, "{{ question | trim }}\n{{ 'Answer' | upper }}:"))
     shutil.rmtree(tmp_path / "other")
-    probe("task_yaml", "plain_task_runs", harness_command(model, root), None, may_change=True, must_succeed=True,
-          timeout=120)
+    trusted = run_cli([*harness_command(model, root), "--trust-task-code"], 120)
+    assert trusted.code == 0, trusted.err
+    probe("task_yaml", "plain_task_same_as_trusted", harness_command(model, root), trusted.out, timeout=120)
