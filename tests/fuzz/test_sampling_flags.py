@@ -36,6 +36,8 @@ REFUSED = {  # case: flags (after a sampling --temperature 1 --seed 1)
     "top_k_zero": ["--top-k", "0"],
     "beams_10**30": ["--temperature", "0", "--beams", BIG],
     "length_penalty_nan": ["--temperature", "0", "--beams", "2", "--length-penalty", "nan"],
+    "length_penalty_1e308": ["--temperature", "0", "--beams", "2", "--length-penalty", "1e308"],
+    "length_penalty_-1e308": ["--temperature", "0", "--beams", "2", "--length-penalty=-1e308"],
 }
 RUNS = {  # case: flags that are valid, at the edge of their range
     "temperature_min": ["--temperature", "0.01"],
@@ -45,6 +47,8 @@ RUNS = {  # case: flags that are valid, at the edge of their range
     "seed_2**64-1": ["--seed", str(2**64 - 1)],
     "seed_-2**63": ["--seed", str(-2**63)],
     "top_k_10**30": ["--top-k", BIG],
+    "length_penalty_max": ["--temperature", "0", "--beams", "2", "--length-penalty", "4"],
+    "length_penalty_min": ["--temperature", "0", "--beams", "2", "--length-penalty=-4"],
 }
 GREEDY_TOO = {  # case: flags whose sampling keeps only the most likely token, so the output is the greedy one
     "top_p_1e-50": ["--top-p", "1e-50"],

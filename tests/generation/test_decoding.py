@@ -175,6 +175,8 @@ def test_prompt_beyond_context_is_an_error(model):
     (dict(temperature=1.0, seed=2**64), "--seed 18446744073709551616 must be in [-2**63, 2**64 - 1]"),
     (dict(temperature=1.0, seed=-2**63 - 1), "--seed -9223372036854775809 must be in"),
     (dict(temperature=1.0, seed=10**30), "--seed 1000000000000000000000000000000 must be in"),
+    (dict(num_beams=2, length_penalty=1e308), "--length-penalty 1e+308 must be in [-4, 4]"),
+    (dict(num_beams=2, length_penalty=-5.0), "--length-penalty -5.0 must be in [-4, 4]"),
     (dict(no_repeat_ngram_size=-1), "--no-repeat-ngram-size -1 must be at least 0"),
     (dict(num_beams=3, temperature=0.7), "beam search is deterministic"),
     (dict(top_k=5), "--top-k only apply when sampling"),

@@ -39,7 +39,8 @@ def add_parser(subparsers) -> None:
     decoding.add_argument("--beams", type=int, default=1, metavar="K",
                           help="beam search with K beams (deterministic, prints at the end; default 1)")
     decoding.add_argument("--length-penalty", type=float, default=1.0, metavar="P",
-                          help="beam score = sum logprob / length**P; > 0 favours longer outputs (default 1.0)")
+                          help="beam score = sum logprob / length**P, P in [-4, 4]; > 0 favours longer outputs "
+                               "(default 1.0)")
     p.set_defaults(run=run)
 
 

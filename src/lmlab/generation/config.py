@@ -19,6 +19,9 @@ MIN_TEMPERATURE = 0.01
 # repetition_penalty divides or multiplies a seen token's logit: within [1/100, 100] a float32 logit stays finite
 # (published settings lie between 1.0 and 1.5; below 1 the seen tokens become more likely)
 PENALTY_RANGE = (0.01, 100.0)
+# beam scores are divided by length**length_penalty: within [-4, 4] that stays inside float32 up to MAX_CONTEXT
+# tokens (2**80); published settings lie between 0.6 and 2
+LENGTH_PENALTY_RANGE = (-4.0, 4.0)
 SEED_RANGE = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes; a negative seed s is 2**64 + s
 
 
@@ -32,7 +35,7 @@ class GenerationConfig:
     likely (CTRL / HF: positive logits are divided by it, negative ones multiplied), within PENALTY_RANGE.
     seed: any integer torch.Generator takes (SEED_RANGE).
     no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the prompt or output.
-    num_beams > 1 runs beam search, scored as sum(logprob) / length**length_penalty.
+    num_beams > 1 runs beam search, scored as sum(logprob) / length**length_penalty (LENGTH_PENALTY_RANGE).
     A sequence ends at any token of `eos_id` (one id or several: pass a tokenizer's stop_ids),
     at a stop string (text level: needs the tokenizer), or after max_new_tokens.
     """
@@ -75,8 +78,8 @@ class GenerationConfig:
             raise LmlabError("stop strings work with step-by-step decoding only; drop --stop or use --beams 1")
 
     def _check_sampling_ranges(self) -> None:
-        """temperature, top_p, repetition_penalty and seed lie where sampling's float32 arithmetic and
-        torch's generator work; a SettingError names the field (the server names it as `param`)."""
+        """temperature, top_p, repetition_penalty, length_penalty and seed lie where decoding's float32
+        arithmetic and torch's generator work; a SettingError names the field (the server: as `param`)."""
         if 0 < self.temperature < MIN_TEMPERATURE:
             raise SettingError("temperature", self.temperature, f"is too small to sample with: use 0 for greedy "
                                f"decoding or at least {MIN_TEMPERATURE}", FLAGS)
@@ -86,6 +89,10 @@ class GenerationConfig:
         if not low <= self.repetition_penalty <= high:
             raise SettingError("repetition_penalty", self.repetition_penalty, f"must be in [{low}, {high:g}] "
                                "(1 is off, above 1 discourages repeats)", FLAGS)
+        low, high = LENGTH_PENALTY_RANGE
+        if not low <= self.length_penalty <= high:
+            raise SettingError("length_penalty", self.length_penalty, f"must be in [{low:g}, {high:g}] (beam score = "
+                               "sum of logprobs / length**P; 0 ranks by the sum alone)", FLAGS)
         low, high = SEED_RANGE
         if self.seed is not None and not low <= self.seed <= high:
             raise SettingError("seed", self.seed, f"must be in [-2**63, 2**64 - 1], the range of a 64-bit seed", FLAGS)
