@@ -38,9 +38,6 @@ def check_run_dir(path: str | Path, flag: str = "--out") -> None:
     """`path` can be a run directory, which lmlab writes into file by file: a new path, an empty
     directory, or an lmlab run (`is_run_dir`)."""
     path = Path(path)
-    if path.is_symlink() and not path.exists():
-        raise LmlabError(f"{flag} '{path}' is a symbolic link to '{os.readlink(path)}', which does not exist; "
-                         f"name a real directory for {flag}")
     if path.exists() and not path.is_dir():
         raise LmlabError(f"{flag} '{path}' is a file, not a run directory; choose a new {flag} directory")
     if path.is_dir() and not is_run_dir(path) and any(not is_temp(entry.name) for entry in path.iterdir()):
