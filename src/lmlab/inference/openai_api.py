@@ -16,7 +16,7 @@ surrogate, which no tokenizer or UTF-8 encoder takes).
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from lmlab.config_checks import MAX_CONTEXT, SettingError
@@ -50,7 +50,9 @@ class ApiModel(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _unicode_only(cls, value: Any) -> Any:
+    def _unicode_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.mode == "json":  # pydantic's JSON parser has refused lone surrogates already
+            return value
         found = _lone_surrogate(value)
         if found is not None:
             where, char = found
@@ -78,22 +80,26 @@ def parse_body(model: type[ApiModel], body: bytes) -> ApiModel:
     return model.model_validate(data)
 
 
-def _lone_surrogate(value: Any, path: str = "") -> tuple[str, str] | None:
+def _lone_surrogate(value: Any) -> tuple[str, str] | None:
     """(where in `value` it is, e.g. "[0].content", and the code point as U+XXXX) of the first lone
     surrogate in `value`'s strings, list items, dict keys and values; None when there is none."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")  # surrogates are the only code points UTF-8 cannot encode
         except UnicodeEncodeError as e:
-            return path, f"U+{ord(value[e.start]):04X}"
+            return "", f"U+{ord(value[e.start]):04X}"
         return None
-    if isinstance(value, list):
-        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
-    elif isinstance(value, dict):
-        children = [((path + " key").strip(), key) for key in value] + [(f"{path}.{key}", item) for key, item in value.items()]
+    if isinstance(value, dict):
+        children = [(" key", key) for key in value] + [(f".{key}", item) for key, item in value.items()]
+    elif isinstance(value, list):
+        children = enumerate(value)
     else:
         return None
-    return next((found for child_path, child in children if (found := _lone_surrogate(child, child_path))), None)
+    for step, child in children:
+        if isinstance(child, (str, list, dict)) and (found := _lone_surrogate(child)):
+            where = f"[{step}]" if isinstance(step, int) else step
+            return (where + found[0]).strip(), found[1]
+    return None
 
 
 class StreamOptions(ApiModel):
