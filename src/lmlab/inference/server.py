@@ -258,7 +258,8 @@ class _Generator:
         room = self.context_length - prompt_tokens
         if room < 1:
             raise ApiError(400, f"the prompt has {prompt_tokens} tokens and fills the model's context of "
-                                f"{self.context_length}; shorten it", param=prompt_param, code="context_length_exceeded")
+                                f"{self.context_length}; shorten it", param=prompt_param,
+                           code="context_length_exceeded")
         if asked is None:
             return min(room, default or room)
         if asked > room:
