@@ -88,6 +88,9 @@ TEMPLATES = {  # task templates rendered by lm-eval: in lmlab's sandbox unless -
     "template_huge": "{{ 'x' * 10000000000 }}",
     "template_loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
     "template_wordwrap": "{{ ('x' * 2400000) | wordwrap(1) }}",
+    "template_undefined": "{{ nothing.field }}",
+    "template_syntax": "{{ question ",
+    "template_division": "{{ 1 / 0 }}",
 }
 
 

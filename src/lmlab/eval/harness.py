@@ -305,8 +305,14 @@ def _render_task_template(template: str, doc: dict) -> str:
     with described("a task template", TASK_TEMPLATE_FIX):
         try:
             return render_bounded(_task_template(template), **doc)
+        except LmlabError:
+            raise
         except SecurityError as e:
             raise LmlabError(f"a task template reaches into Python ({e}); {TASK_TEMPLATE_FIX}") from None
+        except Exception as e:  # the task's own mistake: a syntax error, an undefined field, 1 / 0
+            problem = " ".join(str(e).split())[:200]
+            raise LmlabError(f"a task template failed on a document ({type(e).__name__}: {problem}); fix the "
+                             f"task's YAML: {template[:80]!r}") from None
 
 
 @functools.lru_cache(maxsize=256)
