@@ -308,7 +308,8 @@ def _render_task_template(template: str, doc: dict) -> str:
         except LmlabError:
             raise
         except SecurityError as e:
-            raise LmlabError(f"a task template reaches into Python ({e}); {TASK_TEMPLATE_FIX}") from None
+            raise LmlabError(f"a task template reaches into Python ({e}), which lmlab's sandbox refuses; pass "
+                             "--trust-task-code to render it with lm-eval's own jinja2 if you trust the task") from None
         except Exception as e:  # the task's own mistake: a syntax error, an undefined field, 1 / 0
             problem = " ".join(str(e).split())[:200]
             raise LmlabError(f"a task template failed on a document ({type(e).__name__}: {problem}); fix the "
