@@ -143,14 +143,6 @@ def _check_work(work: int) -> None:
         raise _limit(f"asks one filter or method for more than {MAX_WORK:,} character operations")
 
 
-def _read_items(iterable) -> list:
-    """The items of a generator or other iterable without a length, at most MAX_ITEMS of them."""
-    items = list(itertools.islice(iterable, MAX_ITEMS + 1))
-    if len(items) > MAX_ITEMS:
-        raise _limit(f"makes a list of more than {MAX_ITEMS:,} items")
-    return items
-
-
 def weight(value, limit: int = MAX_CHARS) -> int:
     """About how many characters `value` takes as text: strings by length, an int by its digits,
     containers by their elements, each counted as often as it appears (a list holding one string
@@ -320,7 +312,12 @@ def _items(value):
     list, at most MAX_ITEMS items; a string (an object per character) of at most MAX_ITEMS characters."""
     if isinstance(value, str) and len(value) > MAX_ITEMS:
         raise _limit(f"makes a list of more than {MAX_ITEMS:,} items (one per character)")
-    return _read_items(value) if isinstance(value, Iterable) and not isinstance(value, Sized) else value
+    if isinstance(value, Sized) or not isinstance(value, Iterable):
+        return value
+    items = list(itertools.islice(value, MAX_ITEMS + 1))
+    if len(items) > MAX_ITEMS:
+        raise _limit(f"makes a list of more than {MAX_ITEMS:,} items")
+    return items
 
 
 def _width_bound(text: str, args: tuple, kwargs: dict) -> int:
