@@ -75,7 +75,7 @@ def watched(args: list, user: Path, flag: str | None, must_succeed: bool = False
             return Outcome("silent_wrong", f"refused but wrote {sorted(set(after) - set(before))}")
         if flag and flag not in outcome.detail:
             return Outcome("messy_error", f"the error does not name {flag}: {outcome.detail}")
-    elif not must_succeed:
+    elif not must_succeed and outcome.ok:
         return Outcome("silent_wrong", f"not refused: {outcome.detail}")
     return outcome
 
