@@ -4,9 +4,10 @@ Every way a task YAML makes lm-eval import Python: the `!function` tag in any sp
 shorthand, `%xx` escapes, a verbatim tag, behind an alias or a merge key, on a key), any other tag,
 an include outside --include-path (absolute, relative, through a symlink or a merge key) or one
 that holds code, and a metric lm-eval would fetch from the HF evaluate library; then YAML bombs
-(aliases, size, nesting, recursion, a FIFO or a device for a file), and templates that reach into Python or blow up when lm-eval renders them. Each folder
-holds `evil.py`, which writes a marker file when imported: it must never be written, and each case
-must end in one `lmlab: error:` line. The plain-data folders are checked to be accepted.
+(aliases, size, nesting, recursion, a FIFO or a device for a file), and templates that reach into
+Python, blow up or fail when lm-eval renders them. Each folder holds `evil.py`, which writes a
+marker file when imported: it must never be written, and each case must end in one `lmlab: error:`
+line. The plain-data folders are accepted, and a plain task gives the same numbers as when trusted.
 """
 
 import json
