@@ -97,6 +97,7 @@ def test_cli_ppo_runs_and_reports(base, tmp_path, capsys):
     (["--reward-fn", "lmlab.data.tasks:reward"], "roles.jsonl", "role 'robot'"),
     (["--reward-model", "nowhere"], "task", "holds no reward model"),
     (["--kl-target", "0"], "task", "--kl-target 0.0 must be greater than 0"),
+    (["--temperature", "0.005"], "task", "--temperature 0.005 must be at least 0.01"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(base, tmp_path, capsys, extra, data, message):
     (tmp_path / "prompts.jsonl").write_text('{"messages": [{"role": "user", "content": "Hi"}]}\n')

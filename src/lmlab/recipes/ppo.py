@@ -32,6 +32,7 @@ from lmlab.data.blocks import batch_starts, gather
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.heads.reward import ScalarHead
 from lmlab.losses.cross_entropy import cross_entropy, token_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
@@ -75,7 +76,8 @@ class PPOConfig:
         at_least(self, 1, "ppo_epochs", "max_new_tokens", "kl_horizon", "ptx_block_size", "ptx_batch_size")
         at_most(self, MAX_CONTEXT, "max_new_tokens", "ptx_block_size")
         at_most(self, MAX_BATCH, "ptx_batch_size")
-        positive(self, "clip", "value_clip", "temperature", "kl_target")
+        positive(self, "clip", "value_clip", "kl_target")
+        at_least(self, MIN_TEMPERATURE, "temperature")  # the rollouts sample: 0 (greedy) is no policy to improve
         at_least(self, 0, "kl_coef", "vf_coef", "ptx_coef")
         fraction(self, "gamma", upper_included=True)
         fraction(self, "lam", upper_included=True)
