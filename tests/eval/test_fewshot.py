@@ -233,7 +233,9 @@ def test_bad_jsonl_line_is_one_line_naming_it(model_dir, tmp_path, capsys, line,
     (["--data", "arithmetic", "--cot", "--demo-labels", "random"], "applies to direct prompts"),
     (["--data", "capital", "--shots", "60"], "60 shots need 60 examples"),
     (["--data", "arithmetic", "--cot", "--temperature", "0.5"], "add --self-consistency K"),
-    (["--data", "arithmetic", "--self-consistency", "3", "--temperature", "0"], "--temperature 0.0 must be above 0"),
+    (["--data", "arithmetic", "--self-consistency", "3", "--temperature", "0"],
+     "--temperature 0.0 must be in [0.01, 10]"),
+    (["--data", "arithmetic", "--self-consistency", "3", "--temperature", "0.005"], "--temperature 0.005 must be in"),
 ])
 def test_bad_flags_are_one_line(model_dir, capsys, flags, message):
     assert lmlab("eval", "fewshot", "--model", model_dir, *flags) == 2

@@ -8,6 +8,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
 from lmlab.eval.plot import save_line_plot
 from lmlab.eval.prompt_tasks import TASKS, load_task
+from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.models.load import load
 from lmlab.io.outputs import check_file_output
 
@@ -94,8 +95,8 @@ def _check(args, cot: bool) -> None:
                          "(use --cot for one greedy chain)")
     if args.temperature is not None and args.self_consistency is None:
         raise LmlabError("--temperature sets how --self-consistency samples; add --self-consistency K or drop it")
-    if args.temperature is not None and not 0 < args.temperature <= 10:
-        raise LmlabError(f"--temperature {args.temperature} must be above 0 and at most 10")
+    if args.temperature is not None and not MIN_TEMPERATURE <= args.temperature <= 10:
+        raise LmlabError(f"--temperature {args.temperature} must be in [{MIN_TEMPERATURE}, 10]")
     if args.max_new_tokens is not None and not 1 <= args.max_new_tokens <= MAX_NEW_TOKENS:
         raise LmlabError(f"--max-new-tokens {args.max_new_tokens} must be between 1 and {MAX_NEW_TOKENS}")
     if cot and args.demo_labels != "gold":
