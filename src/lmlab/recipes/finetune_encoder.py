@@ -47,6 +47,7 @@ from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, predict
 from lmlab.models.load import load_encoder
 from lmlab.models.bert.model import BertEncoder
 from lmlab.models.encoders import build, new_pooler
+from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
@@ -301,10 +302,7 @@ def _read_tokenizer(path: str, max_length: int) -> Tokenizer:
     path = Path(path)
     if path.is_dir():
         return load_wordpiece(path, max_length)
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises plain Exceptions for unreadable files
-        raise LmlabError(f"cannot read tokenizer '{path}' ({e}); pass a tokenizer.json or its directory") from None
+    return load_tokenizer(path)  # bounded before the library reads it; one line if it cannot
 
 
 def _texts(examples: list[Example]) -> list[str]:

@@ -24,7 +24,7 @@ from lmlab.models.encoder_decoder.config import EncoderDecoderConfig, config_fro
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.models.family import LOAD, LOAD_ENCODER, Family
 from lmlab.modules.meta import on_meta
-from lmlab.tokenizers.bpe import TOKENIZER_FILE
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 
 
 
@@ -36,7 +36,7 @@ def save_encoder_decoder(model: EncoderDecoder, tokenizer: Tokenizer | str | Pat
     dtype = str(model.lm_head.weight.dtype).removeprefix("torch.")
     hf_config = convert.config_to_hf(cfg) | {"torch_dtype": dtype, "lmlab": config_to_dict(cfg)}
     if isinstance(tokenizer, (str, Path)):
-        tokenizer = _read_tokenizer(Path(tokenizer))
+        tokenizer = load_tokenizer(Path(tokenizer))
     return write_hf_dir(out_dir, hf_config, _one_name_per_tensor(convert.to_hf(model.state_dict(), cfg)), tokenizer)
 
 
@@ -65,7 +65,7 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight
-    tokenizer = _read_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
+    tokenizer = load_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
     return model.to(dtype).eval(), tokenizer
 
 
@@ -97,13 +97,6 @@ def _encoder_decoder_family(path: Path, hf: dict) -> Family:
                          f"needs an encoder-decoder ({readable})")
     raise LmlabError(f"'{path}' holds a {family.title}, which lmlab does not read as an encoder-decoder; it reads: "
                      f"{readable} (read this one with {family.reader})")
-
-
-def _read_tokenizer(path: Path) -> Tokenizer:
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises a bare Exception for unreadable or malformed files
-        raise LmlabError(f"cannot read tokenizer '{path}' ({e}); pass a tokenizer.json file") from None
 
 
 def _one_name_per_tensor(hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
