@@ -2,7 +2,9 @@
 are being decoded. Sampling settings at their extremes (temperatures that overflow float32, top_p that
 rounds to 0, seeds past 64 bits), sizes of 10^30, lone surrogates in every string field, and fields of
 the wrong shape: each gets OpenAI's error object with a 4xx naming the field within two seconds, or, if
-valid, its answer; and the requests in flight finish with exactly the text they give alone.
+valid, its answer; and the requests in flight finish with exactly the text they give alone. So do
+they when a request fails inside the engine (its sampling raises): that request alone gets the error,
+a 500 or a stream's last event, at once.
 
 The cases are sent four at a time while the three long requests run; every request has a timeout,
 and the module sends a fixed number of them.
@@ -21,6 +23,7 @@ from fuzz.record import check, fuzz_report  # noqa: F401 (fuzz_report: the sessi
 from chat_models import tiny_chat_model
 from encoder_data import tiny_encoder_dir
 from served import served
+from lmlab.inference import engine as engine_module
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import Embedder, create_app
 from lmlab.models.load import load, load_encoder
@@ -201,26 +204,83 @@ def outcome(status, answer, seconds: float, param: str | None) -> Outcome:
     return Outcome("clean_error", f"{status} {error['param']}: {error['message'][:200]}")
 
 
-def test_bad_requests_fail_alone_while_others_decode(server, alone):
-    with concurrent.futures.ThreadPoolExecutor(len(IN_FLIGHT) + SENDERS) as pool:
+def while_in_flight(server, alone: list[str], send) -> dict:
+    """Start the three long requests, call `send()` once all three decode, and return its result; each
+    long request is recorded (same_output when its text is the one it gives alone)."""
+    with concurrent.futures.ThreadPoolExecutor(len(IN_FLIGHT)) as pool:
         flying = [pool.submit(server.send, path, body) for path, body in IN_FLIGHT]
         deadline = time.monotonic() + TIMEOUT
         while server.engine.stats()["running"] < len(IN_FLIGHT):  # all three are decoding
             assert time.monotonic() < deadline and not any(f.done() for f in flying), "the long requests never ran"
             time.sleep(0.01)
-        with concurrent.futures.ThreadPoolExecutor(SENDERS) as senders:
-            answers = dict(zip(CASES, senders.map(lambda case: server.send(*CASES[case][:2]), CASES)))
+        sent = send()
         still_running = not any(f.done() for f in flying)
         results = [f.result() for f in flying]
-    outcomes = {f"in_flight_{i}": Outcome("same_output", f"{seconds:.1f} s") if status == 200 and
-                _reply_text(answer) == expected else Outcome("silent_wrong", f"{status}: {str(answer)[:300]}")
-                for i, ((status, answer, seconds), expected) in enumerate(zip(results, alone))}
-    outcomes.update({case: outcome(*answer, CASES[case][2]) for case, answer in answers.items()})
+    record_all({f"in_flight_{i}_{send.__name__}": Outcome("same_output", f"{seconds:.1f} s")
+                if status == 200 and _reply_text(answer) == expected else
+                Outcome("silent_wrong", f"{status}: {str(answer)[:300]}")
+                for i, ((status, answer, seconds), expected) in enumerate(zip(results, alone))})
+    assert still_running, f"the long requests ended before the cases did; raise LONG ({LONG})"
+    return sent
+
+
+def record_all(outcomes: dict[str, Outcome]) -> None:
+    """Record every case, then fail listing every failure."""
     failures = []
-    for case, result in outcomes.items():  # every case is recorded, then the failures are listed together
+    for case, result in outcomes.items():
         try:
             check(FAMILY, case, result)
         except AssertionError as e:
             failures.append(str(e))
     assert not failures, "\n".join(failures)
-    assert still_running, f"the long requests ended before the cases did; raise LONG ({LONG})"
+
+
+def test_bad_requests_fail_alone_while_others_decode(server, alone):
+    def bad_requests():
+        with concurrent.futures.ThreadPoolExecutor(SENDERS) as senders:
+            return dict(zip(CASES, senders.map(lambda case: server.send(*CASES[case][:2]), CASES)))
+
+    answers = while_in_flight(server, alone, bad_requests)
+    record_all({case: outcome(*answer, CASES[case][2]) for case, answer in answers.items()})
+
+
+POISONED_SEED = 666  # requests with this seed fail inside the engine, at their third token
+FAILING = {
+    "engine_failure": (COMPLETE, {**PROMPT, "max_tokens": 20, "temperature": 1, "seed": POISONED_SEED}),
+    "engine_failure_streamed": (COMPLETE, {**PROMPT, "max_tokens": 20, "temperature": 1, "seed": POISONED_SEED,
+                                           "stream": True}),
+    "engine_failure_chat_streamed": (CHAT, {**ASK, "max_tokens": 20, "temperature": 1, "seed": POISONED_SEED,
+                                            "stream": True}),
+}
+
+
+def test_a_request_failing_inside_the_engine_fails_alone(server, alone, monkeypatch):
+    calls: dict[int, int] = {}
+
+    def next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if generator is not None and generator.initial_seed() == POISONED_SEED:
+            calls[id(generator)] = calls.get(id(generator), 0) + 1
+            if calls[id(generator)] == 3:
+                raise RuntimeError("sampling broke")
+        return real_next_token(logits, temperature, top_k, top_p, generator)
+
+    real_next_token = engine_module.next_token
+    monkeypatch.setattr(engine_module, "next_token", next_token)
+
+    def failing_requests():
+        with concurrent.futures.ThreadPoolExecutor(len(FAILING)) as senders:
+            return dict(zip(FAILING, senders.map(lambda case: server.send(*FAILING[case]), FAILING)))
+
+    answers = while_in_flight(server, alone, failing_requests)
+    outcomes = {}
+    for case, (status, answer, seconds) in answers.items():
+        error = answer.get("error") if isinstance(answer, dict) else None
+        streamed = FAILING[case][1].get("stream", False)
+        if status is None or seconds > ANSWER_SECONDS:
+            outcomes[case] = Outcome("hang", f"{status} after {seconds:.1f} s")
+        elif error and error["type"] == "server_error" and "sampling broke" in error["message"] and \
+                status == (200 if streamed else 500):
+            outcomes[case] = Outcome("handled", f"{status}, this request's own error in {seconds:.2f} s")
+        else:
+            outcomes[case] = Outcome("silent_wrong", f"{status}: {str(answer)[:300]}")
+    record_all(outcomes)
