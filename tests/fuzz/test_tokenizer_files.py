@@ -1,7 +1,7 @@
 """Fuzz: hostile tokenizer.json and tokenizer_config.json files in a model directory, each fed to
 `lmlab generate` (and some to `lmlab train --tokenizer`): normalizer, pre-tokenizer, post-processor and
-decoder bombs, regexes that backtrack without bound, oversized tables and added tokens, nesting, a panic
-inside the library, and special tokens the vocabulary lacks. Each must be one clean error before any
+decoder bombs, regexes that backtrack without bound, oversized tables and added tokens, nesting, files
+that made the library panic, and special tokens the vocabulary lacks. Each must be one clean error before any
 large allocation; tokenizers laid out as the published ones must still work."""
 
 import json
@@ -12,6 +12,7 @@ import pytest
 from fuzz.inputs import chat_tokenizer, data_files, save_model_dir, tiny_decoder
 from fuzz.oracle import run_cli
 from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
+from encoder_data import tiny_encoder_dir
 from published_tokenizers import REAL_STYLE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -84,6 +85,10 @@ BOMBS = {  # tokenizer.json field -> value; each must be refused
     "split_in_sequence": {"pre_tokenizer": sequence("pretokenizers", [split("(a|b)*c"), BYTE_LEVEL])},
     "split_pattern_10k": {"pre_tokenizer": split("a" * 10_000)},
     "split_syntax_error": {"pre_tokenizer": split("(a")},
+    "template_unknown_special": {"post_processor": {
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [], "special_tokens": {}}},
     "replace_regex_unsafe": {"normalizer": replace("b", {"Regex": "(a*)*b"})},
     "decoder_replace_1000": {"decoder": replace("y" * 1000, {"String": "a"})},
     "decoder_nesting_40": {"decoder": nested(40)},
@@ -139,12 +144,23 @@ def test_published_layouts_still_work(clean, tmp_path, style):
           may_change=True, must_succeed=True)
 
 
-def test_a_panic_inside_the_library_is_one_line(clean, tmp_path):
-    """`\\s*\\s*$` is inside the safe class (two repetitions), but 5,000 spaces pass Oniguruma's retry
-    limit at the first position, which the library reports as a Rust panic."""
+def test_panics_inside_the_library_are_refused_at_load(clean, tmp_path):
+    """`\\s*\\s*$` on 5,000 spaces passed Oniguruma's retry limit: a Rust panic. The pattern is now refused
+    when the file is read (`tests/tokenizers/test_text.py` checks that a panic would be one line too)."""
     directory = edited(clean, tmp_path, {"pre_tokenizer": sequence("pretokenizers", [split(r"\s*\s*$"), BYTE_LEVEL])})
     outcome = probe(FAMILY, "panic_retry_limit", generate(directory, " " * 5000 + "x"), clean["output"])
-    assert outcome.kind == "clean_error" and "tokenizers library failed" in outcome.detail, outcome.detail
+    assert outcome.kind == "clean_error" and "can fail follows 2 unbounded" in outcome.detail, outcome.detail
+
+
+def test_encoder_template_that_panicked(clean, tmp_path):
+    """A BERT tokenizer whose template places a special token it does not define panicked in `embed`."""
+    directory = tiny_encoder_dir(tmp_path / "bert")
+    data = json.loads((directory / "tokenizer.json").read_text())
+    data["post_processor"]["special_tokens"] = {}
+    (directory / "tokenizer.json").write_text(json.dumps(data))
+    outcome = probe(FAMILY, "embed:template_unknown_special", ["embed", "--model", directory, "--text", "hi", "--json"],
+                    None)
+    assert outcome.kind == "clean_error" and "TemplateProcessing places" in outcome.detail, outcome.detail
 
 
 @pytest.mark.parametrize("edit", CONFIG_EDITS)

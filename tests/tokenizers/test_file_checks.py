@@ -5,12 +5,13 @@ work, and each kind of bomb is one line naming the file and the field, refused b
 import json
 
 import pytest
+from tokenizers import Tokenizer
 
 import lmlab.tokenizers.file_checks as file_checks
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
-from lmlab.tokenizers.wordpiece import train_wordpiece
+from lmlab.tokenizers.wordpiece import encode_batch, train_wordpiece
 
 from published_tokenizers import BYTE_LEVEL, PUBLISHED, REAL_STYLE, TEXT
 
@@ -75,6 +76,9 @@ BOMBS = {  # the edit -> what the one-line error must say
     "split_polynomial": ({"pre_tokenizer": split(r"\s*\s*\s*$")}, "3 parts without bound"),
     "split_in_sequence": ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [split("(a|b)*c"), BYTE_LEVEL]}},
                           "repeats a group"),
+    "template_unknown_special": ({"post_processor": {"type": "TemplateProcessing", "single": [
+        {"SpecialToken": {"id": "<x>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
+        "special_tokens": {}}}, "post_processor: TemplateProcessing places '<x>'"),
     "replace_regex_unsafe": ({"normalizer": replace("b", {"Regex": "(a*)*"})}, "Replace regex"),
     "nesting": ({"normalizer": nested(20)}, "nested more than 16"),
     "many_steps": ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}] * 2000}}, "2,000 entries"),
@@ -108,3 +112,12 @@ def test_padding_and_truncation_the_file_sets_are_not_used(tmp_path, bpe_json):
                 "truncation": {"direction": "Right", "max_length": 1, "strategy": "LongestFirst", "stride": 0}}
     tokenizer = load_tokenizer(write(tmp_path, bpe_json | settings))
     assert tokenizer.encode(TEXT).ids == load_tokenizer(write(tmp_path, bpe_json)).encode(TEXT).ids
+
+
+def test_a_panic_while_encoding_for_an_encoder_is_one_line(tmp_path):
+    """A template placing a special token it does not define panics inside the library on encoding
+    (loading refuses such a file; here the library builds it)."""
+    data = json.loads(train_wordpiece(markov_corpus(50, seed=3)[0], 200).to_str())
+    data["post_processor"]["special_tokens"] = {}
+    with pytest.raises(LmlabError, match="the tokenizers library failed while encoding texts"):
+        encode_batch(Tokenizer.from_str(json.dumps(data)), ["hello world"])

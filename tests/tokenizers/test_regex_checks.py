@@ -21,6 +21,10 @@ UNSAFE = {
     "repeated_dot_star_group": (r"(.*a){20}", "repeats a group"),
     "optional_group_that_repeats": (r"(a+)?b", "repetition inside a repetition"),
     "three_unbounded_in_a_branch": (r"\s*\s*\s*$", "3 parts without bound"),
+    "anchor_after_two_unbounded": (r"\s*\s*$", "can fail follows 2 unbounded"),  # 35 s on 3,000 spaces
+    "class_after_two_unbounded": (r"\s*\s*\S", "can fail follows 2 unbounded"),  # 1.7 s on 1,000 spaces
+    "lookahead_after_two_unbounded": (r"\s*\s*(?!\S)", "can fail follows 2 unbounded"),
+    "failing_part_inside_a_group": (r"\s*(?:\s*\S)", "can fail follows 2 unbounded"),
     "large_bounded_repeats": (r"a{0,1000}b{0,1000}c{0,1000}", "3 parts without bound"),
     "backreference": (r"(a*)\1", "backreference"),
     "named_backreference": (r"(?<x>a)\k<x>", "backreference"),

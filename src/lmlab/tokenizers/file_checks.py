@@ -11,6 +11,7 @@ a failure inside it is a panic. So a file from someone else is bounded first:
   so encoding a text never takes more than MAX_GROWTH times what the text itself would;
 - every regex (Split, Replace) is in the class `regex_checks` accepts, so matching cannot backtrack
   without bound (`(a|a)+$` on "a"*40+"b" panicked inside Oniguruma);
+- a TemplateProcessing places only special tokens it defines (another one panicked on encoding);
 - sizes: vocabulary, merges, added tokens (their number and length), strings and lists in the
   normalizer / pre-tokenizer / post-processor / decoder, and their nesting.
 
@@ -84,6 +85,8 @@ def _check_node(node, depth: int) -> None:
             if key == "pattern" and isinstance(value, dict) and isinstance(value.get("Regex"), str):
                 _check_pattern(value["Regex"], node.get("type", ""))
             _check_node(value, depth + 1)
+        if node.get("type") == "TemplateProcessing":
+            _check_template(node)
     elif isinstance(node, str) and len(node) > MAX_STRING_CHARS:
         raise ValueError(f"a string of {len(node):,} characters, more than {MAX_STRING_CHARS:,}")
 
@@ -93,6 +96,17 @@ def _check_pattern(pattern: str, step: str) -> None:
         check_regex(pattern)
     except UnsafeRegex as error:
         raise ValueError(f"{step} regex {pattern[:40]!r} could take time exponential in the text: {error}") from None
+
+
+def _check_template(node: dict) -> None:
+    """Every special token a TemplateProcessing's `single` or `pair` places must be one of its
+    `special_tokens` (the library panics on encoding with one that is not)."""
+    known = node.get("special_tokens") if isinstance(node.get("special_tokens"), dict) else {}
+    for piece in [p for key in ("single", "pair") if isinstance(node.get(key), list) for p in node[key]]:
+        special = piece.get("SpecialToken") if isinstance(piece, dict) else None
+        if isinstance(special, dict) and special.get("id") not in known:
+            raise ValueError(f"TemplateProcessing places {str(special.get('id'))[:40]!r}, which is not one of its "
+                             "special_tokens")
 
 
 def _growth(node) -> int:

@@ -19,6 +19,7 @@ from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words, warn_if_smaller
+from lmlab.tokenizers.panics import library_panics
 from lmlab.tokenizers.text import read_tokenizer_config
 
 VOCAB_FILE = "vocab.txt"
@@ -91,7 +92,9 @@ def _with_template(tokenizer: Tokenizer) -> Tokenizer:
 
 def encode_batch(tokenizer: Tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """input_ids, attention_mask and token_type_ids, each (B, T), for an encoder (padding on the right)."""
-    return encodings_to_tensors(tokenizer.encode_batch(texts))
+    with library_panics("encoding texts"):
+        encodings = tokenizer.encode_batch(texts)
+    return encodings_to_tensors(encodings)
 
 
 def encodings_to_tensors(encodings: list, length: int | None = None
