@@ -95,7 +95,7 @@ def _check_pattern(pattern: str, step: str) -> None:
     try:
         check_regex(pattern)
     except UnsafeRegex as error:
-        raise ValueError(f"{step} regex {pattern[:40]!r} could take time exponential in the text: {error}") from None
+        raise ValueError(f"{step} regex {pattern[:40]!r} could backtrack without bound ({error})") from None
 
 
 def _check_template(node: dict) -> None:
