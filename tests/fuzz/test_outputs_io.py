@@ -147,7 +147,8 @@ def test_output_beside_input(made, tmp_path, command):
     user = user_tree(made, tmp_path / "user")
     build, source, flag = COMMANDS[command]
     out = user[source].with_name(user[source].name + "2")
-    check("outputs_are_inputs", f"{command}:beside", watched(build(user, out), tmp_path / "user", flag, must_succeed=True))
+    outcome = watched(build(user, out), tmp_path / "user", flag, must_succeed=True)
+    check("outputs_are_inputs", f"{command}:beside", outcome)
 
 
 # -- run directories ------------------------------------------------------------------------------------------------

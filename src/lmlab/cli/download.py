@@ -17,6 +17,6 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     entry = zoo.entry(args.name)
     source = zoo.LocalSource(args.source) if args.source else None
-    if source is None and zoo.model_path(entry.name) is None:  # a download takes a while; a local copy is checked first
+    if source is None and zoo.model_path(entry.name) is None:  # a download takes a while: say so first
         print(f"fetching {entry.name} from {source or entry.source} (about {entry.download_mb} MB)…", file=sys.stderr)
     print(zoo.download(entry.name, source))
