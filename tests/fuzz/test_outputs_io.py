@@ -346,32 +346,34 @@ def test_output_is_a_link(made, tmp_path, command, target):
 FROM_LINKS = {
     "loop": ("sub/loop", ".."),
     "dir_inside": ("sub/again", "."),
-    "file_outside": ("outside.json", "{outside}"),
     "dangling": ("gone.json", "nowhere.json"),
+    "device": ("zero.json", "/dev/zero"),
 }
+FILE_LINKS = {"file_inside": "config.json", "file_outside": "{outside}"}  # copied as the files they name
 
 
-@pytest.mark.parametrize("case", [*FROM_LINKS, "file_inside"])
+@pytest.mark.parametrize("case", [*FROM_LINKS, *FILE_LINKS])
 def test_download_from_a_folder_with_links(made, tmp_path, monkeypatch, case):
     """`download --from DIR` follows no link to a directory (a loop copied until ELOOP) and copies no
-    file from outside DIR; a link to a file inside DIR is copied as the file."""
+    device; a link to a regular file, inside DIR or not (an HF cache snapshot links into ../../blobs), is
+    copied as the file."""
     monkeypatch.setenv("LMLAB_CACHE", str(tmp_path / "cache"))
     user = tmp_path / "user"
     folder = user / "folder"
     shutil.copytree(made["model"], folder)
     (user / "outside.json").write_text('{"secret": 1}')
-    if case == "file_inside":
-        (folder / "same.json").symlink_to("config.json")
+    if case in FILE_LINKS:
+        (folder / "same.json").symlink_to(FILE_LINKS[case].format(outside=user / "outside.json"))
     else:
         name, to = FROM_LINKS[case]
         (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).symlink_to(to.format(outside=user / "outside.json"))
     outcome = watched(["download", "smollm2-135m-instruct-hf", "--from", folder], user, "--from",
-                      must_succeed=case == "file_inside", timeout=20)
+                      must_succeed=case in FILE_LINKS, timeout=20)
     cache = tmp_path / "cache"
     copied = [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
     if outcome.kind == "clean_error" and copied:
         outcome = Outcome("silent_wrong", f"refused but left {copied} in the cache")
-    if case == "file_inside" and outcome.ok and not any(p.name == "same.json" and not p.is_symlink() for p in copied):
+    if case in FILE_LINKS and outcome.ok and not any(p.name == "same.json" and not p.is_symlink() for p in copied):
         outcome = Outcome("silent_wrong", "the linked file was not copied as a file")
     check("symlinks", f"download_from:{case}", outcome)

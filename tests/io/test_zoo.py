@@ -279,11 +279,11 @@ def folder_with(tmp_path: Path, links: dict[str, str]) -> Path:
 
 @pytest.mark.parametrize("name, to, problem", [("sub/loop", "..", "a link to a folder"),
                                                ("up", "../folder", "a link to a folder"),
-                                               ("secret.json", "../outside.json", "not a file inside the folder"),
-                                               ("gone.json", "nowhere.json", "not a file inside the folder")])
-def test_a_folder_is_copied_without_following_links_out_or_round(tmp_path, name, to, problem):
-    """A link to a folder (`sub/loop -> ..` copied until ELOOP) or out of the folder is refused, and
-    nothing is left in the cache."""
+                                               ("gone.json", "nowhere.json", "not a regular file"),
+                                               ("zero.json", "/dev/zero", "not a regular file")])
+def test_a_folder_is_copied_without_following_links_to_folders_or_devices(tmp_path, name, to, problem):
+    """A link to a folder (`sub/loop -> ..` copied until ELOOP), a dangling link and a link to a device are
+    refused, and nothing is left in the cache."""
     folder = folder_with(tmp_path, {name: to})
     with pytest.raises(LmlabError, match=problem):
         zoo.download("smollm2-135m-instruct-hf", zoo.LocalSource(folder))
@@ -291,10 +291,13 @@ def test_a_folder_is_copied_without_following_links_out_or_round(tmp_path, name,
     assert not [p for p in zoo.download_dir("x").parent.iterdir()]
 
 
-def test_a_link_to_a_file_inside_the_folder_is_copied_as_the_file(tmp_path):
-    folder = folder_with(tmp_path, {"same.json": "config.json"})
+@pytest.mark.parametrize("to, text", [("config.json", "{}"), ("../outside.json", '{"secret": 1}')])
+def test_a_link_to_a_file_is_copied_as_the_file(tmp_path, to, text):
+    """A link to a regular file, inside the folder or not (an HF cache snapshot links into ../../blobs), is
+    copied as the file it names."""
+    folder = folder_with(tmp_path, {"same.json": to})
     path = zoo.download("smollm2-135m-instruct-hf", zoo.LocalSource(folder))
-    assert (path / "same.json").read_text() == "{}" and not (path / "same.json").is_symlink()
+    assert (path / "same.json").read_text() == text and not (path / "same.json").is_symlink()
 
 
 def test_a_folder_with_too_many_entries_is_refused(tmp_path, monkeypatch):

@@ -158,8 +158,9 @@ def _copy_local(path: Path, target: Path, name: str) -> None:
 
 def _copy_folder(folder: Path, target: Path) -> None:
     """Copy the files under `folder` into `target` (new). The walk follows no link to a directory (one
-    can loop) and refuses it; a link to a file is copied as that file if it stays inside `folder`, else
-    refused; at most MAX_ENTRIES entries and MAX_UNPACKED_BYTES, as for a wheel."""
+    can loop) and refuses it; a link to a regular file is copied as that file, wherever it lies (an HF cache
+    snapshot links each file into `../../blobs`); at most MAX_ENTRIES entries and MAX_UNPACKED_BYTES, as for a
+    wheel."""
     root, entries, size = folder.resolve(), 0, 0
 
     def refuse(error: OSError):
@@ -178,8 +179,8 @@ def _copy_folder(folder: Path, target: Path) -> None:
         target.joinpath(here.relative_to(root)).mkdir(parents=True, exist_ok=True)
         for name in files:
             real = Path(os.path.realpath(here / name))
-            if root not in real.parents or not real.is_file():
-                raise LmlabError(f"'{here / name}' in --from '{folder}' is not a file inside the folder (it leads to "
+            if not real.is_file():
+                raise LmlabError(f"'{here / name}' in --from '{folder}' is not a regular file (it leads to "
                                  f"'{real}'); pass a folder that holds the model's files themselves")
             size += real.stat().st_size
             if size > MAX_UNPACKED_BYTES:
