@@ -7,8 +7,9 @@ a failure inside it is a panic. So a file from someone else is bounded first:
 - a Replace whose content is longer than its pattern makes the text longer at every match: a
   1,000,000-character content on a 3,000-character prompt asked for 3 billion characters (killed at
   20.5 GB after 82 s; each normalized character costs ~150 bytes while encoding). The product of the
-  growths of every Replace in the normalizer (and, for decoding, in the decoder) is at most MAX_GROWTH,
-  so encoding a text never takes more than MAX_GROWTH times what the text itself would;
+  growths of every Replace in the normalizer (and, for decoding, in the decoder) is at most MAX_GROWTH
+  (in UTF-8 bytes: Replace " " by "▁" is 3), so encoding a text never takes more than MAX_GROWTH
+  times what the text itself would;
 - every regex (Split, Replace) is in the class `regex_checks` accepts, so matching cannot backtrack
   without bound (`(a|a)+$` on "a"*40+"b" panicked inside Oniguruma);
 - a TemplateProcessing places only special tokens it defines (another one panicked on encoding);
@@ -28,7 +29,7 @@ MAX_FILE_BYTES = 128 << 20  # Gemma-3's tokenizer.json, the largest published on
 MAX_VOCAB = 1 << 22  # lmlab's bound on any vocabulary (docs/trust.md); Gemma's is 262,144
 MAX_ADDED_TOKENS = 1 << 16  # Llama-3 has 256
 MAX_ADDED_TOKEN_CHARS = 1024
-MAX_GROWTH = 16  # how many times longer a normalizer or decoder may make a text; real ones: 1
+MAX_GROWTH = 16  # how many times longer a normalizer or decoder may make a text; real ones: at most 3
 MAX_STRING_CHARS = 4096  # a pattern, a content, a prefix; DeepSeek's longest Split pattern is ~1,000
 MAX_CHARSMAP_CHARS = 4 << 20  # SentencePiece's precompiled normalization table (T5's: ~320,000)
 MAX_ITEMS = 1024  # entries of one list or object in a pipeline (steps of a Sequence, template pieces)
@@ -110,13 +111,16 @@ def _check_template(node: dict) -> None:
 
 
 def _growth(node) -> int:
-    """How many times longer the steps in `node` can make a text at most (counted up to MAX_GROWTH + 1):
-    the product over its Replace steps of the content's length (plus one for a regex, which may match
-    between characters)."""
+    """How many times longer (in UTF-8 bytes, which the library's alignments are kept per) the steps in
+    `node` can make a text at most, counted up to MAX_GROWTH + 1: the product over its Replace steps of
+    the content's length over the pattern's (Replace " " by "▁": 3), or the content's length plus one
+    for a regex, which may match between characters."""
     if isinstance(node, dict) and node.get("type") == "Replace" and isinstance(node.get("content"), str):
-        pattern = node.get("pattern")
-        by_regex = not (isinstance(pattern, dict) and isinstance(pattern.get("String"), str) and pattern["String"])
-        return min(max(1, len(node["content"]) + by_regex), MAX_GROWTH + 1)
+        content, pattern = len(node["content"].encode("utf-8", "replace")), node.get("pattern")
+        string = pattern.get("String") if isinstance(pattern, dict) else None
+        if isinstance(string, str) and string:
+            return min(max(1, -(-content // len(string.encode("utf-8", "replace")))), MAX_GROWTH + 1)
+        return min(content + 1, MAX_GROWTH + 1)
     total = 1
     for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
         total = min(total * _growth(value), MAX_GROWTH + 1)
