@@ -133,3 +133,15 @@ def test_chat_template_that_writes_a_surrogate(clean, tmp_path):
     args = ["chat", "--model", directory, "--prompt", "hi", "--max-new-tokens", "2", "--greedy"]
     outcome = probe(FAMILY, "chat:template_surrogate", args, None)
     assert outcome.kind == "clean_error" and "lone surrogate" in outcome.detail, outcome.detail
+
+
+@pytest.mark.parametrize("key", ["eos_token", "stop_tokens", "chat_template"])
+def test_lone_surrogate_in_tokenizer_config(clean, tmp_path, key):
+    directory = shutil.copytree(clean["model"], tmp_path / "model")
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    config[key] = ["<|im_end|>\ud800"] if key == "stop_tokens" else "<|im_end|>\ud800"
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    args = ["generate", "--model", directory, "--prompt", "hi", "--max-new-tokens", "2", "--greedy"]
+    outcome = probe(FAMILY, f"tokenizer_config:{key}", args, None)
+    assert outcome.kind == "clean_error" and "tokenizer_config.json holds a lone surrogate" in outcome.detail, \
+        outcome.detail

@@ -141,3 +141,9 @@ def test_a_panic_inside_the_library_is_one_line(backend):
     tokenizer = TextTokenizer(Tokenizer.from_str(json.dumps(data)))
     with pytest.raises(LmlabError, match="the tokenizers library failed while encoding a text .*retry-limit"):
         tokenizer.encode(" " * 5000 + "x")
+
+
+def test_a_lone_surrogate_in_tokenizer_config_is_one_line_naming_the_file(directory):
+    (directory / CONFIG_FILE).write_text('{"eos_token": "<|eos|>\\ud800"}')
+    with pytest.raises(LmlabError, match=f"{CONFIG_FILE} holds a lone surrogate \\(\\\\ud800\\)"):
+        TextTokenizer.from_dir(directory)

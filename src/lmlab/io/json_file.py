@@ -9,14 +9,21 @@ import json
 from pathlib import Path
 
 from lmlab.errors import LmlabError
+from lmlab.io.lines import lone_surrogate
 
 MAX_BYTES = 64 << 20  # far above any real config (SmolLM2's tokenizer_config.json is 4 KB)
 
 
 def read_json_object(path: str | Path, fix: str) -> dict:
     """The JSON object in the file `path`; a one-line LmlabError ending with `fix` when the file is
-    missing, too large, not UTF-8, not JSON or not an object."""
-    return parse_json_object(read_json_text(path, fix), path, fix)
+    missing, too large, not UTF-8, not JSON or not an object, or holds a lone surrogate (a "\\ud800"
+    escape: no UTF-8 holds one, and the tokenizer and every writer fail on it)."""
+    text = read_json_text(path, fix)
+    value = parse_json_object(text, path, fix)
+    surrogate = lone_surrogate(value) if "\\u" in text else None  # only a \uXXXX escape makes one
+    if surrogate is not None:
+        raise LmlabError(f"{path} holds a lone surrogate (\\u{ord(surrogate):04x}), which is not Unicode text; {fix}")
+    return value
 
 
 def read_json_text(path: str | Path, fix: str, max_bytes: int = MAX_BYTES) -> str:
