@@ -32,6 +32,8 @@ UNSAFE = {
     "unclosed_group": (r"(ab", "unclosed group"),
     "unclosed_class": (r"[ab", "unclosed character class"),
     "stray_close": (r"a)(a+)+", "never opened"),
+    "deep_groups": ("(" * 2000 + "a" + ")" * 2000, "hundreds deep"),
+    "deep_classes": ("[" * 2000 + "a" + "]" * 2000, "hundreds deep"),
 }
 
 

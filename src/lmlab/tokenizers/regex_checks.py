@@ -43,7 +43,10 @@ def check_regex(pattern: str) -> None:
     if _BACKREFERENCE.search(pattern.replace("\\\\", "")):
         raise UnsafeRegex("it uses a backreference or subexpression call (\\1, \\k<…>, \\g<…>)")
     parser = _Parser(pattern)
-    parser.branches(0)
+    try:
+        parser.branches(0)
+    except RecursionError:
+        raise UnsafeRegex("it nests groups or classes hundreds deep") from None
     if parser.at < len(pattern):
         raise UnsafeRegex("it closes a group it never opened")
 
