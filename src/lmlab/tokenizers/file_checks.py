@@ -25,15 +25,15 @@ Real tokenizers (GPT-2, Llama-3, Qwen2, SmolLM2, BERT, T5/SentencePiece conversi
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.regex_checks import UnsafeRegex, check_regex
 
-MAX_FILE_BYTES = 128 << 20  # Gemma-3's tokenizer.json, the largest published one we know, is 33 MB
-MAX_VOCAB = 1 << 22  # lmlab's bound on any vocabulary (docs/trust.md); Gemma's is 262,144
+MAX_FILE_BYTES = 128 << 20  # the largest published tokenizer.json files (262,144-token Gemmas) are tens of MB
+MAX_VOCAB = 1 << 22  # lmlab's bound on any vocabulary (docs/trust.md)
 MAX_ADDED_TOKENS = 1 << 16  # Llama-3 has 256
 MAX_ADDED_TOKEN_CHARS = 1024
 MAX_GROWTH = 16  # how many times longer a normalizer or decoder may make a text; real ones: at most 3
-MAX_STRING_CHARS = 4096  # a pattern, a content, a prefix; DeepSeek's longest Split pattern is ~1,000
+MAX_STRING_CHARS = 4096  # a pattern, a content, a prefix; published Split patterns are a few hundred
 MAX_CHARSMAP_CHARS = 4 << 20  # SentencePiece's precompiled normalization table, base64 (T5's is under 1 MB)
 MAX_ITEMS = 1024  # entries of one list or object in a pipeline (steps of a Sequence, template pieces)
-MAX_DEPTH = 16  # nesting of objects and lists in a pipeline (a Sequence in a Sequence is two levels)
+MAX_DEPTH = 16  # nesting of objects and lists in a pipeline (each Sequence is two: its object, its list)
 PIPELINES = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
 
 
@@ -93,6 +93,7 @@ def _check_node(node, depth: int) -> None:
 
 
 def _check_pattern(pattern: str, step: str) -> None:
+    """Refuse the regex `pattern` of the step `step` unless it is in `regex_checks`' safe class."""
     try:
         check_regex(pattern)
     except UnsafeRegex as error:
