@@ -3,6 +3,7 @@ published ones are (GPT-2, Llama-3, Qwen2, SmolLM2, BERT, SentencePiece conversi
 work, and each kind of bomb is one line naming the file and the field, refused before any allocation."""
 
 import json
+import time
 
 import pytest
 from tokenizers import Tokenizer
@@ -121,3 +122,20 @@ def test_a_panic_while_encoding_for_an_encoder_is_one_line(tmp_path):
     data["post_processor"]["special_tokens"] = {}
     with pytest.raises(LmlabError, match="the tokenizers library failed while encoding texts"):
         encode_batch(Tokenizer.from_str(json.dumps(data)), ["hello world"])
+
+
+ADVERSARIAL = {"spaces": " " * 20_000 + "x", "newlines": "\n" * 20_000 + "x", "letters": "a" * 20_000 + "!",
+               "digits": "1" * 20_000 + "a", "punctuation": "!" * 20_000 + " ", "mixed": " \n" * 10_000 + "x"}
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_published_patterns_stay_fast_on_long_runs(tmp_path, bpe_json, name):
+    """What the safe class still lets through can be quadratic on a long run (`\\s+$`: 3.4 s on 30,000
+    spaces); the published patterns are not: 20,000 characters of each kind of run split in well under
+    a second."""
+    pre_tokenizer = {"type": "Sequence", "pretokenizers": [split(PUBLISHED[name]), BYTE_LEVEL]}
+    tokenizer = load_tokenizer(write(tmp_path, bpe_json | {"pre_tokenizer": pre_tokenizer}))
+    start = time.perf_counter()
+    for text in ADVERSARIAL.values():
+        tokenizer.encode(text, add_special_tokens=False)
+    assert time.perf_counter() - start < 1.0
