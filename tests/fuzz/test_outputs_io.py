@@ -182,6 +182,17 @@ def test_not_a_run(made, tmp_path, command, kind):
     check("run_dirs", f"{command}:{kind}", outcome)
 
 
+@pytest.mark.parametrize("arch", ["gpt2", "lstm"])
+def test_a_bad_tokenizer_leaves_no_run(made, tmp_path, arch):
+    """A run whose --tokenizer is refused writes nothing: the run is claimed only once its tokenizer is read."""
+    user = user_tree(made, tmp_path / "user")
+    (user["model"].parent / "bad.json").write_text("{}")
+    model = TINY_TRAIN if arch == "gpt2" else ["--arch", "lstm", "--max-steps", "1"]
+    args = ["train", *model, "--data", user["text"], "--tokenizer", user["model"].parent / "bad.json",
+            "--out", user["model"].parent / "new-run"]
+    check("run_dirs", f"bad_tokenizer:{arch}", watched(args, tmp_path / "user", "bad.json"))
+
+
 @pytest.mark.parametrize("case", ["new", "empty", "resume", "resume_older_run", "ngram_again"])
 def test_a_run(made, tmp_path, case):
     """lmlab's own runs stay usable: a new or empty directory becomes a marked run, a run (marked, or of

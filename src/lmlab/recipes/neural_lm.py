@@ -80,8 +80,9 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     texts = load_corpus(data)
     tok_file = out / TOKENIZER_FILE
     if not tok_file.exists():
-        claim_run_dir(out)
-        save_tokenizer(load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size), out)
+        made = load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size)
+        claim_run_dir(out)  # after the tokenizer is read or trained: a bad one leaves nothing behind
+        save_tokenizer(made, out)
     tok = load_tokenizer(tok_file)
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.get_vocab_size())
 

@@ -61,8 +61,9 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
                               train_cfg.fsdp, train_cfg.bf16, train_cfg.max_memory)
     tok_file = out / TOKENIZER_FILE
     if d.is_main and not tok_file.exists():
-        claim_run_dir(out)
-        save_tokenizer(load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size), out)
+        made = load_tokenizer(tokenizer) if tokenizer else train_bpe(texts, model_cfg.vocab_size)
+        claim_run_dir(out)  # after the tokenizer is read or trained: a bad one leaves nothing behind
+        save_tokenizer(made, out)
     d.barrier()
     tok = load_tokenizer(tok_file)
     model_cfg = model_cfg.replace(vocab_size=tok.get_vocab_size(), trained_context=block_size)
