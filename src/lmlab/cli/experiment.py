@@ -9,7 +9,6 @@ against window, recurrent and transformer LMs on the same real text, held-out pe
 from lmlab.cli.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.seq2seq_tasks import TASKS
-from lmlab.io.outputs import check_run_dir
 from lmlab.experiments import attention_comparison, classic_vs_neural, scaling, seq2seq_pretraining
 from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
 from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
@@ -182,7 +181,6 @@ def _add_classic_vs_neural(sub) -> None:
 def run_vanishing_gradients(args) -> None:
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
-    check_run_dir(args.out)
     results = vanishing_gradients(args.out, args.data, settings)
     print(results_table(results), end="")
     print(f"written: {args.out}/vanishing_gradients.json, .md, .png")

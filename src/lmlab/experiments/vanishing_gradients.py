@@ -22,6 +22,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
 from lmlab.io.atomic import atomic_write_text
+from lmlab.io.outputs import check_run_dir
 from lmlab.models.neural_lm_files import load_rnn_dir
 from lmlab.models.rnn import RNNConfig, RNNLM
 from lmlab.recipes.neural_lm import train_neural_lm
@@ -56,6 +57,7 @@ def vanishing_gradients(out: str | Path, data: str = "markov", settings: Vanishi
         raise LmlabError(f"--train-steps {s.train_steps} must be at least 0")
     if (out / "vanishing_gradients.json").exists() or (out / "runs").exists():
         raise LmlabError(f"'{out}' already holds an experiment; choose a new --out directory")
+    check_run_dir(out)
 
     texts = load_corpus(data)
     tokenizer = train_bpe(texts, s.vocab_size)
