@@ -4,14 +4,16 @@ Every way a task YAML makes lm-eval import Python: the `!function` tag in any sp
 shorthand, `%xx` escapes, a verbatim tag, behind an alias or a merge key, on a key), any other tag,
 an include outside --include-path (absolute, relative, through a symlink or a merge key) or one
 that holds code, and a metric lm-eval would fetch from the HF evaluate library; then YAML bombs
-(aliases, size, nesting, recursion, a FIFO or a device for a file), and templates that reach into
-Python, blow up or fail when lm-eval renders them. Each folder holds `evil.py`, which writes a
-marker file when imported: it must never be written, and each case must end in one `lmlab: error:`
-line. The plain-data folders are accepted, and a plain task gives the same numbers as when trusted.
+(aliases, size, nesting, recursion, a FIFO or a device for a file), regexes that backtrack without
+bound wherever lm-eval takes one, and templates that reach into Python, blow up or fail when lm-eval
+renders them. Each folder holds `evil.py`, which writes a marker file when imported: it must never be
+written, and each case must end in one `lmlab: error:` line. The plain-data folders and real tasks'
+regexes are accepted, and a plain task gives the same numbers as when trusted.
 """
 
 import json
 import os
+import resource
 import shutil
 
 import pytest
@@ -83,6 +85,27 @@ DATA = {  # plain data in every form the check must still accept
     "include_symlink_loop": "task: t\ninclude: loop1.txt\n",
     "include_shared": "task: t\ninclude: [plain.txt, plain.txt, chain_plain.txt]\n",
 }
+
+
+def _filter(function: str, key: str, value) -> dict:
+    """A task's filter_list with the one filter `function` given `key`: `value`."""
+    return {"filter_list": [{"name": "f", "filter": [{"function": function, key: value}, {"function": "take_first"}]}]}
+
+
+# where a task hands Python's `re` a regex -> (the key, the task's settings with `pattern` there)
+REGEX_PLACES = {
+    "regex_filter": ("regex_pattern", lambda pattern: _filter("regex", "regex_pattern", pattern)),
+    "regex_pos_filter": ("regex_pattern", lambda pattern: _filter("regex_pos", "regex_pattern", pattern)),
+    "multi_choice_filter": ("regex_pattern", lambda pattern: _filter("multi_choice_regex", "regex_pattern", pattern)),
+    "multi_choice_ignore": ("regexes_to_ignore",
+                            lambda pattern: _filter("multi_choice_regex", "regexes_to_ignore", [",", pattern])),
+    "exact_match_ignore": ("regexes_to_ignore", lambda pattern: {"metric_list": [
+        {"metric": "exact_match", "regexes_to_ignore": [pattern]}]}),
+}
+# exponential in Python's re: 1-2 s on a run of 24 a's (or spaces) and one more character, twice that per character
+CATASTROPHIC = {"alternation": r"(a|a)+$", "nested": r"(a+)+$", "empty_repeated": r"(\s*)*$"}
+REAL_STYLE = [r"#### (\-?[0-9\.\,]+)", r"The answer is (\-?[0-9\.\,]+).", r"(-?[$0-9.,]{2,})|(-?[0-9]+)",
+              r"(?s).*#### ", r"^(.*?)\s*$"]  # gsm8k's filters and exact_match, MMLU generative's filter
 TEMPLATES = {  # task templates rendered by lm-eval: in lmlab's sandbox unless --trust-task-code
     "ssti_doc_to_text": "{{ cycler.__init__.__globals__.os.system('touch ' ~ marker) }}",
     "ssti_subclasses": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
@@ -92,6 +115,7 @@ TEMPLATES = {  # task templates rendered by lm-eval: in lmlab's sandbox unless -
     "template_undefined": "{{ nothing.field }}",
     "template_syntax": "{{ question ",
     "template_division": "{{ 1 / 0 }}",
+    "template_regex_replace": "{{ ('a' * 40 ~ 'b') | regex_replace('(a|a)+$', '') }}",
 }
 
 
@@ -170,6 +194,29 @@ def test_folder_over_the_byte_total_is_refused(tmp_path, monkeypatch):
     assert "1,000 bytes" in outcome.detail
 
 
+@pytest.mark.parametrize("kind", CATASTROPHIC)
+@pytest.mark.parametrize("place", REGEX_PLACES)
+def test_regex_that_backtracks_without_bound_is_refused(tmp_path, place, kind):
+    """Refused by the trust check, before lm-eval (or the model) runs, in one line naming the file,
+    the key and the pattern; an included file is named itself."""
+    key, settings = REGEX_PLACES[place]
+    task = json.dumps({"task": "t", "include": "base.txt"})
+    root = task_folder(tmp_path, task)
+    (root / "base.txt").write_text(json.dumps(settings(CATASTROPHIC[kind])))
+    outcome = probe("task_yaml", f"regex_{place}_{kind}", ["eval", "harness", "--model", "nowhere", "--tasks", "t",
+                                                         "--include-path", root], None, timeout=10)
+    assert outcome.kind == "clean_error" and "base.txt" in outcome.detail, outcome.detail
+    assert all(part in outcome.detail for part in (key, repr(CATASTROPHIC[kind]), "--trust-task-code"))
+    assert markers(tmp_path) == []
+
+
+@pytest.mark.parametrize("pattern", REAL_STYLE)
+@pytest.mark.parametrize("place", REGEX_PLACES)
+def test_real_task_regexes_are_accepted(tmp_path, place, pattern):
+    _, settings = REGEX_PLACES[place]
+    assert task_code(task_folder(tmp_path, json.dumps({"task": "t", **settings(pattern)})), {"exact_match"}) == {}
+
+
 @pytest.mark.parametrize("name", DATA)
 def test_plain_data_is_not_code(tmp_path, name):
     assert task_code(task_folder(tmp_path, DATA[name]), {"acc", "exact_match"}) == {}
@@ -215,10 +262,23 @@ def test_task_templates_render_in_the_sandbox(model_and_data, tmp_path, monkeypa
     assert markers(tmp_path) == []
 
 
+def test_regex_replace_growth_is_refused_before_allocating(model_and_data, tmp_path, monkeypatch):
+    """An empty pattern matches at each of a million characters: 'y' * 1000 at each is a 1 GB result,
+    refused from the count of matches before re.sub builds it."""
+    model, data = model_and_data
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    root = task_folder(tmp_path, template_task(data, "{{ ('x' * 1000000) | regex_replace('', 'y' * 1000) | length }}"))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    outcome = probe("task_yaml", "template_regex_replace_growth", harness_command(model, root), None, timeout=60)
+    assert outcome.kind == "clean_error" and "5,000,000 characters" in outcome.detail, outcome.detail
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 - before < 400
+
+
 def test_plain_task_gives_the_trusted_numbers_without_trust(model_and_data, tmp_path, monkeypatch):
     model, data = model_and_data
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    root = task_folder(tmp_path, template_task(data, "{{ question | trim }}\n{{ 'Answer' | upper }}:"))
+    root = task_folder(tmp_path, template_task(data, "{{ question | regex_replace('\\s+', ' ') | trim }}\n"
+                                                     "{{ 'Answer' | upper }}:"))
     shutil.rmtree(tmp_path / "other")
     trusted = run_cli([*harness_command(model, root), "--trust-task-code"], 120)
     assert trusted.code == 0, trusted.err

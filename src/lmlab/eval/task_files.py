@@ -13,6 +13,11 @@ a file is data only when:
 - each include resolves (symlinks too) to a file inside the include path that is data by these rules;
 - each metric it names is one of lm-eval's own (`metrics`), and none asks for `hf_evaluate`.
 
+The regexes a task hands Python's `re` run on model output and documents with no time limit, so one
+that backtracks exponentially (`(a|a)+$`: hours on 40 characters) stalls the run: every `regex_pattern`
+(the `regex`, `regex_pos` and `multi_choice_regex` filters) and `regexes_to_ignore` (those filters'
+and the `exact_match` metric's) must be in `regex_checks`' safe class, or the file is refused.
+
 Parsing is bounded: MAX_TASK_BYTES per file and MAX_TOTAL_BYTES in all (each file is read once),
 MAX_NESTING levels of lists and mappings (checked on the parser's events before any node is built:
 libyaml's composer recurses in C and crashes on deep nesting), MAX_NODES nodes per file counted
@@ -28,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from lmlab.errors import LmlabError
+from lmlab.tokenizers.regex_checks import UnsafeRegex, check_regex
 
 MAX_TASK_FILES = 10_000  # task YAMLs read under --include-path
 MAX_TASK_BYTES = 1_000_000  # one task YAML (lm-eval's own are a few kB)
@@ -38,6 +44,7 @@ MAX_INCLUDE_DEPTH = 16  # a YAML including one including one …
 YAML_TAGS = frozenset({*(tag for tag in yaml.SafeLoader.yaml_constructors if tag), "tag:yaml.org,2002:merge"})
 _LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader  # lm-eval's parser
 _FIX = "fix it or move it out of --include-path"
+PATTERN_KEYS = ("regex_pattern", "regexes_to_ignore")  # lm-eval's filter and metric options that take regexes
 
 
 def task_code(include_path: str | Path, metrics: Collection[str]) -> dict[Path, str]:
@@ -81,6 +88,7 @@ class _Scan:
         reason = reason or _metric_code(data, self.metrics)
         if reason or not isinstance(data, dict):  # lm-eval reads only a mapping's includes
             return reason
+        _check_patterns(data, path)
         includes = data.get("include")
         for include in includes if isinstance(includes, list) else [includes]:
             try:
@@ -176,3 +184,36 @@ def _metric_code(data, metrics: Collection[str]) -> str | None:
         elif isinstance(value, (list, tuple)):  # tuples: the pairs of !!omap and !!pairs
             stack.extend(value)
     return None
+
+
+def _check_patterns(data: dict, path: Path) -> None:
+    """Refuse, in one line naming the file, key and pattern, a regex in `data` (under `PATTERN_KEYS`) that
+    could backtrack without bound. Bounded by MAX_NODES as `_metric_code` is."""
+    stack, count = [data], 0
+    while stack and count <= MAX_NODES:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            for key in PATTERN_KEYS:
+                for pattern in _patterns(value.get(key)):
+                    _check_pattern(pattern, key, path)
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+
+
+def _patterns(value) -> list:
+    """What lm-eval compiles from a `PATTERN_KEYS` value: a string, or each string it iterates to (a list's
+    items, a mapping's keys); anything else fails in lm-eval before it matches anything."""
+    found = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, dict)) else []
+    return [pattern for pattern in found if isinstance(pattern, str)]
+
+
+def _check_pattern(pattern: str, key: str, path: Path) -> None:
+    """Refuse `pattern`, found under `key` in `path`, unless it is in `regex_checks`' safe class (read as Python's)."""
+    try:
+        check_regex(pattern, syntax="python")
+    except UnsafeRegex as error:
+        raise LmlabError(f"task file {path} has the {key} {pattern[:80]!r}, which could backtrack without bound: "
+                         f"{error}; fix the task's YAML, or pass --trust-task-code if you trust the tasks under "
+                         "--include-path") from None

@@ -16,6 +16,8 @@ doubled forty times by `~` a terabyte, and two nested loops over `range(100000)`
   more than linear time is estimated before it runs (wrapping a long word, stripping a long set of
   characters: MAX_WORK), what makes a Python object per item of a string or a generator takes at
   most MAX_ITEMS items, and `lipsum` (seconds of filler text no chat template prints) is not offered.
+  A regex (lm-eval's `regex_replace` filter, offered to task templates) runs in C past the clock, so
+  its pattern must be in `regex_checks`' safe class, which cannot backtrack without bound.
 
 The budget lives in a thread-local, so renders in other threads (a server's) are bounded too, and
 no signal is needed. Real templates stay far inside it and render exactly as before.
@@ -34,6 +36,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 from lmlab.errors import LmlabError
+from lmlab.tokenizers.regex_checks import UnsafeRegex, check_regex
 
 MAX_CHARS = 5_000_000  # the rendered prompt and every value on the way (over a million tokens)
 MAX_STEPS = 1_000_000  # loop steps, calls, filters and operators in one render
@@ -393,6 +396,21 @@ def _trim_bound(value, chars=None) -> int:
     return _strip_bound(_text(value), (chars,), {})
 
 
+def _regex_replace_bound(s, pattern, repl, count=0) -> int:
+    """lm-eval's `re.sub(pattern, repl, s, count)`: refused unless `pattern` is in the safe class; each
+    match is replaced by `repl`, whose group references (`\\1`, `\\g<0>`) each copy at most all of `s`."""
+    text = _text(s)
+    if not isinstance(pattern, str) or not isinstance(repl, str):
+        raise _limit("gives regex_replace a pattern or replacement that is not a string")
+    try:
+        check_regex(pattern, syntax="python")
+    except UnsafeRegex as error:
+        raise _limit(f"gives regex_replace the pattern {pattern[:80]!r}, which could backtrack without bound: "
+                     f"{error}") from None
+    matches = sum(1 for _ in itertools.islice(re.finditer(pattern, text), count if count > 0 else None))
+    return len(text) + matches * len(repl) + len(re.findall(r"\\(?:g<|\d)", repl)) * len(text)
+
+
 def _sum_bound(items, attribute=None, start=0) -> int:
     if isinstance(start, (int, float)):
         return 0
@@ -425,6 +443,7 @@ _FILTER_BOUNDS: dict[str, Callable[..., int]] = {
     "slice": _slice_bound,
     "sum": _sum_bound,
     "tojson": _tojson_bound,
+    "regex_replace": _regex_replace_bound,
     "pprint": lambda value: weight(value) * (1 + _depth(value)),
 }
 # Filters that make a Python object per item of their input (a string's characters, a generator's
