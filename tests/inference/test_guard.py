@@ -87,10 +87,11 @@ def test_the_body_limit_holds_a_whole_context():
 
 
 @contextmanager
-def deadline_server(seconds: float):
+def deadline_server(seconds: float, max_body_bytes: int = 1000):
     """`echo` under uvicorn with HeaderDeadlineProtocol's deadline set to `seconds`; yields the port."""
     protocol = type("ShortDeadline", (HeaderDeadlineProtocol,), {"header_seconds": seconds})
-    server = uvicorn.Server(uvicorn.Config(guarded(), host="127.0.0.1", port=0, http=protocol, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(guarded(max_body_bytes=max_body_bytes), host="127.0.0.1", port=0,
+                                           http=protocol, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -124,3 +125,21 @@ def test_a_kept_alive_connection_gets_the_deadline_again_and_a_prompt_client_is_
         assert s.recv(4096).startswith(b"HTTP/1.1 200")
         s.sendall(b"GET /x HTTP/1.1\r\nHost: 127")  # the next request stalls mid-header
         assert closed_after(s) < 2
+
+
+def test_a_refused_client_may_go_on_sending_while_it_reads_the_refusal():
+    """A 413 is sent while the client is still sending its body (httpx sends it whole before it reads).
+    A socket closed with the client's bytes unread, or reached by more of them, is reset by the kernel, and
+    a reset can destroy the answer before the client reads it (httpx: "peer closed connection without
+    sending complete message body", seen under load). So the server closes lingering: its answer and the
+    end of its stream go out, and it reads and drops what still comes, instead of resetting."""
+    with deadline_server(5, max_body_bytes=1 << 20) as port, socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 12000000\r\n\r\n" + b"x" * 100_000)
+        answer = b""
+        while chunk := s.recv(65536):  # the answer, then the end of the server's stream
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 413") and json.loads(body)["error"]["code"] == "request_too_large"
+        for _ in range(5):  # the rest of the body is still welcome (a closed socket: "Broken pipe")
+            s.sendall(b"x" * 100_000)
+            time.sleep(0.05)
