@@ -3,6 +3,7 @@ template, a 2-layer Llama and GPT-2 (as HF directories and as a GGUF file writte
 writer), a BERT encoder directory, data files for every reader, an ARPA file and a model wheel."""
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def save_model_dir(directory: Path, model, tokenizer: TextTokenizer) -> Path:
     save_hf_dir(model, directory)
     tokenizer.save(directory)
     return directory
+
+
+def model_dirs(root: Path, tokenizer: TextTokenizer) -> dict[str, Path]:
+    """kind -> directory: a tiny GPT-2 and Llama as lmlab saves them ("gpt2", "llama") and as HF alone
+    writes them, without the config's "lmlab" section ("gpt2-hf", "llama-hf"), and a BERT encoder ("bert")."""
+    from encoder_data import tiny_encoder_dir
+
+    dirs = {}
+    for family in ("gpt2", "llama"):
+        dirs[family] = save_model_dir(root / family, tiny_decoder(family, tokenizer.vocab_size), tokenizer)
+        dirs[f"{family}-hf"] = Path(shutil.copytree(dirs[family], root / f"{family}-hf"))
+        config = json.loads((dirs[f"{family}-hf"] / "config.json").read_text())
+        del config["lmlab"]
+        (dirs[f"{family}-hf"] / "config.json").write_text(json.dumps(config, indent=2))
+    dirs["bert"] = tiny_encoder_dir(root / "bert")
+    return dirs
 
 
 def gguf_metadata(model, tokenizer: TextTokenizer) -> dict[str, tuple]:

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from fuzz.inputs import CHATML, chat_tokenizer, data_files, save_model_dir, tiny_decoder
+from fuzz.inputs import CHATML, chat_tokenizer, data_files, model_dirs, save_model_dir, tiny_decoder
 from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
 
@@ -59,15 +59,7 @@ def clean(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     tokenizer = chat_tokenizer()
     text = data_files(root / "data")["text"]
-    dirs = {}
-    for family in ("gpt2", "llama"):
-        dirs[family] = save_model_dir(root / family, tiny_decoder(family, tokenizer.vocab_size), tokenizer)
-        shutil.copytree(dirs[family], root / f"{family}-hf")
-        config = json.loads((root / f"{family}-hf" / "config.json").read_text())
-        del config["lmlab"]
-        (root / f"{family}-hf" / "config.json").write_text(json.dumps(config, indent=2))
-        dirs[f"{family}-hf"] = root / f"{family}-hf"
-    dirs["bert"] = tiny_encoder_dir(root / "bert")
+    dirs = model_dirs(root, tokenizer)
     outputs = {}
     with pytest.MonkeyPatch.context() as m:
         m.setenv("LMLAB_CACHE", str(root / "cache"))

@@ -20,8 +20,7 @@ import torch
 from gguf import GGUFValueType as V
 from safetensors.torch import load_file, save_file
 
-from encoder_data import tiny_encoder_dir
-from fuzz.inputs import DELETE, chat_tokenizer, data_files, save_model_dir, tiny_decoder, write_gguf
+from fuzz.inputs import DELETE, chat_tokenizer, data_files, model_dirs, tiny_decoder, write_gguf
 from fuzz.oracle import Outcome, classify, run_cli
 from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
 from lmlab.errors import LmlabError
@@ -40,14 +39,7 @@ def clean(tmp_path_factory):
     root = tmp_path_factory.mktemp("lying")
     tokenizer = chat_tokenizer()
     text = data_files(root / "data")["text"]
-    dirs = {}
-    for family in ("gpt2", "llama"):
-        dirs[family] = save_model_dir(root / family, tiny_decoder(family, tokenizer.vocab_size), tokenizer)
-        dirs[f"{family}-hf"] = shutil.copytree(dirs[family], root / f"{family}-hf")
-        config = json.loads((dirs[f"{family}-hf"] / "config.json").read_text())
-        del config["lmlab"]
-        (dirs[f"{family}-hf"] / "config.json").write_text(json.dumps(config, indent=2))
-    dirs["bert"] = tiny_encoder_dir(root / "bert")
+    dirs = model_dirs(root, tokenizer)
     model = tiny_decoder("llama", tokenizer.vocab_size)
     gguf_path = write_gguf(root / "clean.gguf", model, tokenizer)
     outputs = {}
