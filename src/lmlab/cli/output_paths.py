@@ -15,7 +15,8 @@ OUTPUTS = {"out": "--out", "png": "--png", "heatmap": "--heatmap", "html": "--ht
 INPUTS = {"model": "--model", "data": "--data", "tokenizer": "--tokenizer", "eval": "--eval", "adapter": "--adapter",
           "arpa": "--arpa", "source": "--from", "include_path": "--include-path", "held_out": "--held-out",
           "reference": "--reference", "reward_model": "--reward-model", "pairs": "--pairs",
-          "embedding_model": "--embedding-model", "task": "--task", "questions": "--questions"}
+          "embedding_model": "--embedding-model", "task": "--task", "questions": "--questions",
+          "corpus": "--data", "ptx_data": "--ptx-data"}
 MODEL_INPUTS = ("model", "reference", "reward_model", "embedding_model")  # may name a zoo model
 
 
