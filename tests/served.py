@@ -1,10 +1,16 @@
-"""An ASGI app served for real by uvicorn on 127.0.0.1 (a free port, in a thread) for the tests that
-talk to `lmlab serve`'s API over HTTP."""
+"""Servers for the tests that talk to `lmlab serve`'s API over HTTP, on 127.0.0.1 at a free port: an
+ASGI app served by uvicorn in a thread (`served`), or the `lmlab serve` command itself in a process
+(`lmlab_serve`)."""
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 
+import httpx
 import uvicorn
 
 
@@ -25,3 +31,36 @@ def served(app, timeout: float = 30.0):
     finally:
         server.should_exit = True
         thread.join(timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def lmlab_serve(args: list, env: dict | None = None, timeout: float = 60.0):
+    """`lmlab serve ARGS --port P` in a process, until the block ends (then Ctrl-C's signal, or a kill
+    past 20 s); yields P once /health answers. `env` is added to the environment."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "lmlab.cli.main", "serve", *map(str, args), "--port", str(port)],
+                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, f"lmlab serve did not start within {timeout:g} s"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -10,11 +10,8 @@ server within SLOW_CLIENT_LIMIT.
 """
 
 import json
-import os
 import select
 import socket
-import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -27,6 +24,7 @@ from chat_models import CHATML, tiny_chat_model
 from encoder_data import tiny_encoder_dir
 from fuzz.oracle import Outcome, classify, run_cli
 from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
+from served import free_port, lmlab_serve
 
 FAMILY = "server_limits"
 MODEL = "tiny-chat"
@@ -83,12 +81,6 @@ class Served:
                 p.join(60)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("server_limits")
@@ -102,30 +94,9 @@ def model_dirs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(model_dirs):
     chat, encoder = model_dirs
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lmlab.cli.main", "serve", "--model", str(chat), "--name", MODEL,
-         "--embedding-model", str(encoder), "--port", str(port), "--slots", "4"],
-        env={**os.environ, "LMLAB_API_KEY": KEY}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    served = Served(port)
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "lmlab serve did not start within 60 s"
-            try:
-                if httpx.get(served.url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        yield served
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with lmlab_serve(["--model", chat, "--name", MODEL, "--embedding-model", encoder, "--slots", "4"],
+                     env={"LMLAB_API_KEY": KEY}) as port:
+        yield Served(port)
 
 
 def refused(response: httpx.Response, status: int, param: str | None = None, code: str | None = None) -> Outcome:

@@ -1,10 +1,11 @@
-"""Fuzz: bad requests sent to a real server (uvicorn on 127.0.0.1) while three long greedy requests
-are being decoded. Sampling settings at their extremes (temperatures that overflow float32, top_p that
-rounds to 0, seeds past 64 bits), sizes of 10^30, lone surrogates in every string field, and fields of
-the wrong shape: each gets OpenAI's error object with a 4xx naming the field within two seconds, or, if
-valid, its answer; and the requests in flight finish with exactly the text they give alone. So do
-they when a request fails inside the engine (its sampling raises): that request alone gets the error,
-a 500 or a stream's last event, at once.
+"""Fuzz: bad requests sent to a real `lmlab serve` (a process on 127.0.0.1) while three long greedy
+requests are being decoded. Sampling settings at their extremes (temperatures that overflow float32,
+top_p that rounds to 0, seeds past 64 bits), sizes of 10^30, lone surrogates in every string field, and
+fields of the wrong shape: each gets OpenAI's error object with a 4xx naming the field within two
+seconds, or, if valid, its answer; and the requests in flight finish with exactly the text they give
+alone. So do they when a request fails inside the engine (its sampling raises, by a patch that needs
+the server in this process: uvicorn in a thread): that request alone gets the error, a 500 or a
+stream's last event, at once.
 
 The cases are sent four at a time while the three long requests run; every request has a timeout,
 and the module sends a fixed number of them.
@@ -13,6 +14,7 @@ and the module sends a fixed number of them.
 import concurrent.futures
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -22,7 +24,7 @@ from fuzz.record import check, fuzz_report  # noqa: F401 (fuzz_report: the sessi
 
 from chat_models import tiny_chat_model
 from encoder_data import tiny_encoder_dir
-from served import served
+from served import lmlab_serve, served
 from lmlab.inference import engine as engine_module
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import Embedder, create_app
@@ -114,8 +116,10 @@ CASES = {
 
 
 class Server:
-    def __init__(self, url: str, engine: Engine):
-        self.url, self.engine = url, engine
+    """A server's URL and how many requests its engine is decoding (`running()`)."""
+
+    def __init__(self, url: str, running: Callable[[], int]):
+        self.url, self.running = url, running
 
     def send(self, path: str, body) -> tuple[int | None, dict | str, float]:
         """(status, the JSON answer or a stream's text, seconds): a streamed request is read to its end
@@ -153,25 +157,50 @@ IN_FLIGHT = [(COMPLETE, {"model": MODEL, "prompt": "1+2", "max_tokens": LONG, "t
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def models(tmp_path_factory) -> tuple:
     root = tmp_path_factory.mktemp("served")
-    model, tokenizer = load(tiny_chat_model(root / "chat", context_length=2048))
-    encoder, encoder_tokenizer = load_encoder(tiny_encoder_dir(root / "encoder"))
-    embedder = Embedder(ENCODER, encoder.eval(), encoder_tokenizer)
-    with Engine(model, tokenizer, slots=8) as engine:
-        with served(create_app(engine, tokenizer, MODEL, model.config.context_length, embedder)) as url:
-            yield Server(url, engine)
+    return tiny_chat_model(root / "chat", context_length=2048), tiny_encoder_dir(root / "encoder")
 
 
 @pytest.fixture(scope="module")
-def alone(server) -> list[str]:
+def command_server(models):
+    """`lmlab serve` in its own process, as users run it."""
+    chat, encoder = models
+    with lmlab_serve(["--model", chat, "--name", MODEL, "--embedding-model", encoder, "--slots", "8",
+                      "--threads", "1"]) as port:  # one thread, as the thread server decodes here
+        url = f"http://127.0.0.1:{port}"
+        yield Server(url, lambda: _gauge(url, "lmlab_engine_running"))
+
+
+@pytest.fixture(scope="module")
+def thread_server(models):
+    """The same app under uvicorn in a thread of this process, so a test can patch the engine."""
+    chat, encoder = models
+    model, tokenizer = load(chat)
+    encoder, encoder_tokenizer = load_encoder(encoder)
+    embedder = Embedder(ENCODER, encoder.eval(), encoder_tokenizer)
+    with Engine(model, tokenizer, slots=8) as engine:
+        with served(create_app(engine, tokenizer, MODEL, model.config.context_length, embedder)) as url:
+            yield Server(url, lambda: engine.stats()["running"])
+
+
+@pytest.fixture(scope="module")
+def alone(command_server) -> list[str]:
     """Each in-flight request's text when it runs alone."""
     texts = []
     for path, body in IN_FLIGHT:
-        status, answer, _ = server.send(path, body)
+        status, answer, _ = command_server.send(path, body)
         assert status == 200 and _reply_text(answer), answer
         texts.append(_reply_text(answer))
     return texts
+
+
+def _gauge(url: str, name: str) -> int:
+    """The value of the gauge `name` in the server's /metrics."""
+    for line in httpx.get(url + "/metrics", timeout=TIMEOUT).text.splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"/metrics has no {name}")
 
 
 def _reply_text(answer: dict | str) -> str | None:
@@ -210,7 +239,7 @@ def while_in_flight(server, alone: list[str], send) -> dict:
     with concurrent.futures.ThreadPoolExecutor(len(IN_FLIGHT)) as pool:
         flying = [pool.submit(server.send, path, body) for path, body in IN_FLIGHT]
         deadline = time.monotonic() + TIMEOUT
-        while server.engine.stats()["running"] < len(IN_FLIGHT):  # all three are decoding
+        while server.running() < len(IN_FLIGHT):  # all three are decoding
             assert time.monotonic() < deadline and not any(f.done() for f in flying), "the long requests never ran"
             time.sleep(0.01)
         sent = send()
@@ -235,12 +264,12 @@ def record_all(outcomes: dict[str, Outcome]) -> None:
     assert not failures, "\n".join(failures)
 
 
-def test_bad_requests_fail_alone_while_others_decode(server, alone):
+def test_bad_requests_fail_alone_while_others_decode(command_server, alone):
     def bad_requests():
         with concurrent.futures.ThreadPoolExecutor(SENDERS) as senders:
-            return dict(zip(CASES, senders.map(lambda case: server.send(*CASES[case][:2]), CASES)))
+            return dict(zip(CASES, senders.map(lambda case: command_server.send(*CASES[case][:2]), CASES)))
 
-    answers = while_in_flight(server, alone, bad_requests)
+    answers = while_in_flight(command_server, alone, bad_requests)
     record_all({case: outcome(*answer, CASES[case][2]) for case, answer in answers.items()})
 
 
@@ -254,7 +283,7 @@ FAILING = {
 }
 
 
-def test_a_request_failing_inside_the_engine_fails_alone(server, alone, monkeypatch):
+def test_a_request_failing_inside_the_engine_fails_alone(thread_server, alone, monkeypatch):
     calls: dict[int, int] = {}
 
     def next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
@@ -269,9 +298,9 @@ def test_a_request_failing_inside_the_engine_fails_alone(server, alone, monkeypa
 
     def failing_requests():
         with concurrent.futures.ThreadPoolExecutor(len(FAILING)) as senders:
-            return dict(zip(FAILING, senders.map(lambda case: server.send(*FAILING[case]), FAILING)))
+            return dict(zip(FAILING, senders.map(lambda case: thread_server.send(*FAILING[case]), FAILING)))
 
-    answers = while_in_flight(server, alone, failing_requests)
+    answers = while_in_flight(thread_server, alone, failing_requests)
     outcomes = {}
     for case, (status, answer, seconds) in answers.items():
         error = answer.get("error") if isinstance(answer, dict) else None
