@@ -133,7 +133,8 @@ def test_a_refused_client_may_go_on_sending_while_it_reads_the_refusal():
     a reset can destroy the answer before the client reads it (httpx: "peer closed connection without
     sending complete message body", seen under load). So the server closes lingering: its answer and the
     end of its stream go out, and it reads and drops what still comes, instead of resetting."""
-    with deadline_server(5, max_body_bytes=1 << 20) as port, socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+    with deadline_server(5, max_body_bytes=1 << 20) as port, \
+            socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 12000000\r\n\r\n" + b"x" * 100_000)
         answer = b""
         while chunk := s.recv(65536):  # the answer, then the end of the server's stream

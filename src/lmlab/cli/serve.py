@@ -4,7 +4,6 @@ import argparse
 import errno
 import os
 import socket
-import sys
 from pathlib import Path
 
 from lmlab.cli.model_dtype import add_dtype_arg
@@ -13,9 +12,6 @@ from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
 
 MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
-# The event loop, the engine and the threads that parse, render and tokenize share the GIL: one that
-# waits for it after a torch op or a socket read gets it within this long (Python's default: 5 ms).
-SWITCH_SECONDS = 0.001
 API_KEY_ENV = "LMLAB_API_KEY"  # where --api-key is read from when not given (so it is not in `ps`)
 
 
@@ -89,8 +85,6 @@ def serve(args, listener: socket.socket) -> None:
     app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access)
     config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
                             log_level="info", lifespan="off")
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_SECONDS)
     engine.start()
     try:
         uvicorn.Server(config).run(sockets=[listener])
@@ -98,7 +92,6 @@ def serve(args, listener: socket.socket) -> None:
         pass
     finally:
         engine.close()
-        sys.setswitchinterval(switch)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -7,8 +7,8 @@ Routes: GET /v1/models, POST /v1/completions, /v1/chat/completions (streamed ove
 with `"stream": true`), /v1/embeddings (with an `Embedder`), GET /health, /metrics (Prometheus) and
 / (the chat page). `guard.RequestGuard` checks each request's Host and API key and reads its body
 (bounded in size and time); what may take long (parsing the body, rendering the chat template,
-tokenizing, embedding) runs in a thread, so the event loop always answers at once; the engine's own
-thread does the decoding. A request whose client goes away is cancelled, so its slot is freed between
+tokenizing, embedding) runs in a thread (`offload.off_loop`), so the event loop always answers at once;
+the engine's own thread does the decoding. A request whose client goes away is cancelled, so its slot is freed between
 two steps. Errors come back as OpenAI's error object with a 4xx status (5xx: a bug or an engine failure),
 mid-stream as a last `data: {"error": …}` event.
 
@@ -36,6 +36,7 @@ from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.inference.guard import Access, RequestGuard, body_limit
 from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
+from lmlab.inference.offload import off_loop
 from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
                                         generation_config, parse_body)
 from lmlab.models.bert.model import BertEncoder
@@ -142,8 +143,8 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
             raise ApiError(400, f"dimensions: {embedder.name} gives {embedder.encoder.config.d_model}-dimensional "
                                 "embeddings only", param="dimensions")
         async with embed_lock:
-            tokens = await asyncio.to_thread(_embedding_tokens, embedder, texts)
-            vectors = await asyncio.to_thread(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
+            tokens = await off_loop(_embedding_tokens, embedder, texts)
+            vectors = await off_loop(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
         return {"object": "list", "model": embedder.name,
                 "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
                          for i, v in enumerate(vectors.float().cpu().numpy())],
@@ -157,7 +158,7 @@ async def _parsed(model: type[BaseModel], request: Request) -> BaseModel:
     takes most of a second); a 400 naming the first bad field."""
     body = await request.body()
     try:
-        return await asyncio.to_thread(parse_body, model, body)
+        return await off_loop(parse_body, model, body)
     except ValidationError as e:
         raise _validation_error(e.errors()) from None
 
@@ -191,7 +192,7 @@ class _Generator:
     async def completion(self, body: CompletionRequest, http: Request):
         body.refuse_unsupported()
         _check_stops(body.stop)
-        prompt_ids = await asyncio.to_thread(self._completion_prompt, body.prompt)
+        prompt_ids = await off_loop(self._completion_prompt, body.prompt)
         max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "max_tokens", COMPLETION_DEFAULT_TOKENS,
                                      "prompt")
         config = generation_config(body, max_new, self.tokenizer.stop_ids)
@@ -202,7 +203,7 @@ class _Generator:
         body.refuse_unsupported()
         _check_stops(body.stop)
         messages = [m.as_template_message() for m in body.messages]
-        prompt_ids = await asyncio.to_thread(self._chat_prompt, messages)
+        prompt_ids = await off_loop(self._chat_prompt, messages)
         asked = body.max_completion_tokens or body.max_tokens
         param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
         max_new = self._max_new_tokens(len(prompt_ids), asked, param, None, "messages")
