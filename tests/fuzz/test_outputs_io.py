@@ -17,7 +17,7 @@ import pytest
 
 from fuzz.inputs import chat_tokenizer, data_files, save_model_dir, tiny_decoder
 from fuzz.oracle import Outcome, Run, classify, run_cli
-from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
+from fuzz.record import check, fuzz_report  # noqa: F401 (fuzz_report: the session's report)
 from fuzz.test_files import TINY_SFT, TINY_TRAIN, digest
 from lmlab.io.atomic import is_temp
 from lmlab.io.outputs import RUN_MARKER

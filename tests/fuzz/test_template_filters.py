@@ -14,7 +14,6 @@ import shutil
 import pytest
 
 from fuzz.inputs import chat_tokenizer, save_model_dir, tiny_decoder
-from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,7 +11,7 @@ import pytest
 
 from fuzz.inputs import chat_tokenizer, data_files, save_model_dir, tiny_decoder
 from fuzz.oracle import run_cli
-from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
+from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
 from encoder_data import tiny_encoder_dir
 from published_tokenizers import REAL_STYLE
 

@@ -95,7 +95,7 @@ class GenerationConfig:
                                "sum of logprobs / length**P; 0 ranks by the sum alone)", FLAGS)
         low, high = SEED_RANGE
         if self.seed is not None and not low <= self.seed <= high:
-            raise SettingError("seed", self.seed, f"must be in [-2**63, 2**64 - 1], the range of a 64-bit seed", FLAGS)
+            raise SettingError("seed", self.seed, "must be in [-2**63, 2**64 - 1], the range of a 64-bit seed", FLAGS)
 
     @property
     def stop_ids(self) -> tuple[int, ...]:
