@@ -27,20 +27,22 @@ TEXTS = [
 ]
 
 
-def split_llama3() -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE(ignore_merges=True))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3), "isolated"),
+def split_by(pattern: str, ignore_merges: bool = False) -> Tokenizer:
+    """A byte-level BPE whose text is first split by the published `pattern`, as that family's tokenizer.json
+    does it (Llama 3's also takes a whole-token piece as is: ignore_merges)."""
+    tokenizer = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), "isolated"),
                                                        pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                 use_regex=False)])
     return tokenizer
+
+
+def split_llama3() -> Tokenizer:
+    return split_by(LLAMA3, ignore_merges=True)
 
 
 def split_qwen2() -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2), "isolated"),
-                                                       pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                                use_regex=False)])
-    return tokenizer
+    return split_by(QWEN2)
 
 
 def split_smollm() -> Tokenizer:
