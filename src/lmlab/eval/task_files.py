@@ -26,7 +26,7 @@ deep. The task templates (doc_to_text, …) are the other way a task runs code:
 `harness.sandboxed_templates` renders them in lmlab's sandbox.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,39 +167,37 @@ def _foreign_tag(node: yaml.Node, path: Path) -> yaml.Node | None:
     return None
 
 
-def _metric_code(data, metrics: Collection[str]) -> str | None:
-    """A metric in `data` that lm-eval would load from the HF evaluate library (running its script):
-    one it does not have, or any asked for with `hf_evaluate`. `data` was counted by `_foreign_tag`,
-    so this walk is bounded by MAX_NODES (recursive aliases included)."""
+def _mappings(data) -> Iterator[dict]:
+    """Every mapping in `data`, itself included, at most MAX_NODES values visited: `data` was counted by
+    `_foreign_tag`, aliases expanded, so this bounds a walk of a recursive alias too."""
     stack, count = [data], 0
     while stack and count <= MAX_NODES:
         value = stack.pop()
         count += 1
         if isinstance(value, dict):
-            name = value.get("metric")
-            if isinstance(name, str) and (name not in metrics or value.get("hf_evaluate")):
-                return (f"names the metric {name!r}, which lm-eval would load and run as code from the HF "
-                        "evaluate library")
+            yield value
             stack.extend(value.values())
         elif isinstance(value, (list, tuple)):  # tuples: the pairs of !!omap and !!pairs
             stack.extend(value)
+
+
+def _metric_code(data, metrics: Collection[str]) -> str | None:
+    """A metric in `data` that lm-eval would load from the HF evaluate library (running its script):
+    one it does not have, or any asked for with `hf_evaluate`."""
+    for mapping in _mappings(data):
+        name = mapping.get("metric")
+        if isinstance(name, str) and (name not in metrics or mapping.get("hf_evaluate")):
+            return f"names the metric {name!r}, which lm-eval would load and run as code from the HF evaluate library"
     return None
 
 
 def _check_patterns(data: dict, path: Path) -> None:
     """Refuse, in one line naming the file, key and pattern, a regex in `data` (under `PATTERN_KEYS`) that
-    could backtrack without bound. Bounded by MAX_NODES as `_metric_code` is."""
-    stack, count = [data], 0
-    while stack and count <= MAX_NODES:
-        value = stack.pop()
-        count += 1
-        if isinstance(value, dict):
-            for key in PATTERN_KEYS:
-                for pattern in _patterns(value.get(key)):
-                    _check_pattern(pattern, key, path)
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
+    could backtrack without bound."""
+    for mapping in _mappings(data):
+        for key in PATTERN_KEYS:
+            for pattern in _patterns(mapping.get(key)):
+                _check_pattern(pattern, key, path)
 
 
 def _patterns(value) -> list:
