@@ -9,13 +9,14 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
+from lmlab.io.weight_checks import safetensors_header
 from lmlab.tokenizers.text import TextTokenizer
 
 
@@ -81,7 +82,7 @@ def check_weight_files(directory: Path, files: list[Path], present: list[Path], 
     `index` (tensor -> shard name), exactly the tensors the index puts in each of the `files` are there."""
     where: dict[str, Path] = {}
     for f in present:
-        for name in _tensor_names(f):
+        for name in safetensors_header([f]):
             if name in where:
                 raise LmlabError(f"'{directory}': tensor '{name}' is stored in both {where[name].name} and "
                                  f"{f.name}, so which one the model gets is not defined; remove the stray file")
@@ -113,15 +114,6 @@ def _read_index(directory: Path) -> dict[str, str]:
         if not (directory / shard).is_file():
             raise LmlabError(f"{path} names shard {shard}, which the directory lacks; download the model again")
     return weight_map
-
-
-def _tensor_names(path: Path) -> list[str]:
-    """The tensor names in a safetensors file's header (no tensor is read)."""
-    try:
-        with safe_open(path, framework="pt") as opened:
-            return list(opened.keys())
-    except (SafetensorError, OSError, RuntimeError) as e:
-        raise LmlabError(f"cannot read weights {path}: {e}; the file is corrupt or truncated, re-export it") from None
 
 
 def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
