@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
+from lmlab.io.lines import lone_surrogate
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
 from lmlab.tokenizers.bpe_tables import save_tables
 from lmlab.tokenizers.panics import library_panics
@@ -144,13 +145,11 @@ def not_unicode(text) -> LmlabError | None:
     """The error for a text the tokenizer refused, when it is a string with a lone surrogate (which no
     UTF-8 encodes: it comes from a JSON escape such as "\\ud800", or from bytes that were not UTF-8 in a
     command-line argument); None when that is not why."""
-    if not isinstance(text, str):
+    char = lone_surrogate(text) if isinstance(text, str) else None
+    if char is None:
         return None
-    at = next((i for i, char in enumerate(text) if "\ud800" <= char <= "\udfff"), None)
-    if at is None:
-        return None
-    return LmlabError(f"the text to encode is not Unicode text: it holds a lone surrogate (\\u{ord(text[at]):04x} at "
-                      f"character {at + 1}); pass UTF-8 text")
+    return LmlabError(f"the text to encode is not Unicode text: it holds a lone surrogate (\\u{ord(char):04x} at "
+                      f"character {text.index(char) + 1}); pass UTF-8 text")
 
 
 def read_tokenizer_config(path: Path) -> dict:
