@@ -99,7 +99,7 @@ def test_a_file_without_a_pre_tokenizer_reads_as_default():
     assert tokenizer_from_gguf(meta).encode(TEXTS[0]) == reference.encode(TEXTS[0]).ids
 
 
-@pytest.mark.parametrize("pre", ["tekken", "deepseek-llm", "made-up", "", 3, None])
+@pytest.mark.parametrize("pre", ["tekken", "deepseek-llm", "made-up", "", 3, None, ["qwen2"]])
 def test_an_unimplemented_pre_tokenizer_is_refused(pre):
     meta = gguf_metadata(trained(split_gpt2), pre)
     with pytest.raises(LmlabError, match=r"tokenizer\.ggml\.pre=.* lmlab does not implement; it reads .*qwen2"):

@@ -111,7 +111,7 @@ def pre_tokenizer(meta: dict) -> PreTokenizer:
     """The splitting `tokenizer.ggml.pre` names ("default" when absent, as llama.cpp reads it); a name
     lmlab does not implement is refused, since another split gives other tokens without a word."""
     name = meta.get("tokenizer.ggml.pre", "default")
-    if name not in PRE_TOKENIZERS:
+    if not isinstance(name, str) or name not in PRE_TOKENIZERS:
         raise LmlabError(f"GGUF tokenizer.ggml.pre={name!r} is a pre-tokenizer lmlab does not implement; it reads "
                          f"{', '.join(sorted(PRE_TOKENIZERS))}")
     return PRE_TOKENIZERS[name]
