@@ -13,7 +13,7 @@ from lmlab.models.load import load
 from lmlab.models.elmo.config import ELMO_PRESETS
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
 from lmlab.models.ngram.model import NGRAM_PRESETS
-from lmlab.models.presets import PRESETS
+from lmlab.models.presets import names
 from lmlab.models.rnn.config import RNN_PRESETS, RNNConfig
 from lmlab.models.seq2seq.config import SEQ2SEQ_PRESETS
 from lmlab.models.window.config import WINDOW_PRESETS
@@ -48,8 +48,10 @@ def test_train_picks_the_recipe_from_the_config(tmp_path, tiny_train):
                                  d_model=32, d_ff=64)
     encoder_result = lmlab.train(encoder_cfg, tiny_train, "markov", tmp_path / "encoder", show_progress=False)
     assert lmlab.load_encoder(encoder_result.model_dir)[0].config.n_layers == 1
-    with pytest.raises(LmlabError, match="lmlab.train trains"):
+    with pytest.raises(LmlabError, match="a TrainConfig is the config of no family"):
         lmlab.train(tiny_train, tiny_train, "markov", tmp_path / "nothing")
+    with pytest.raises(LmlabError, match="does not train word2vec models; train them with `lmlab word2vec train`"):
+        lmlab.train(lmlab.preset("word2vec-sgns"), tiny_train, "markov", tmp_path / "nothing")
 
 
 def test_one_preset_registry_serves_every_kind(capsys):
@@ -59,11 +61,11 @@ def test_one_preset_registry_serves_every_kind(capsys):
     assert isinstance(lmlab.preset("lstm-small"), RNNConfig) and lmlab.preset("lstm-small").cell == "lstm"
     tables = [DECODER_PRESETS, ENCODER_PRESETS, ENCODER_DECODER_PRESETS, NGRAM_PRESETS, WINDOW_PRESETS, RNN_PRESETS,
               SEQ2SEQ_PRESETS, ELMO_PRESETS, WORD2VEC_PRESETS]
-    assert set(PRESETS) == set().union(*tables) and len(PRESETS) == sum(len(table) for table in tables)
+    assert set(names()) == set().union(*tables) and len(names()) == sum(len(table) for table in tables)
     with pytest.raises(LmlabError, match="lmlab list --presets"):
         lmlab.preset("gpt5")
     assert run_cli("list", "--presets") == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["name", "kind", "family"] and len(lines) == len(PRESETS) + 1
+    assert lines[0].split()[:3] == ["name", "kind", "family"] and len(lines) == len(names()) + 1
     assert any(line.split()[:3] == ["bart-tiny", "encoder-decoder", "bart"] for line in lines)
     assert any(line.split()[:3] == ["lstm-small", "classic", "rnn"] for line in lines)

@@ -1,28 +1,28 @@
-"""The front door's one piece of logic: `lmlab.train` picks the training recipe from the config it is given.
+"""The front door's one piece of logic: `lmlab.train` runs the pre-training recipe of the config's family.
 
-`lmlab train --model PRESET` picks the recipe from the preset's family; `train` does the same from the
-config's type, so one call pre-trains a decoder, an encoder, an encoder-decoder, or a window or
-recurrent LM. Everything else the front door offers is a library function re-exported as it is.
+`lmlab train --model PRESET` and `train` both ask the family registry (`models/registry.py`) which
+recipe pre-trains a family (`Family.recipe`), so one call pre-trains a decoder, an encoder, an
+encoder-decoder, or a window or recurrent LM. Everything else the front door offers is a library
+function re-exported as it is.
 """
 
 from pathlib import Path
 
-from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
+from lmlab.config import TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
-from lmlab.models.rnn.config import RNNConfig
-from lmlab.models.window.config import WindowConfig
+from lmlab.models import registry
 from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.recipes.pretrain import pretrain
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
 
+# Family.recipe -> the recipe `train` runs: those of one signature, (model_cfg, train_cfg, data, out, **options).
+# The other families (n-gram, RNN seq2seq, word2vec, ELMo) train with their own command (`Family.command`).
 RECIPES = {
-    ModelConfig: pretrain,  # decoders: causal LM
-    EncoderConfig: pretrain_encoder,  # BERT family: masked LM (+ NSP / SOP / RTD by `objective`)
-    EncoderDecoderConfig: pretrain_seq2seq,  # T5 / BART / Transformer: span corruption or denoising
-    WindowConfig: train_neural_lm,
-    RNNConfig: train_neural_lm,
+    "pretrain": pretrain,  # decoders: causal LM
+    "pretrain_encoder": pretrain_encoder,  # masked LM (+ NSP / SOP / RTD by `objective`)
+    "pretrain_seq2seq": pretrain_seq2seq,  # span corruption or denoising
+    "neural_lm": train_neural_lm,  # window and recurrent LMs
 }
 
 
@@ -32,8 +32,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: str, out: str | Path, **optio
     directory `out`; `options` are the recipe's own (tokenizer, resume, stop_after, device, objective, …).
     The n-gram, RNN seq2seq, word2vec and ELMo presets train with their own recipes.
     Returns the recipe's result (final losses, where the model was saved)."""
-    recipe = RECIPES.get(type(model_cfg))
+    family = registry.of_config(model_cfg)
+    recipe = RECIPES.get(family.recipe)
     if recipe is None:
-        raise LmlabError(f"lmlab.train trains {', '.join(c.__name__ for c in RECIPES)}; got a "
-                         f"{type(model_cfg).__name__}")
+        raise LmlabError(f"lmlab.train does not train {family.name} models; train them with `{family.command}`")
     return recipe(model_cfg, train_cfg, data, out, **options)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lmlab.models.presets import PRESETS
+from lmlab.models.presets import names
 from lmlab.models.registry import FAMILIES
 from lmlab.objectives.registry import REGISTRY as OBJECTIVES
 
@@ -17,18 +17,20 @@ def test_presets_lists_every_preset_with_its_kind_and_family(capsys):
     assert lmlab("list", "--presets") == 0
     table = rows(capsys)
     assert table[0] == ["name", "kind", "family", "layers", "d_model", "heads", "vocab", "context", "settings"]
-    assert [row[0] for row in table[1:]] == list(PRESETS)
+    assert [row[0] for row in table[1:]] == names()
     assert ["trigram-kn", "classic", "ngram", "-", "-", "-", "8192", "256", "order=3", "smoothing=kn"] in table
 
 
 def test_families_lists_every_family_with_its_reader_and_presets(capsys):
     assert lmlab("list", "--families") == 0
     table = rows(capsys)
-    assert table[0] == ["name", "kind", "model_type", "read", "with", "presets"]
+    assert table[0] == ["name", "kind", "model_type", "gguf", "read", "with", "trained", "with", "presets"]
     assert [row[0] for row in table[1:]] == list(FAMILIES)
-    assert ["transformer", "encoder-decoder", "marian", "lmlab.load_encoder_decoder", "transformer-tiny,",
-            "transformer-base"] in table
-    assert table[-1][:4] == ["word2vec", "classic", "word2vec", "`lmlab"]
+    assert ["transformer", "encoder-decoder", "marian", "-", "lmlab.load_encoder_decoder", "denoising",
+            "transformer-tiny,", "transformer-base"] in table
+    assert ["llama", "decoder", "llama", "llama", "lmlab.load", "causal_lm"] == table[2][:6]
+    assert table[-1][:5] == ["word2vec", "classic", "word2vec", "-", "`lmlab"]
+    assert table[-1][-5:-2] == ["lmlab", "word2vec", "train"]
 
 
 def test_objectives_lists_every_objective_with_its_kind_and_whose_default_it_is(capsys):

@@ -5,22 +5,22 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.models.presets import FAMILY_OF, PRESETS, kind, preset, summary
+from lmlab.models.presets import family_of, kind, names, preset, summary
 from lmlab.models.registry import FAMILIES
 
 
 def test_each_preset_belongs_to_the_family_that_lists_it():
-    for name, family in FAMILY_OF.items():
-        cfg = PRESETS[name]
+    for name in names():
+        family, cfg = family_of(name), preset(name)
         assert getattr(cfg, "family", getattr(cfg, "model_type", family.name)) == family.name, name
-        assert kind(name) == family.kind
-    assert sum(len(family.presets) for family in FAMILIES.values()) == len(PRESETS)
+        assert isinstance(cfg, family.config_class) and kind(name) == family.kind, name
+    assert sum(len(family.presets) for family in FAMILIES.values()) == len(set(names())), "one name, two families"
 
 
-@pytest.mark.parametrize("name", [name for name, family in FAMILY_OF.items() if family.build is not None])
+@pytest.mark.parametrize("name", [name for name in names() if family_of(name).build is not None])
 def test_every_preset_builds_with_its_family_builder(name):
     with torch.device("meta"):  # shapes only: the 800k-word ELMo and SmolLM2 cost nothing
-        model = FAMILY_OF[name].build(PRESETS[name])
+        model = family_of(name).build(preset(name))
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
@@ -31,7 +31,7 @@ def test_classic_presets_take_checked_overrides():
         preset("trigram-kn", order=0)
     with pytest.raises(LmlabError, match=r"unknown word2vec setting\(s\) \['n_heads'\]"):
         preset("word2vec-sgns", n_heads=2)
-    assert preset("gru-small") is PRESETS["gru-small"]
+    assert preset("gru-small") is FAMILIES["rnn"].presets["gru-small"]
     with pytest.raises(LmlabError, match="unknown preset 'lstm-huge'.*lstm-small"):
         kind("lstm-huge")
 

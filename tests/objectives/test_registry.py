@@ -17,6 +17,7 @@ from tokenizers.models import WordLevel
 
 from conftest import lmlab, one_line_error
 from lmlab.errors import LmlabError
+from lmlab.models.registry import FAMILIES, lookup
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.objectives.sft import sft_batch
 from lmlab.objectives.dynamic_masking import example_key
@@ -152,11 +153,16 @@ def test_sft_objective_is_the_chat_s_row_of_sft_batch():
     assert (inputs, targets) == (rows[0][0, :len(inputs)].tolist(), rows[1][0, :len(inputs)].tolist())
 
 
-def test_every_record_names_a_known_kind_and_its_defaults_can_train_with_it():
+def test_every_record_names_a_known_kind_and_every_family_names_objectives_of_its_kind():
     for record in REGISTRY.values():
         assert record.kind in ("decoder", "encoder", "encoder-decoder") and record.about
-        assert set(record.default_for) <= set(record.families)
         assert (record.pair_task is None) == (record.sentence_pairs is None)
+    for family in FAMILIES.values():
+        if family.kind == "classic":
+            assert not family.objective and not family.objectives, family.name
+            continue
+        assert REGISTRY[family.objective].kind == family.kind, family.name
+        assert all(REGISTRY[name].kind == family.kind for name in family.objectives), family.name
 
 
 @pytest.mark.parametrize("kind, family, default", [
@@ -164,16 +170,16 @@ def test_every_record_names_a_known_kind_and_its_defaults_can_train_with_it():
     ("encoder", "albert", "mlm+sop"), ("encoder", "electra", "rtd"), ("encoder-decoder", "t5", "span_corruption"),
     ("encoder-decoder", "bart", "denoising"), ("encoder-decoder", "transformer", "denoising")])
 def test_each_family_gets_its_default_first(kind, family, default):
-    assert choose_objective(kind, family).name == default
-    assert objectives_for(kind, family)[0].name == default
+    assert choose_objective(lookup(family, kind=kind)).name == default
+    assert objectives_for(kind, lookup(family))[0].name == default
 
 
 def test_a_name_of_another_kind_is_refused_with_the_kind_s_objectives():
     with pytest.raises(LmlabError, match="unknown for an encoder-decoder; choose one of: span_corruption, "
                                          "denoising, gap_sentences"):
-        choose_objective("encoder-decoder", "t5", "mlm")
+        choose_objective(lookup("t5"), "mlm")
     with pytest.raises(LmlabError, match="span does not apply to electra; electra trains with: rtd"):
-        choose_objective("encoder", "electra", "span")
+        choose_objective(lookup("electra"), "span")
 
 
 def test_cli_lists_what_the_registry_holds_for_the_model_kind(tmp_path, capsys):

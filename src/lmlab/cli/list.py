@@ -1,10 +1,12 @@
 """`lmlab list`: the model zoo — what each name is, where it comes from, and whether it is here;
 `lmlab list --presets`: every named preset `lmlab.preset` accepts, of every kind;
-`lmlab list --families`: every family lmlab builds and reads, and what reads a saved one;
+`lmlab list --families`: every family of the registry: its kind, the model_type it saves, the GGUF
+architecture it reads, what reads a saved one, what trains it (its default objective, or the command
+of a classic model) and its presets;
 `lmlab list --objectives`: every training objective, the kind of model it trains and whose default it is."""
 
 from lmlab.io import zoo
-from lmlab.models.presets import PRESETS, summary
+from lmlab.models.presets import names, summary
 from lmlab.models.registry import FAMILIES
 from lmlab.objectives.registry import REGISTRY as OBJECTIVES
 
@@ -15,7 +17,8 @@ def add_parser(subparsers) -> None:
     shown.add_argument("--presets", action="store_true", help="list the named model presets instead: decoders, "
                                                               "encoders, encoder-decoders and classic models")
     shown.add_argument("--families", action="store_true", help="list the model families instead: their kind, "
-                                                               "saved model_type, reader and presets")
+                                                               "saved model_type, GGUF architecture, reader, "
+                                                               "default objective or training command and presets")
     shown.add_argument("--objectives", action="store_true", help="list the training objectives instead: the kind of "
                                                                  "model each trains and the families it is the "
                                                                  "default of (`lmlab train --objective`)")
@@ -24,15 +27,17 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     if args.presets:
-        rows = [tuple(summary(name).values()) for name in PRESETS]
+        rows = [tuple(summary(name).values()) for name in names()]
         _print_table(rows, ("name", "kind", "family", "layers", "d_model", "heads", "vocab", "context", "settings"))
         return
     if args.families:
-        rows = [(f.name, f.kind, f.model_type, f.reader, ", ".join(f.presets) or "-") for f in FAMILIES.values()]
-        _print_table(rows, ("name", "kind", "model_type", "read with", "presets"))
+        rows = [(f.name, f.kind, f.model_type, f.gguf.ARCHITECTURE if f.gguf else "-", f.reader, f.objective or f.command,
+                 ", ".join(f.presets) or "-") for f in FAMILIES.values()]
+        _print_table(rows, ("name", "kind", "model_type", "gguf", "read with", "trained with", "presets"))
         return
     if args.objectives:
-        rows = [(o.name, o.kind, ", ".join(o.default_for) or "-", o.about) for o in OBJECTIVES.values()]
+        rows = [(o.name, o.kind, ", ".join(f.name for f in FAMILIES.values() if f.objective == o.name) or "-", o.about)
+                for o in OBJECTIVES.values()]
         _print_table(rows, ("name", "kind", "default of", "what it trains"))
         return
     rows = []

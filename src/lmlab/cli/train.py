@@ -1,17 +1,18 @@
-"""`lmlab train`: pre-train a language model, resumably. `--arch transformer` (the default) trains
-a decoder preset with overrides; the other architectures (n-gram, window LM, RNNs) add their own
-flag group and runner to ARCHS."""
+"""`lmlab train`: pre-train a language model, resumably. `--model PRESET` trains any preset with
+overrides: the preset's family decides how (`Family.recipe`, looked up in PRESET_RUNNERS): a decoder,
+an encoder, an encoder-decoder, a window or recurrent LM, an n-gram model. `--arch` without a preset
+builds a classic model from flags; each architecture adds its own flag group and runner to ARCHS."""
 
 from lmlab.cli import ngram, train_neural
 from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.cli.train_encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train_result import print_result
 from lmlab.cli.train_seq2seq import SPAN_FLAGS, add_seq2seq_flags, run_encoder_decoder
-from lmlab.config import ENCODER_PRESETS, ModelConfig, TrainConfig, PRESETS
-from lmlab.models.presets import family_of, preset
+from lmlab.config import ModelConfig, TrainConfig
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.presets import family_of, names, preset
+from lmlab.models.rnn import RNNConfig
 from lmlab.recipes.pretrain import pretrain
 
 
@@ -21,8 +22,9 @@ def add_parser(subparsers) -> None:
                                           "has a flag; unset ones keep the preset's / default value.")
     p.add_argument("--arch", choices=list(ARCHS), default="transformer",
                    help="model architecture (default transformer: a --model preset)")
-    p.add_argument("--model", help=f"transformer preset: {', '.join(PRESETS)}; encoder: {', '.join(ENCODER_PRESETS)}; "
-                                   f"encoder-decoder: {', '.join(ENCODER_DECODER_PRESETS)}")
+    p.add_argument("--model", help="a preset (`lmlab list --presets`): decoder " + ", ".join(names("decoder"))
+                                   + "; encoder: " + ", ".join(names("encoder")) + "; encoder-decoder: "
+                                   + ", ".join(names("encoder-decoder")) + "; classic: " + ", ".join(names("classic")))
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE, or for an encoder "
@@ -40,32 +42,37 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
-    arch = args.arch
-    if arch == "transformer" and args.model is not None and family_of(args.model).kind == "classic":
-        arch = classic_arch(args.model)  # `--model lstm-small` means --arch lstm with the preset's sizes
-    for archs, names in ARCH_FLAGS.items():
+    arch, runner = args.arch, ARCHS[args.arch]
+    if arch == "transformer" and args.model is not None:
+        arch, runner = preset_runner(args.model)  # `--model lstm-small` means --arch lstm with the preset's sizes
+    for archs, flags in ARCH_FLAGS.items():
         if arch not in archs:
-            train_neural.refuse_flags(args, arch, names)
-    if arch != args.arch:  # a classic preset
-        return (ngram.run_preset if arch == "ngram" else train_neural.run_preset)(args)
-    ARCHS[arch](args)
+            train_neural.refuse_flags(args, arch, flags)
+    runner(args)
 
 
-def run_transformer(args) -> None:
-    if args.model is None:
-        raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(PRESETS)}")
-    if args.model in ENCODER_DECODER_PRESETS:
-        return run_encoder_decoder(args)
-    given = [name for name in SPAN_FLAGS if getattr(args, name) is not None]
-    if given:
-        raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in given)} apply to encoder-decoder presets "
-                         f"({', '.join(ENCODER_DECODER_PRESETS)}), not to {args.model}; drop them")
-    if args.model in ENCODER_PRESETS:
-        return run_encoder(args)
-    if any(getattr(args, name) is not None for name in ENCODER_FLAGS):
-        raise LmlabError(f"--objective, --whole-word-masking, --masking, --embedding-size and --generator-divisor "
-                         f"apply to encoder presets ({', '.join(ENCODER_PRESETS)}), not to decoder {args.model}; "
-                         "drop them")
+def preset_runner(name: str):
+    """(the --arch it trains as, the runner of its family's recipe) for the preset `name`; a family that
+    `lmlab train` does not train is one error naming its own command."""
+    family = family_of(name)
+    runner = PRESET_RUNNERS.get(family.recipe)
+    if runner is None:
+        raise LmlabError(f"{name} is a {family.name} preset, which `lmlab train` does not train; use "
+                         f"`{family.command}`")
+    if family.kind != "classic":
+        return "transformer", runner
+    cfg = preset(name)
+    return (cfg.cell if isinstance(cfg, RNNConfig) else family.name), runner  # an RNN preset trains as its cell
+
+
+def require_model(args) -> None:
+    raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(names('decoder'))}")
+
+
+def run_decoder(args) -> None:
+    """Pre-train the decoder preset `args.model` with the model and training flags given."""
+    refuse_kind_flags(args, SPAN_FLAGS, "encoder-decoder")
+    refuse_kind_flags(args, ENCODER_FLAGS, "encoder")
     model_cfg = preset(args.model, **config_overrides(args, ModelConfig))
     train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
@@ -73,21 +80,28 @@ def run_transformer(args) -> None:
     print_result(result, args.out)
 
 
-def classic_arch(name: str) -> str:
-    """The --arch a classic preset trains as (window, rnn, lstm, gru or ngram); the other classic
-    families train with their own commands."""
-    family, cfg = family_of(name).name, preset(name)
-    if family in ("window", "ngram"):
-        return family
-    if family == "rnn":
-        return cfg.cell
-    command = {"seq2seq-rnn": "seq2seq", "elmo": "elmo", "word2vec": "word2vec"}[family]
-    raise LmlabError(f"{name} is a {family} preset, which `lmlab train` does not train; use `lmlab {command} train`")
+def run_encoder_preset(args) -> None:
+    refuse_kind_flags(args, SPAN_FLAGS, "encoder-decoder")
+    run_encoder(args)
 
 
-# --arch name -> the function that trains it from the parsed flags.
-ARCHS = {"transformer": run_transformer, "ngram": ngram.run_train, "window": train_neural.run_window,
+def refuse_kind_flags(args, flags: tuple[str, ...], kind: str) -> None:
+    """One error line naming those of `flags` that were given: they apply to `kind` presets only."""
+    given = [name for name in flags if getattr(args, name) is not None]
+    if given:
+        raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in given)} apply to {kind} presets "
+                         f"({', '.join(names(kind))}), not to {family_of(args.model).kind} {args.model}; drop them")
+
+
+# --arch name -> the function that trains it from the parsed flags (`transformer`: a --model preset).
+ARCHS = {"transformer": require_model, "ngram": ngram.run_train, "window": train_neural.run_window,
          "rnn": train_neural.run_rnn, "lstm": train_neural.run_rnn, "gru": train_neural.run_rnn}
+
+# Family.recipe -> the function that trains a preset of that family from the parsed flags; the families
+# of the other recipes train with their own command (Family.command).
+PRESET_RUNNERS = {"pretrain": run_decoder, "pretrain_encoder": run_encoder_preset,
+                  "pretrain_seq2seq": run_encoder_decoder, "neural_lm": train_neural.run_preset,
+                  "ngram": ngram.run_preset}
 
 # The flags each group of architectures adds; any other --arch refuses them.
 ARCH_FLAGS = {("ngram",): ngram.TRAIN_FLAGS, ("window", "rnn", "lstm", "gru"): train_neural.NEURAL_FLAGS,

@@ -5,8 +5,8 @@ adds these flags and hands encoder presets to `run_encoder`."""
 import dataclasses
 
 from lmlab.cli.config_flags import config_overrides
-from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig, TrainConfig
-from lmlab.models.presets import preset
+from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
+from lmlab.models.presets import names, preset
 from lmlab.errors import LmlabError
 from lmlab.objectives.registry import objectives_for
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
@@ -16,7 +16,7 @@ ENCODER_FLAGS = ("objective", "whole_word_masking", "masking", "embedding_size",
 
 def add_encoder_flags(p) -> None:
     """--objective, --whole-word-masking, --masking and the encoder-only model settings."""
-    group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(ENCODER_PRESETS) + ")")
+    group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(names("encoder")) + ")")
     group.add_argument("--objective", metavar="NAME",
                        help="encoders: " + ", ".join(r.name for r in objectives_for("encoder")) + "; encoder-decoders: "
                             + ", ".join(r.name for r in objectives_for("encoder-decoder")) + "; default: the preset's own")

@@ -9,7 +9,7 @@ from lmlab.cli.train_encoder import ENCODER_FLAGS
 from lmlab.cli.train_result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import preset
+from lmlab.models.presets import family_of, preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.objectives.registry import choose_objective
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
@@ -44,7 +44,7 @@ def run_encoder_decoder(args) -> None:
     overrides = {field: value for name, value in model_flags.items() for field in SHAPE_FLAGS[name]}
     model_cfg = preset(args.model, **overrides)
     span = {name: getattr(args, name) for name in SPAN_FLAGS if getattr(args, name) is not None}
-    objective = choose_objective("encoder-decoder", model_cfg.family, args.objective)
+    objective = choose_objective(family_of(args.model), args.objective)
     if span and "noise" not in objective.settings:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in span)} apply to span_corruption, not to "
                          f"{objective.name}; drop them or pass --objective span_corruption")

@@ -35,10 +35,9 @@ from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
-from lmlab.models.presets import preset
+from lmlab.models.presets import family_of, preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
-from lmlab.objectives.registry import choose_objective
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.training.progress import read_metrics
@@ -117,7 +116,7 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
                                              tokenizer=runs / f"{name}-pretrain" / TOKENIZER_FILE,
                                              show_progress=show_progress),
         }
-        objective = choose_objective("encoder-decoder", ENCODER_DECODER_PRESETS[name].family).name
+        objective = family_of(name).objective
         results[name] = {"objective": objective, "pretrain_val_loss": pre.after.get("val_loss")} | {
             start: {"test_seq_acc": run.test["test_seq_acc"], "mean_val_seq_acc": _mean(_curve(run.model_dir.parent)),
                     "val_curve": _curve(run.model_dir.parent)}

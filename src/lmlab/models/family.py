@@ -1,8 +1,10 @@
-"""What lmlab knows of one family of models: its kind, how to build it, how its files are read, its presets.
+"""What lmlab knows of one family of models, decided in one place: its kind, how it is built, how its
+files are read (HF directory, GGUF file or its own), its config class and presets, and how it is trained.
 
 Each family defines its record beside its converter or files module (`models/<family>/family.py`);
-`models/registry.py` lists them all, so the loaders, `lmlab.preset` and `lmlab list` look a
-family up in one table.
+`models/registry.py` lists them all, so the loaders, the quantizers, the recipes, `lmlab.train`,
+`lmlab train`, `lmlab.preset` and `lmlab list` look a family up in one table instead of keeping
+tables of their own.
 """
 
 from collections.abc import Callable
@@ -16,6 +18,7 @@ KINDS: tuple[Kind, ...] = ("decoder", "encoder", "encoder-decoder", "classic")
 
 # what a user reads a saved model with: the three loaders of the front door, or a family's own command
 LOAD, LOAD_ENCODER, LOAD_ENCODER_DECODER = "lmlab.load", "lmlab.load_encoder", "lmlab.load_encoder_decoder"
+TRAIN = "lmlab train"  # the command that pre-trains most families; the others name their own
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,19 @@ class Family:
     name: str
     kind: Kind
     reader: str  # LOAD, LOAD_ENCODER, LOAD_ENCODER_DECODER or the command that uses a saved model
+    config_class: type  # the frozen dataclass its configs and presets are (ModelConfig, EncoderConfig, RNNConfig, …)
+    recipe: str  # the module of lmlab.recipes that pre-trains it (pretrain, pretrain_encoder, neural_lm, word2vec, …)
+    command: str = TRAIN  # the command that runs `recipe`: `lmlab train`, or the family's own (`lmlab word2vec train`)
     build: Callable[[Any], Any] | None = None  # config -> a freshly initialised network (None: fitted, not built)
     convert: ModuleType | None = None  # HF families: conversion of configs and tensor names
+    gguf: ModuleType | None = None  # its GGUF conversion (ARCHITECTURE, config_from_gguf, from_gguf, …); None: no GGUF
     read: Callable[[Path], Any] | None = None  # classic families: the model saved in a directory
     presets: dict[str, Any] = field(default_factory=dict)  # preset name -> config
     traits: tuple[str, ...] = ()  # config fields that tell its presets apart beyond the shape (`lmlab list`)
     model_type: str = ""  # empty: the same as `name`
+    objective: str = ""  # its default pre-training objective (a name in objectives/registry.py); "": none to choose
+    objectives: tuple[str, ...] = ()  # the objectives it can train with, when only some of its kind's (): all
+    masking: Literal["static", "dynamic"] = "static"  # encoders: MLM masks drawn once, or afresh each epoch (RoBERTa)
 
     def __post_init__(self):
         if not self.model_type:

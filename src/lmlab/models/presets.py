@@ -15,15 +15,16 @@ from lmlab.errors import LmlabError
 from lmlab.models.family import Family
 from lmlab.models.registry import FAMILIES
 
-FAMILY_OF: dict[str, Family] = {name: family for family in FAMILIES.values() for name in family.presets}
-PRESETS: dict[str, Any] = {name: family.presets[name] for name, family in FAMILY_OF.items()}
-assert len(PRESETS) == sum(len(family.presets) for family in FAMILIES.values()), "two families use one preset name"
+
+def names(kind: str | None = None) -> list[str]:
+    """Every preset's name (of the families of `kind`, when given), family by family in the registry's order."""
+    return [name for family in FAMILIES.values() if kind in (None, family.kind) for name in family.presets]
 
 
 def preset(name: str, **overrides) -> Any:
     """The config of the preset `name`, of whichever kind, with `overrides` applied (checked like the preset)."""
     family = family_of(name)
-    cfg = PRESETS[name]
+    cfg = family.presets[name]
     if not overrides:
         return cfg
     return cfg.replace(**overrides) if family.kind != "classic" else checked_replace(cfg, family.name, overrides)
@@ -31,9 +32,10 @@ def preset(name: str, **overrides) -> Any:
 
 def family_of(name: str) -> Family:
     """The registry's record of the family the preset `name` belongs to; an unknown name is one error."""
-    if name not in PRESETS:
-        raise LmlabError(f"unknown preset '{name}'; choose one of: {', '.join(PRESETS)} (`lmlab list --presets`)")
-    return FAMILY_OF[name]
+    for family in FAMILIES.values():
+        if name in family.presets:
+            return family
+    raise LmlabError(f"unknown preset '{name}'; choose one of: {', '.join(names())} (`lmlab list --presets`)")
 
 
 def kind(name: str) -> str:
@@ -44,7 +46,8 @@ def kind(name: str) -> str:
 def summary(name: str) -> dict[str, str]:
     """What `lmlab list --presets` shows of a preset: kind, family, layers, width, heads, vocabulary,
     context ("-" where the family has none) and the settings that tell its family's presets apart."""
-    family, cfg = FAMILY_OF[name], dataclasses.asdict(PRESETS[name])
+    family = family_of(name)
+    cfg = dataclasses.asdict(family.presets[name])
     layers = cfg.get("n_layers") or (f"{cfg['n_encoder_layers']}+{cfg['n_decoder_layers']}"
                                      if "n_encoder_layers" in cfg else None)
     width = next((cfg[key] for key in ("d_model", "dim", "embed_dim") if key in cfg), None)

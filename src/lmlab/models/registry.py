@@ -1,9 +1,12 @@
 """Every family lmlab builds, reads and writes, in one table: decoders, encoders, encoder-decoders and
 the classic models. Each record is defined beside its family's converter or files module
-(`models/<family>/family.py`); the loaders dispatch on a directory's `model_type` through `lookup`,
-`lmlab.preset` serves the families' presets and `lmlab list --families` shows them."""
+(`models/<family>/family.py`); the loaders dispatch on a directory's `model_type` through `lookup`
+and on a GGUF file's `general.architecture` through `lookup_gguf`, every decoder is built through
+`build`, `lmlab.train` finds a config's family with `of_config`, `lmlab.preset` serves the families'
+presets and `lmlab list --families` shows them. Adding a family is its folder and one line in FAMILIES."""
 
 from types import ModuleType
+from typing import Any
 
 from lmlab.errors import LmlabError
 from lmlab.models.albert.family import FAMILY as ALBERT
@@ -25,10 +28,28 @@ from lmlab.models.window.family import FAMILY as WINDOW
 from lmlab.models.word2vec.family import FAMILY as WORD2VEC
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
-    GPT2, LLAMA, BERT, ROBERTA, ALBERT, ELECTRA, DEBERTA, TRANSFORMER, T5, BART,
-    NGRAM, WINDOW, RNN, SEQ2SEQ_RNN, ELMO, WORD2VEC)}
-_BY_MODEL_TYPE = {family.model_type: family for family in FAMILIES.values()}
-assert len(_BY_MODEL_TYPE) == len(FAMILIES), "two families save the same model_type"
+    # decoders
+    GPT2,
+    LLAMA,
+    # encoders
+    BERT,
+    ROBERTA,
+    ALBERT,
+    ELECTRA,
+    DEBERTA,
+    # encoder-decoders
+    TRANSFORMER,
+    T5,
+    BART,
+    # classic models
+    NGRAM,
+    WINDOW,
+    RNN,
+    SEQ2SEQ_RNN,
+    ELMO,
+    WORD2VEC,
+)}
+assert len({f.model_type for f in FAMILIES.values()}) == len(FAMILIES), "two families save the same model_type"
 
 
 def lookup(name: str, source: str = "", kind: Kind | None = None) -> Family:
@@ -36,7 +57,7 @@ def lookup(name: str, source: str = "", kind: Kind | None = None) -> Family:
     of `kind` if given. An unknown name is one error listing every model_type lmlab reads and what
     reads it; a family of another kind, one error naming what reads it. `source` (a directory)
     starts the message."""
-    family = FAMILIES.get(name) or _BY_MODEL_TYPE.get(name)
+    family = FAMILIES.get(name) or next((f for f in FAMILIES.values() if f.model_type == name), None)
     if family is None:
         where = f"'{source}' holds " if source else ""
         raise LmlabError(f"{where}model_type {name!r}, which lmlab does not read; it reads {readable()}")
@@ -69,3 +90,37 @@ def family(name: str) -> ModuleType:
     if found.convert is None:
         raise LmlabError(f"{found.title}s have no Hugging Face form; read them with {found.reader}")
     return found.convert
+
+
+def build(cfg) -> Any:
+    """A freshly initialised network for `cfg`, built by its family (`cfg.family`): the one way a decoder,
+    encoder or encoder-decoder is built from a config, whichever family it is."""
+    return lookup(cfg.family).build(cfg)
+
+
+def of_config(cfg) -> Family:
+    """The family a config describes: the one its `family` field names, or for a classic config (which
+    has none) the family whose config class it is."""
+    name = getattr(cfg, "family", None)
+    if name is not None:
+        return lookup(name)
+    found = [family for family in FAMILIES.values() if type(cfg) is family.config_class]
+    if len(found) != 1:
+        raise LmlabError(f"a {type(cfg).__name__} is the config of no family lmlab builds; pass a preset's config "
+                         "(`lmlab.preset(NAME)`, `lmlab list --presets`)")
+    return found[0]
+
+
+def lookup_gguf(architecture: str, source: str = "the GGUF file") -> Family:
+    """The family whose GGUF conversion reads `architecture` (a file's `general.architecture`); any other
+    is one error listing the architectures lmlab reads."""
+    for family in FAMILIES.values():
+        if family.gguf is not None and family.gguf.ARCHITECTURE == architecture:
+            return family
+    raise LmlabError(f"{source}: GGUF architecture {architecture!r} is not supported yet; lmlab loads: "
+                     f"{', '.join(gguf_architectures())}")
+
+
+def gguf_architectures() -> tuple[str, ...]:
+    """Every GGUF `general.architecture` lmlab reads, in table order."""
+    return tuple(family.gguf.ARCHITECTURE for family in FAMILIES.values() if family.gguf is not None)

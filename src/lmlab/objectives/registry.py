@@ -1,25 +1,30 @@
 """Every training objective by name: what it trains, which tokens it needs, how to build it.
 
-A recipe looks its objective up here instead of branching on names: `choose_objective(kind, family,
-name)` checks the name against what the registry holds for that kind of model (and family), and
-`build_objective(record, tokenizer, **settings)` binds it into objective(tokens, key) -> (inputs,
-targets) (`objectives.objective`). Each objective's algorithm stays in its own module.
+A recipe looks its objective up here instead of branching on names: `choose_objective(family, name)`
+checks the name against what the registry holds for the family's kind of model and what the family
+trains with, and `build_objective(record, tokenizer, **settings)` binds it into objective(tokens, key)
+-> (inputs, targets) (`objectives.objective`). Each objective's algorithm stays in its own module.
 
-    name             kind             default of
-    causal_lm        decoder          gpt2, llama
+Which family trains with which objective, and which is its default, is the family's own record
+(`models/registry.py`: `Family.objective`, `Family.objectives`), not this registry's:
+`lmlab list --objectives` shows both.
+
+    name             kind
+    causal_lm        decoder
     sft              decoder          (fine-tuning on chats)
-    mlm              encoder          roberta, deberta
-    mlm+nsp          encoder          bert
-    mlm+sop          encoder          albert
+    mlm              encoder
+    mlm+nsp          encoder
+    mlm+sop          encoder
     span             encoder
-    rtd              encoder          electra (deberta: v3's, with GDES)
-    span_corruption  encoder-decoder  t5
-    denoising        encoder-decoder  bart, transformer
+    rtd              encoder
+    span_corruption  encoder-decoder
+    denoising        encoder-decoder
     gap_sentences    encoder-decoder
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from lmlab.errors import LmlabError
 from lmlab.objectives.causal_lm import causal_lm_objective
@@ -35,7 +40,15 @@ from lmlab.objectives.span_corruption import span_corruption_objective, t5_senti
 from lmlab.objectives.span_masking import span_masking_objective
 from lmlab.tokenizers.seq2seq import MASK
 
-DECODERS, ENCODER_DECODERS = ("gpt2", "llama"), ("t5", "bart", "transformer")  # the families of those kinds
+
+class Trainee(Protocol):
+    """What the registry reads of a family (a `models.family.Family`: objectives sit below models, so
+    the family is handed in, not looked up)."""
+
+    name: str
+    kind: str  # "decoder" | "encoder" | "encoder-decoder" | "classic"
+    objective: str  # its default objective; "": none
+    objectives: tuple[str, ...]  # the objectives of its kind it can train with; (): all of them
 
 
 @dataclass(frozen=True)
@@ -46,8 +59,6 @@ class ObjectiveRecord:
     kind: str  # "decoder" | "encoder" | "encoder-decoder"
     about: str  # one line, for listings
     build: Callable[..., Objective]  # build(tokenizer, **settings) -> objective(tokens, key) -> (inputs, targets)
-    families: tuple[str, ...]  # the families that can train with it
-    default_for: tuple[str, ...] = ()  # the families that train with it unless told otherwise
     tokens: tuple[str, ...] = ()  # special tokens the tokenizer must hold
     settings: tuple[str, ...] = ()  # the keyword settings `build` takes (from the recipe's flags)
     pair_task: str | None = None  # encoders: the sentence-pair task ("nsp", "sop") its examples carry
@@ -56,55 +67,54 @@ class ObjectiveRecord:
 
 REGISTRY = {record.name: record for record in (
     ObjectiveRecord("causal_lm", "decoder", "predict each token from the ones before it (GPT)",
-                    causal_lm_objective, DECODERS, default_for=DECODERS),
+                    causal_lm_objective),
     ObjectiveRecord("sft", "decoder", "causal LM on chats, the loss on the assistant's replies only",
-                    sft_objective, DECODERS, settings=("block_size",)),
+                    sft_objective, settings=("block_size",)),
     ObjectiveRecord("mlm", "encoder", "mask 15 % of the tokens (80/10/10) and predict them (BERT, RoBERTa)",
-                    masked_lm_objective, ("bert", "roberta", "albert", "deberta"), ("roberta", "deberta"),
-                    BERT_SPECIAL_TOKENS),
+                    masked_lm_objective, BERT_SPECIAL_TOKENS),
     ObjectiveRecord("mlm+nsp", "encoder", "masked LM + is sentence B the one after A? (BERT)",
-                    masked_lm_objective, ("bert", "albert"), ("bert",), BERT_SPECIAL_TOKENS,
-                    pair_task="nsp", sentence_pairs=next_sentence_pairs),
+                    masked_lm_objective, BERT_SPECIAL_TOKENS, pair_task="nsp", sentence_pairs=next_sentence_pairs),
     ObjectiveRecord("mlm+sop", "encoder", "masked LM + are two consecutive segments in order? (ALBERT)",
-                    masked_lm_objective, ("bert", "albert"), ("albert",), BERT_SPECIAL_TOKENS,
-                    pair_task="sop", sentence_pairs=sentence_order_pairs),
+                    masked_lm_objective, BERT_SPECIAL_TOKENS, pair_task="sop", sentence_pairs=sentence_order_pairs),
     ObjectiveRecord("span", "encoder", "mask runs of whole words, geometric lengths (SpanBERT)",
-                    span_masking_objective, ("bert", "roberta", "albert", "deberta"), (), BERT_SPECIAL_TOKENS),
+                    span_masking_objective, BERT_SPECIAL_TOKENS),
     ObjectiveRecord("rtd", "encoder", "a small MLM generator fills the masks, the model spots its replacements "
                     "(ELECTRA; DeBERTa-v3 with gradient-disentangled embedding sharing)", masked_lm_objective,
-                    ("electra", "deberta"), ("electra",), BERT_SPECIAL_TOKENS),
+                    BERT_SPECIAL_TOKENS),
     ObjectiveRecord("span_corruption", "encoder-decoder", "spans -> sentinels, the decoder writes the spans (T5)",
-                    span_corruption_objective, ENCODER_DECODERS, ("t5",), tuple(t5_sentinel_tokens()),
-                    settings=("noise",)),
+                    span_corruption_objective, tuple(t5_sentinel_tokens()), settings=("noise",)),
     ObjectiveRecord("denoising", "encoder-decoder", "permute sentences, infill spans with one <mask>; the decoder "
-                    "writes the clean text (BART)", denoising_objective, ENCODER_DECODERS, ("bart", "transformer"),
-                    (MASK,)),
+                    "writes the clean text (BART)", denoising_objective, (MASK,)),
     ObjectiveRecord("gap_sentences", "encoder-decoder", "mask the sentences that best summarise the rest; the "
-                    "decoder writes them (Pegasus)", gap_sentences_objective, ENCODER_DECODERS, (), (MASK,)),
+                    "decoder writes them (Pegasus)", gap_sentences_objective, (MASK,)),
 )}
 
 
-def objectives_for(kind: str, family: str | None = None) -> list[ObjectiveRecord]:
-    """The objectives of `kind` (that `family` can train with, when given), its default first."""
-    records = [r for r in REGISTRY.values() if r.kind == kind and (family is None or family in r.families)]
-    return sorted(records, key=lambda r: family not in r.default_for)
+def objectives_for(kind: str, family: Trainee | None = None) -> list[ObjectiveRecord]:
+    """The objectives of `kind` (that `family` can train with, when given: its default first)."""
+    records = [r for r in REGISTRY.values() if r.kind == kind]
+    if family is None:
+        return records
+    records = [r for r in records if not family.objectives or r.name in (family.objective, *family.objectives)]
+    return sorted(records, key=lambda r: r.name != family.objective)
 
 
-def choose_objective(kind: str, family: str, name: str | None = None) -> ObjectiveRecord:
-    """The objective `name` (the family's default when None) for a `kind` model of `family`; a name
-    the registry does not hold for them is an error listing the ones it does."""
+def choose_objective(family: Trainee, name: str | None = None) -> ObjectiveRecord:
+    """The objective `name` (the family's default when None) for a model of `family` (its registry
+    record); a name the registry does not hold for its kind, or that the family does not train with, is
+    an error listing the ones it does."""
+    kind = family.kind
     if name is None:
-        defaults = [r for r in objectives_for(kind, family) if family in r.default_for]
-        if not defaults:
-            raise LmlabError(f"{family} has no default objective; pass --objective "
+        if not family.objective:
+            raise LmlabError(f"{family.name} has no default objective; pass --objective "
                              f"({', '.join(r.name for r in objectives_for(kind, family))})")
-        return defaults[0]
+        name = family.objective
     record = REGISTRY.get(name)
     if record is None or record.kind != kind:
         raise LmlabError(f"objective '{name}' is unknown for {'an' if kind[0] in 'ae' else 'a'} {kind}; choose one "
                          f"of: {', '.join(r.name for r in objectives_for(kind))}")
-    if family not in record.families:
-        raise LmlabError(f"--objective {name} does not apply to {family}; {family} trains with: "
+    if record not in objectives_for(kind, family):
+        raise LmlabError(f"--objective {name} does not apply to {family.name}; {family.name} trains with: "
                          f"{', '.join(r.name for r in objectives_for(kind, family))}")
     return record
 

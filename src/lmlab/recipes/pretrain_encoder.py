@@ -27,7 +27,9 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.masked_lm import electra_losses, masked_lm_losses
+from lmlab.models import registry
 from lmlab.models.encoder_files import save_electra_dirs, save_pretraining_dir
+from lmlab.models.family import Family
 from lmlab.models.pretraining import build_electra_for_pretraining, build_for_pretraining
 from lmlab.objectives.dynamic_masking import example_key
 from lmlab.objectives.masking_row import BERT_SPECIAL_TOKENS
@@ -73,9 +75,10 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     preset's vocabulary size is trained on the data. `stop_after` ends this session after that
     many steps with a checkpoint (so does Ctrl-C); `resume=True` continues it.
     """
-    record = check_objective(model_cfg.family, objective, whole_word)
+    family = registry.lookup(model_cfg.family, kind="encoder")
+    record = check_objective(family, objective, whole_word)
     rtd = record.name == "rtd"  # a generator and a discriminator, trained by replaced-token detection
-    masking = masking or ("dynamic" if model_cfg.family in ("roberta", "electra", "deberta") else "static")
+    masking = masking or family.masking
     if masking not in ("static", "dynamic"):
         raise LmlabError(f"masking '{masking}' is unknown; use static or dynamic")
     _check_train_config(train_cfg)
@@ -160,10 +163,10 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     return EncoderPretrainResult(session.step, finished, model_dir, before, after)
 
 
-def check_objective(family: str, objective: str | None, whole_word: bool) -> ObjectiveRecord:
+def check_objective(family: Family, objective: str | None, whole_word: bool) -> ObjectiveRecord:
     """The registry's objective to train `family` with (its default when None); one the family
     cannot train with is an error listing those it can."""
-    record = choose_objective("encoder", family, objective)
+    record = choose_objective(family, objective)
     if whole_word and record.name == "span":
         raise LmlabError("--whole-word-masking with --objective span: span masking already masks whole words; "
                          "drop one")

@@ -34,6 +34,7 @@ from lmlab.config import TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import claim_run_dir
+from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
@@ -83,7 +84,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     this session after that many steps with a checkpoint (so does Ctrl-C); `resume=True` goes on.
     `span_noise` sets span corruption's share of dropped tokens and mean span length.
     """
-    record = choose_objective("encoder-decoder", model_cfg.family, objective)
+    record = choose_objective(registry.lookup(model_cfg.family, kind="encoder-decoder"), objective)
     _check_train_config(train_cfg)
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)

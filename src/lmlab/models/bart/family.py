@@ -2,8 +2,9 @@
 
 from lmlab.models.bart import convert
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
+from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
 from lmlab.models.family import LOAD_ENCODER_DECODER, Family
 
-FAMILY = Family("bart", "encoder-decoder", LOAD_ENCODER_DECODER, build=build_encoder_decoder, convert=convert,
+FAMILY = Family("bart", "encoder-decoder", LOAD_ENCODER_DECODER, EncoderDecoderConfig, "pretrain_seq2seq",
+                build=build_encoder_decoder, convert=convert, objective="denoising",
                 presets={name: cfg for name, cfg in ENCODER_DECODER_PRESETS.items() if cfg.family == "bart"})

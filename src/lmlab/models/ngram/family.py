@@ -2,6 +2,7 @@
 
 from lmlab.models.family import LOAD, Family
 from lmlab.models.ngram.files import load_ngram_dir
-from lmlab.models.ngram.model import NGRAM_PRESETS
+from lmlab.models.ngram.model import NGRAM_PRESETS, NGramConfig
 
-FAMILY = Family("ngram", "classic", LOAD, read=load_ngram_dir, presets=NGRAM_PRESETS, traits=("order", "smoothing"))
+FAMILY = Family("ngram", "classic", LOAD, NGramConfig, "ngram", read=load_ngram_dir, presets=NGRAM_PRESETS,
+                traits=("order", "smoothing"))
