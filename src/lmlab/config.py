@@ -47,7 +47,7 @@ ATTENTION_FIELDS = frozenset(f.name for f in dataclasses.fields(AttentionSetting
 
 @dataclass(frozen=True)
 class ModelConfig(AttentionSettings):
-    family: Literal["gpt2", "llama"]
+    family: Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2"]
     vocab_size: int  # tokens in the vocabulary (a trained tokenizer sets it)
     context_length: int  # the most tokens the model attends over
     n_layers: int  # transformer blocks
@@ -57,44 +57,107 @@ class ModelConfig(AttentionSettings):
     n_kv_heads: int | None = None  # None = n_heads (multi-head); 1 = multi-query
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # the normalisation layer
     norm_eps: float = 1e-5  # the epsilon inside each norm
-    norm_placement: Literal["pre", "post"] = "pre"  # norm before each sublayer (pre) or after the residual add (post)
-    ffn: Literal["gelu", "swiglu"] = "gelu"  # the feed-forward layer: a GELU MLP, or SwiGLU's gated one
+    # where the norms sit: before each sublayer (pre: GPT-2, Llama), after the residual add (post: the original
+    # Transformer), before and after each sublayer inside the residual (sandwich: Gemma 2/3), or on each
+    # sublayer's output only, inside the residual (output: OLMo 2)
+    norm_placement: Literal["pre", "post", "sandwich", "output"] = "pre"
+    # the feed-forward layer: a GELU MLP, SwiGLU's gated one (Llama), or the gated tanh-GELU (GeGLU: Gemma)
+    ffn: Literal["gelu", "swiglu", "geglu"] = "gelu"
     positions: Literal["learned", "sinusoidal", "rope"] = "learned"  # how token positions enter the model
     rope_base: float = 10000.0  # the base of rotary positions' frequencies
     bias: bool = True  # biases in the linear layers
+    qkv_bias: bool = False  # biases on the query, key and value projections even without `bias` (Qwen2)
+    # RMSNorm on queries and keys before the rotation: each head's own (head: Qwen3, Gemma 3) or over all
+    # heads at once (all: OLMo 2)
+    qk_norm: Literal["none", "head", "all"] = "none"
+    head_size: int | None = None  # each head's width (None: d_model / n_heads; Gemma and Qwen3 set their own)
     tie_embeddings: bool = True  # the LM head shares the token embedding's weights
+    embedding_scale: float = 1.0  # token embeddings are multiplied by this (Gemma: sqrt(d_model))
+    attention_scale: float | None = None  # scores are q.k times this (None: 1/sqrt(head size); Gemma: its own)
+    attention_softcap: float | None = None  # scores pass through cap * tanh(score / cap) (Gemma 2)
+    logit_softcap: float | None = None  # the final logits likewise (Gemma 2)
+    sliding_window: int | None = None  # local layers attend to this many latest keys, their own included (Mistral)
+    global_every: int = 0  # with a window, every this-many-th layer attends to all keys (Gemma 2: 2); 0: none do
+    rope_local_base: float | None = None  # the RoPE base of the local layers (Gemma 3); None: rope_base
+    # RoPE beyond its trained context (`modules/rope_scaling.py`): none, linear (positions / factor), llama3
+    # (Llama 3.1's per-frequency blend) or yarn (NTK-by-parts with an attention temperature)
+    rope_scaling: Literal["none", "linear", "llama3", "yarn"] = "none"
+    rope_factor: float = 1.0  # how many times the trained context the scaled RoPE reaches
+    rope_original_context: int | None = None  # llama3, yarn: the context the unscaled model was trained for
+    rope_low_freq_factor: float = 1.0  # llama3: wavelengths above original_context / this are scaled whole
+    rope_high_freq_factor: float = 4.0  # llama3: wavelengths below original_context / this are kept
+    rope_beta_fast: float = 32.0  # yarn: rotations per context above which a frequency is kept
+    rope_beta_slow: float = 1.0  # yarn: rotations per context below which a frequency is scaled whole
+    rope_attention_factor: float | None = None  # yarn: cos and sin are multiplied by this (None: 0.1 ln(factor) + 1)
     dropout: float = 0.0  # dropout probability in training
     trained_context: int | None = None  # tokens per pre-training sequence (None: context_length); perplexity's window
 
     def __post_init__(self):
         check_types(self)
         at_least(self, 1, "vocab_size", "context_length", "n_layers", "n_heads", "d_model", "d_ff", "n_kv_heads",
-                 "trained_context")
+                 "trained_context", "head_size", "sliding_window", "rope_original_context")
+        at_least(self, 0, "global_every")
         self.check_attention()
         at_most(self, MAX_VOCAB, "vocab_size")
-        at_most(self, MAX_CONTEXT, "context_length")
+        at_most(self, MAX_CONTEXT, "context_length", "sliding_window", "rope_original_context")
         at_most(self, self.context_length, "trained_context")
-        at_most(self, MAX_LAYERS, "n_layers")
-        at_most(self, MAX_WIDTH, "d_model", "d_ff")
-        positive(self, "norm_eps", "rope_base")
+        at_most(self, MAX_LAYERS, "n_layers", "global_every")
+        at_most(self, MAX_WIDTH, "d_model", "d_ff", "head_size")
+        positive(self, "norm_eps", "rope_base", "rope_local_base", "embedding_scale", "attention_scale",
+                 "attention_softcap", "logit_softcap", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                 "rope_beta_fast", "rope_beta_slow", "rope_attention_factor")
         at_most(self, MAX_EPS, "norm_eps")
-        at_most(self, MAX_ROPE_BASE, "rope_base")
+        at_most(self, MAX_ROPE_BASE, "rope_base", "rope_local_base")
         fraction(self, "dropout")
-        if self.d_model % self.n_heads:
+        if self.head_size is None and self.d_model % self.n_heads:
             raise LmlabError(f"--d-model {self.d_model} is not divisible by --n-heads {self.n_heads}; "
-                             "pick a d_model that is a multiple of n_heads")
+                             "pick a d_model that is a multiple of n_heads, or set --head-size")
+        self._check_windows()
+        self._check_rope_scaling()
         check_causal_attention(self.attention)
         if self.n_heads % (self.n_kv_heads or self.n_heads):
             raise LmlabError(f"--n-heads {self.n_heads} is not a multiple of --n-kv-heads {self.n_kv_heads}")
         if self.positions == "rope" and self.head_dim % 2:
-            raise LmlabError(f"rotary positions need an even head size, but --d-model {self.d_model} / --n-heads "
-                             f"{self.n_heads} is {self.head_dim}; pick other sizes")
-        check_parameters(self.n_layers * (4 * self.d_model**2 + 3 * self.d_model * self.d_ff)
+            raise LmlabError(f"rotary positions need an even head size, but this model's is {self.head_dim}; pick "
+                             "other --d-model, --n-heads or --head-size")
+        check_parameters(self.n_layers * (4 * self.d_model * self.n_heads * self.head_dim + 3 * self.d_model * self.d_ff)
                          + (self.vocab_size + self.context_length) * self.d_model)
+
+    def _check_windows(self) -> None:
+        """A window's settings only with a window, and local layers only with rotary or no positions of their own."""
+        if self.sliding_window is None:
+            given = [f"--{name.replace('_', '-')}" for name in ("global_every", "rope_local_base")
+                     if getattr(self, name) not in (0, None)]
+            if given:
+                raise LmlabError(f"{', '.join(given)} apply to a model with local layers; set --sliding-window too")
+        elif self.attention != "full":
+            raise LmlabError(f"--sliding-window is a band of full attention; it does not combine with --attention "
+                             f"{self.attention} (whose own window is --attention-window)")
+
+    def _check_rope_scaling(self) -> None:
+        """Scaling settings only with rotary positions, and llama3 / yarn with the context they scale from."""
+        if self.rope_scaling == "none":
+            return
+        if self.positions != "rope":
+            raise LmlabError(f"--rope-scaling {self.rope_scaling} scales rotary positions; this model's positions "
+                             f"are {self.positions}")
+        if self.rope_scaling in ("llama3", "yarn") and self.rope_original_context is None:
+            raise LmlabError(f"--rope-scaling {self.rope_scaling} needs --rope-original-context, the context the "
+                             "unscaled model was trained for")
+        if self.rope_scaling == "llama3" and not self.rope_low_freq_factor < self.rope_high_freq_factor:
+            raise LmlabError(f"--rope-low-freq-factor {self.rope_low_freq_factor} must be below "
+                             f"--rope-high-freq-factor {self.rope_high_freq_factor}")
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        """Each attention head's width: `head_size`, or d_model / n_heads."""
+        return self.head_size or self.d_model // self.n_heads
+
+    def layer_window(self, layer: int) -> int | None:
+        """The keys layer `layer` attends to (its window), or None for all of them (a global layer)."""
+        if self.sliding_window is None or (self.global_every and (layer + 1) % self.global_every == 0):
+            return None
+        return self.sliding_window
 
     def replace(self, **changes) -> "ModelConfig":
         """A copy with some fields changed (the CLI's overrides); unknown fields are an error."""

@@ -66,7 +66,7 @@ def score_continuations(model: torch.nn.Module, context: Sequence[int],
     if longest > 1:
         cache.reorder(torch.zeros(len(continuations), dtype=torch.long, device=device))  # one copy per continuation
         fed = torch.tensor([list(c[:-1]) + [0] * (longest - len(c)) for c in continuations], device=device)  # (N, L-1)
-        rest = model.lm_head(model.hidden_states(fed, kv_cache=cache)).float()  # (N, L-1, V)
+        rest = model.logits(model.hidden_states(fed, kv_cache=cache)).float()  # (N, L-1, V)
         logits = torch.cat([logits, rest], dim=1)  # (N, L, V)
     logprobs = logits.log_softmax(-1)
     results = []

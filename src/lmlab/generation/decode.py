@@ -98,4 +98,4 @@ def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | 
     position only (the LM head on one position instead of T: a long prompt with a big vocabulary costs
     much less). Decoding, continuation scoring and the analysis tools all read the next token here."""
     hidden = model.hidden_states(ids, mask, kv_cache=cache)  # (B, T, C)
-    return model.lm_head(hidden[:, -1]).float()  # (B, V)
+    return model.logits(hidden[:, -1]).float()  # (B, V)

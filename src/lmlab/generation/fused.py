@@ -64,7 +64,8 @@ def _fits(model: nn.Module) -> bool:
     if not (type(model) is TransformerDecoder and model.positions is None and type(model.rotary) is RotaryEmbedding
             and type(model.norm) is RMSNorm and _quantized(model.lm_head) and model.rotary.cos.is_cpu
             and model.rotary.cos.dtype == torch.float32 and (not model.training or model.dropout.p == 0)
-            and not _hooked(model)):
+            and model.embedding_scale == 1.0 and model.logit_softcap is None and model.local_rotary is None
+            and set(model.windows) == {None} and not _hooked(model)):
         return False
     first = model.blocks[0].attention if len(model.blocks) else None
     return first is not None and all(_block_fits(block, first, model) for block in model.blocks)
@@ -83,8 +84,10 @@ def _block_fits(block: nn.Module, first: SelfAttention, model: TransformerDecode
     attention, ff = block.attention, block.feed_forward
     return (type(block) is PreNormBlock and type(block.norm1) is RMSNorm and type(block.norm2) is RMSNorm
             and block.norm1.eps == block.norm2.eps == model.norm.eps
+            and type(block.post_norm1) is nn.Identity and type(block.post_norm2) is nn.Identity
             and (not block.training or block.dropout.p == 0)
             and type(attention) is SelfAttention and attention.core is None and not attention.need_weights
+            and attention.q_norm is None and attention.softcap is None
             and (not attention.training or attention.dropout == 0)
             and (attention.n_heads, attention.n_kv_heads, attention.head_dim, attention.scale)
             == (first.n_heads, first.n_kv_heads, first.head_dim, first.scale)

@@ -217,7 +217,7 @@ class Engine:
             view.advance(1)
         else:
             hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, 1, C)
-            logits = self._step_model.lm_head(hidden[:, -1]).float()  # (B, V)
+            logits = self._step_model.logits(hidden[:, -1]).float()  # (B, V)
         self._counts["steps"] += 1
         entries = list(self._running)
         chunks = [self._emit_or_error(entry, logits[i]) for i, entry in enumerate(entries)]

@@ -111,6 +111,11 @@ class StepKV:
         self.batch = torch.arange(rows, device=device)
 
     @property
+    def length(self) -> int:
+        """Keys read before this step's token: the longest row's length (S - 1)."""
+        return self.end - 1
+
+    @property
     def positions(self) -> torch.Tensor:
         """(B, 1): the position of each row's new token."""
         return self.at[:, None]

@@ -10,6 +10,7 @@ same numbers up to float rounding, and the memory of a chunk instead of three (N
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lmlab.targets import IGNORE_INDEX
@@ -62,6 +63,9 @@ class CausalLMLoss(nn.Module):
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         hidden = self.model.hidden_states(inputs)  # (B, T, C)
+        if self.model.logit_softcap is not None:  # capped logits (Gemma 2) are not a plain matmul: unfused
+            logits = self.model.logits(hidden)  # (B, T, V)
+            return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
         return linear_cross_entropy(hidden, self.model.lm_head.weight, targets)
 
 

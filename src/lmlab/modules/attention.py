@@ -25,15 +25,18 @@ def attend(
     dropout_p: float = 0.0,
     need_weights: bool = False,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(scale * q k^T + mask) v, with grouped-query heads; scale defaults to 1/sqrt(head_dim).
 
     q: (B, H, T, D); k, v: (B, H_kv, S, D) with H a multiple of H_kv (query head h reads kv head
     h // (H / H_kv)); mask (B or 1, H or 1, T, S): bool, True where a query may look, or float,
     added to the scores (T5's relative position bias, with -inf where a query may not look).
+    `softcap` bounds the scores to (-cap, cap) by cap * tanh(score / cap) before the mask (Gemma 2);
+    SDPA has no such step, so it takes the explicit path.
     Returns the output (B, H, T, D) and, if `need_weights`, the weights (B, H, T, S).
     """
-    if not need_weights:
+    if not need_weights and softcap is None:
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=_decided(is_causal and mask is None),
             dropout_p=dropout_p, enable_gqa=_decided(k.size(1) != q.size(1)), scale=scale,
@@ -43,6 +46,8 @@ def attend(
     k = k.repeat_interleave(groups, dim=1)  # (B, H, S, D)
     v = v.repeat_interleave(groups, dim=1)
     scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(q.size(-1)))  # (B, H, T, S)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if mask is None and is_causal:
         T, S = scores.shape[-2:]
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
@@ -72,19 +77,27 @@ class SelfAttention(nn.Module):
     keys and values of earlier positions so decoding feeds one new token at a time. A `core`
     (`lmlab.modules.efficient_attention`) replaces the softmax over every key with an efficient
     method; it reads the mask only for which keys are padding (its last row).
+
+    The variants of today's decoders are settings: `qkv_bias` (biases on q, k, v only: Qwen2),
+    `q_norm` / `k_norm` (norms of queries and keys before the rotation, `QKNorm`: Qwen3, Gemma 3,
+    OLMo 2) and `softcap` (bounded scores: Gemma 2).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0, head_dim: int | None = None, scale: float | None = None,
-                 core: nn.Module | None = None):
+                 core: nn.Module | None = None, qkv_bias: bool | None = None, q_norm: nn.Module | None = None,
+                 k_norm: nn.Module | None = None, softcap: float | None = None):
         super().__init__()
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
         assert (head_dim or d_model % n_heads == 0) and n_heads % self.n_kv_heads == 0
         self.head_dim = head_dim or d_model // n_heads
         self.scale = scale  # None: 1/sqrt(head_dim); T5 folds it into its weights and uses 1
-        self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=bias)
+        self.qkv = nn.Linear(d_model, (n_heads + 2 * self.n_kv_heads) * self.head_dim,
+                             bias=bias if qkv_bias is None else qkv_bias)
         self.out = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.softcap = softcap
         self.dropout = dropout
         self.need_weights = False  # set True to keep the last attention map in `self.weights`
         self.weights: torch.Tensor | None = None
@@ -102,6 +115,9 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         qkv = self.qkv(x).view(B, T, self.n_heads + 2 * self.n_kv_heads, self.head_dim).transpose(1, 2)
         qk, v = qkv.split([self.n_heads + self.n_kv_heads, self.n_kv_heads], dim=1)  # (B, H + H_kv, T, D), (B, H_kv, T, D)
+        if self.q_norm is not None:
+            q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)
+            qk = torch.cat([self.q_norm(q), self.k_norm(k)], dim=1)
         if rope is not None:
             qk = fused_rotary(qk, rope)  # queries and keys in one op
         q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)  # (B, H, T, D), (B, H_kv, T, D)
@@ -116,7 +132,7 @@ class SelfAttention(nn.Module):
         # without a mask: causal over a full pass; a single new token sees every cached key
         y, self.weights = attend(q, k, v, mask, is_causal=mask is None and T > 1,
                                  dropout_p=self.dropout if self.training else 0.0,
-                                 need_weights=self.need_weights, scale=self.scale)
+                                 need_weights=self.need_weights, scale=self.scale, softcap=self.softcap)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
         return self.out(y)
 
@@ -184,6 +200,21 @@ def decoder_mask(attention_mask: torch.Tensor | None, T: int, S: int,
     keep = causal & attention_mask.bool()[:, None, None, :]  # (B, 1, T, S)
     keep[..., torch.arange(T), torch.arange(S - T, S)] = True  # each query sees itself
     return keep
+
+
+def windowed(mask: torch.Tensor | None, T: int, S: int, window: int, device: torch.device | None = None
+             ) -> torch.Tensor | None:
+    """`mask` (a `decoder_mask`, or None for plain causal) narrowed to a band: each query also sees only
+    the `window` latest keys up to its own column, itself included (Mistral's sliding window, as HF
+    computes it: key > query - window). A query's own column is the last one it may see, so the band
+    follows every row's place, a left-padded batch's and the serving engine's slots alike. None when
+    no query has more than `window` keys to see."""
+    if S <= window:
+        return mask
+    keep = causal_mask(T, S, device) if mask is None else mask  # (B or 1, 1, T, S)
+    columns = torch.arange(S, device=keep.device)  # (S,)
+    own = torch.where(keep, columns, -1).amax(-1, keepdim=True)  # (B or 1, 1, T, 1): each query's column
+    return keep & (columns > own - window)
 
 
 def causal_mask(T: int, S: int, device: torch.device | None = None) -> torch.Tensor:

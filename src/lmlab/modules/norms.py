@@ -19,3 +19,13 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fused_rms_norm(x, self.weight, self.eps)
+
+
+class AllHeadsRMSNorm(RMSNorm):
+    """RMSNorm of queries or keys (B, H, T, D) over all their heads at once, a weight of H * D (OLMo 2's
+    q and k norms; Qwen3's and Gemma 3's are a plain `RMSNorm(D)`, each head on its own)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, H, T, D = x.shape
+        y = super().forward(x.transpose(1, 2).reshape(B, T, H * D))  # (B, T, H * D)
+        return y.view(B, T, H, D).transpose(1, 2)

@@ -7,6 +7,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from lmlab.modules.rope_scaling import RopeScaling, scaled_frequencies
+
 
 class LearnedPositions(nn.Module):
     """A trained vector per position (GPT-2, BERT)."""
@@ -53,16 +55,20 @@ class SinusoidalPositions(nn.Module):
 
 class RotaryEmbedding(nn.Module):
     """RoPE: pairs of query/key features are rotated by position * base^(-2i/head_dim), so the
-    score q_m . k_n depends on m - n only. Pairs are (i, i + head_dim/2), as in Llama/HF."""
+    score q_m . k_n depends on m - n only. Pairs are (i, i + head_dim/2), as in Llama/HF. `scaling`
+    changes the frequencies for a context beyond the trained one (`rope_scaling.py`)."""
 
-    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0, scaling: RopeScaling | None = None):
         super().__init__()
         # on the CPU even under torch.device("meta"): see sinusoidal_table
         inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim)
+        attention = 1.0
+        if scaling is not None:
+            inv_freq, attention = scaled_frequencies(inv_freq, head_dim, base, scaling)
         angles = torch.arange(max_len, dtype=torch.float32, device="cpu")[:, None] * inv_freq  # (max_len, D/2)
         angles = torch.cat([angles, angles], dim=-1)  # (max_len, D)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("cos", angles.cos() * attention, persistent=False)
+        self.register_buffer("sin", angles.sin() * attention, persistent=False)
 
     def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, T) or (T,) -> cos, sin shaped to broadcast over (B, H, T, D)."""

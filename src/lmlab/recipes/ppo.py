@@ -96,7 +96,7 @@ class PolicyWithValue(nn.Module):
     def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """input_ids (B, T) -> logits (B, T, V), values (B, T)."""
         hidden = self.policy.hidden_states(input_ids)  # (B, T, C)
-        return self.policy.lm_head(hidden), self.value_head(hidden)
+        return self.policy.logits(hidden), self.value_head(hidden)
 
 
 def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(),
