@@ -90,7 +90,7 @@ def refuse_kind_flags(args, flags: tuple[str, ...], kind: str) -> None:
     given = [name for name in flags if getattr(args, name) is not None]
     if given:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in given)} apply to {kind} presets "
-                         f"({', '.join(names(kind))}), not to {family_of(args.model).kind} {args.model}; drop them")
+                         f"({', '.join(names(kind))}), not to {args.model}; drop them")
 
 
 # --arch name -> the function that trains it from the parsed flags (`transformer`: a --model preset).

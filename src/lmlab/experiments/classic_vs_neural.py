@@ -38,13 +38,13 @@ from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.models.ngram.fit import fit_ngram
 from lmlab.models.presets import preset
 from lmlab.models.rnn.config import RNNConfig
 from lmlab.models.window.config import WindowConfig
 from lmlab.progress import progress_bar
-from lmlab.recipes.neural_lm import build_neural_lm, train_neural_lm
+from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.recipes.ngram import training_runs
 from lmlab.recipes.pretrain import pretrain
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
@@ -193,13 +193,9 @@ def _neural_curve(name: str, out: Path, scored: torch.Tensor, vocab_size: int, s
                         seed=s.seed)
     model_cfg, context, stride = _neural_config(name, s)
     resume = bool(list_checkpoints(run / "checkpoints"))
-    if name == "transformer":
-        result = pretrain(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume, show_progress=show_progress)
-        model = build_decoder(model_cfg.replace(vocab_size=vocab_size))
-    else:
-        result = train_neural_lm(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume,
-                                 show_progress=show_progress)
-        model = build_neural_lm(dataclasses.replace(model_cfg, vocab_size=vocab_size))
+    recipe = pretrain if name == "transformer" else train_neural_lm
+    result = recipe(model_cfg, train, s.data, run, tokenizer=tokenizer, resume=resume, show_progress=show_progress)
+    model = registry.build(dataclasses.replace(model_cfg, vocab_size=vocab_size))
     if result.interrupted:
         return None
     curve = []

@@ -22,7 +22,7 @@ import torch
 from lmlab.config import ModelConfig, OptimConfig
 from lmlab.errors import LmlabError
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.modules.meta import on_meta
 from lmlab.training.optim import build_optimizer
 
@@ -66,7 +66,7 @@ def ladder_config(base: ModelConfig, size: int, vocab_size: int, block_size: int
 def non_embedding_parameters(cfg: ModelConfig) -> int:
     """N as Kaplan et al. count it: every weight but the token and position embeddings (and an untied head)."""
     with on_meta():
-        model = build_decoder(cfg)
+        model = registry.build(cfg)
     return sum(p.numel() for name, p in model.named_parameters() if name not in EMBEDDINGS)
 
 
@@ -76,7 +76,7 @@ def calibrate(base: ModelConfig, sizes: list[int], vocab_size: int, batch_size: 
     seconds = []
     for size in sizes:
         torch.manual_seed(0)
-        model = build_decoder(ladder_config(base, size, vocab_size, block_size))
+        model = registry.build(ladder_config(base, size, vocab_size, block_size))
         loss, optimizer = CausalLMLoss(model), build_optimizer(model, OptimConfig())
         batch = torch.randint(vocab_size, (batch_size, block_size + 1))  # (B, T + 1)
         for step in range(1 + TIMED_STEPS):

@@ -13,7 +13,6 @@ from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import check_lmlab_section, read_config_json, read_safetensors, safetensors_files, write_hf_dir
 from lmlab.io.weight_checks import check_layer_bound, checked_state, safetensors_header
-from lmlab.models.decoder import build_decoder
 from lmlab.models import registry
 from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
@@ -90,7 +89,7 @@ def load_hf_dir(directory: str | Path, dtype: torch.dtype = torch.float32) -> Tr
     header = safetensors_header(safetensors_files(directory))
     check_layer_bound({"n_layers": cfg.n_layers}, header, str(directory))
     with on_meta():
-        model = build_decoder(cfg)
+        model = registry.build(cfg)
     state, hf_state = checked_state(model, lambda hf: convert.from_hf(hf, cfg), header,
                                     lambda: read_safetensors(directory), str(directory))
     if cfg.tie_embeddings and "lm_head.weight" in hf_state and not torch.equal(hf_state["lm_head.weight"],

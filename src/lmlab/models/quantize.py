@@ -17,7 +17,7 @@ from torch import nn
 
 from lmlab.config import ModelConfig
 from lmlab.errors import LmlabError
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.modules.meta import on_meta
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 from lmlab.modules.quantized_formats import RUN, QuantizedWeight, dequantize, quantize_int4, quantize_int8
@@ -91,7 +91,7 @@ def quantized_decoder(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> Trans
     shares the embedding's tensors and is not in `state`. Shapes are the caller's to check first
     (`models/quantized_files.py`)."""
     with on_meta():
-        model = build_decoder(cfg)
+        model = registry.build(cfg)
     return fill_quantized(model, state)
 
 

@@ -25,7 +25,6 @@ from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.io.weight_checks import check_finite
 from lmlab.models import registry
-from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import read_hf_config, special_ids
 from lmlab.models.quantize import MODES, fill_quantized, input_width, quantized_state
 from lmlab.modules.meta import on_meta
@@ -87,7 +86,7 @@ def read_quantized(directory: str | Path, fix: str = "quantize the model again w
     source = str(directory / WEIGHTS_FILE)
     header = _header(directory / WEIGHTS_FILE, fix)
     with on_meta():
-        expected = build_decoder(cfg)
+        expected = registry.build(cfg)
     left = dict(header)
     for name, tensor in expected.state_dict().items():
         layer, _, leaf = name.rpartition(".")

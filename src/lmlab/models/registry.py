@@ -93,9 +93,12 @@ def family(name: str) -> ModuleType:
 
 
 def build(cfg) -> Any:
-    """A freshly initialised network for `cfg`, built by its family (`cfg.family`): the one way a decoder,
-    encoder or encoder-decoder is built from a config, whichever family it is."""
-    return lookup(cfg.family).build(cfg)
+    """A freshly initialised network for `cfg`, built by its family (`of_config`): the one way a model is
+    built from a config, whichever family it is."""
+    family = of_config(cfg)
+    if family.build is None:
+        raise LmlabError(f"{family.title}s are fitted, not built; train one with `{family.command}`")
+    return family.build(cfg)
 
 
 def of_config(cfg) -> Family:
@@ -117,7 +120,8 @@ def lookup_gguf(architecture: str, source: str = "the GGUF file") -> Family:
     for family in FAMILIES.values():
         if family.gguf is not None and family.gguf.ARCHITECTURE == architecture:
             return family
-    raise LmlabError(f"{source}: GGUF architecture {architecture!r} is not supported yet; lmlab loads: "
+    shown = repr(architecture[:80]) if isinstance(architecture, str) else f"of type {type(architecture).__name__}"
+    raise LmlabError(f"{source}: GGUF architecture {shown} is not supported yet; lmlab loads: "
                      f"{', '.join(gguf_architectures())}")
 
 

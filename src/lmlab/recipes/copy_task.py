@@ -18,7 +18,7 @@ from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_m
 from lmlab.data.copy_task import copy_accuracy, copy_batch
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
 from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
@@ -57,7 +57,7 @@ def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, dev
     model_cfg = model_cfg.replace(vocab_size=cfg.symbols + 1, context_length=cfg.length)
     settings = {"recipe": "copy_task", "model": config_to_dict(model_cfg), "task": dataclasses.asdict(cfg)}
     torch.manual_seed(cfg.seed)
-    model = build_decoder(model_cfg).to(dev)
+    model = registry.build(model_cfg).to(dev)
     loop = LoopConfig(max_steps=cfg.max_steps, batch_size=cfg.batch_size, eval_every=max(1, cfg.max_steps // 6),
                       checkpoint_every=cfg.max_steps, keep_checkpoints=1, log_every=max(1, cfg.max_steps // 30))
     session = start_session(out, model, cfg.optim, loop, settings)

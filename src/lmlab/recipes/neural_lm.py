@@ -36,9 +36,10 @@ from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import held_out_loss
 from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.cross_entropy import cross_entropy
+from lmlab.models import registry
 from lmlab.models.neural_lm_files import save_neural_lm_dir
-from lmlab.models.rnn import RNNConfig, RNNLM
-from lmlab.models.window import WindowConfig, WindowLM
+from lmlab.models.rnn import RNNConfig
+from lmlab.models.window import WindowConfig
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
@@ -49,14 +50,6 @@ from lmlab.training.result import PretrainResult
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
 STATE_RESET_PROBABILITY = 0.1  # per row and chunk: a carried state lives 10 chunks on average
-MODELS = {"window": WindowLM, "rnn": RNNLM}
-
-
-def build_neural_lm(config: WindowConfig | RNNConfig) -> WindowLM | RNNLM:
-    """The model a window or RNN config describes, freshly initialised."""
-    return MODELS[config.model_type](config)
-
-
 def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig, data: str, out: str | Path,
                     tokenizer: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
                     device: str = "auto", show_progress: bool = True) -> PretrainResult:
@@ -97,7 +90,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     # 3. The model and its session; the state carried from chunk to chunk is the session's, so a
     # checkpoint holds it and a resumed run continues each stream where it stopped.
     torch.manual_seed(seed)
-    model = build_neural_lm(model_cfg).to(dev)
+    model = registry.build(model_cfg).to(dev)
     session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
     session.state.setdefault("carried", model.initial_state(batch_size))
 

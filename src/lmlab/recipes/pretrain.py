@@ -21,7 +21,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import held_out_loss
 from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
@@ -57,7 +57,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     # tokenizer (the first process trains and saves it; the others wait, then read).
     texts = load_corpus(data)
     with torch.device("meta"):
-        memory = check_memory(build_decoder(model_cfg), train_cfg.batch_size, train_cfg.grad_accum, block_size,
+        memory = check_memory(registry.build(model_cfg), train_cfg.batch_size, train_cfg.grad_accum, block_size,
                               train_cfg.fsdp, train_cfg.bf16, train_cfg.max_memory)
     tok_file = out / TOKENIZER_FILE
     if d.is_main and not tok_file.exists():
@@ -79,7 +79,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
 
     # 3. The model and its training session (restored exactly when resuming).
     torch.manual_seed(train_cfg.seed)
-    model = build_decoder(model_cfg).to(dev)
+    model = registry.build(model_cfg).to(dev)
     session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt, memory=memory)
     head_loss = maybe_compile(CausalLMLoss(model), train_cfg.compile)  # no (N, vocab) logits in memory
     micro_batch = train_cfg.batch_size // session.parts
@@ -96,7 +96,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     finished = run_steps(session, step_loss, validate if len(split.val_blocks) else None, stop_after,
                          show_progress, ylabel="loss (nats/token)",
                          throughput=("tokens_per_s", train_cfg.batch_size * block_size))
-    whole = unsharded(model, lambda: build_decoder(model_cfg)) if finished else None  # every process gathers
+    whole = unsharded(model, lambda: registry.build(model_cfg)) if finished else None  # every process gathers
     if whole is not None and d.is_main:
         save_hf_dir(whole, out / "model", tok)
     d.barrier()

@@ -36,7 +36,6 @@ from lmlab.errors import LmlabError
 from lmlab.io.outputs import claim_run_dir
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
-from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.objectives.objective import Key, Objective
 from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
@@ -109,7 +108,7 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = training_device(device)
     torch.manual_seed(train_cfg.seed)
-    model = build_encoder_decoder(cfg).to(dev)
+    model = registry.build(cfg).to(dev)
     settings = {"recipe": f"{cfg.family} {record.name}", "base_model": None, "base_fingerprint": None,
                 "model": dataclasses.asdict(cfg), "objective": record.name, "data": data,
                 "span_noise": dataclasses.asdict(span_noise) if "noise" in record.settings else None,

@@ -17,9 +17,9 @@ from tokenizers import Tokenizer
 
 from lmlab.config import ENCODER_PRESETS, PRESETS
 from lmlab.errors import LmlabError
+from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
-from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
 from lmlab.models.presets import preset
 from lmlab.models.encoder_decoder.model import EncoderDecoder
@@ -47,7 +47,7 @@ def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, ext
                              "to train one with them")
         cfg = fit_to_tokenizer(preset(model, **overrides), tok)
         torch.manual_seed(seed)
-        return build_encoder_decoder(cfg), tok, model
+        return registry.build(cfg), tok, model
     check_model_name(model)
     encoder_decoder, own = load_encoder_decoder(model)
     if tok is None and own is None:

@@ -33,7 +33,7 @@ from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_WIDTH, at_
 from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
-from lmlab.models.decoder import build_decoder
+from lmlab.models import registry
 from lmlab.models.load import load
 from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft
 from lmlab.models.tuned_files import save_tuned
@@ -280,7 +280,7 @@ def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[],
     """The end of a recipe: once training is done, save the model (`save_tuned`; `merge` a LoRA
     into a full model too) and log the held-out measures of `after()` at the last step."""
     model_dir = adapter_dir = None
-    model = unsharded(tuned.model, lambda: build_decoder(tuned.model.config)) if finished else None
+    model = unsharded(tuned.model, lambda: registry.build(tuned.model.config)) if finished else None
     if model is not None and session.dist.is_main:
         model_dir, adapter_dir = save_tuned(model, tuned.tokenizer, session.out, tuned.method, tuned.settings,
                                             tuned.fingerprint, merge)
