@@ -21,7 +21,7 @@ from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantiz
 from lmlab.models.stateful import StatefulLM
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
-from lmlab.tokenizers.text import TextTokenizer
+from lmlab.tokenizers.text import TextTokenizer, has_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
 
@@ -53,8 +53,9 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
         raise LmlabError(f"'{name_or_path}' holds no finished model (no config.json); if it is a run that was "
                          "stopped, finish it with `lmlab train … --resume`")
     family = _family(path)
-    if not (path / TOKENIZER_FILE).is_file():
-        raise LmlabError(f"'{path}' has no {TOKENIZER_FILE}; put the model's tokenizer next to its weights")
+    if not has_tokenizer(path):
+        raise LmlabError(f"'{path}' has no {TOKENIZER_FILE} (nor a SentencePiece tokenizer.model); put the model's "
+                         "tokenizer next to its weights")
     if is_quantized_dir(path):
         model = _as_dtype(read_quantized(path), dtype, path)
     elif family and family.read:

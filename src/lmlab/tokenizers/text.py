@@ -2,7 +2,9 @@
 
 A raw tokenizer does not say which token begins or ends a text, which ones stop generation
 (chat models end a turn with their own token), or how to lay out a chat. This small wrapper
-carries those, and reads/writes them as HF's `tokenizer_config.json` beside `tokenizer.json`.
+carries those, and reads/writes them as HF's `tokenizer_config.json` beside `tokenizer.json`. A
+directory with a SentencePiece model in place of tokenizer.json (T5, DeBERTa-v3, Llama-2-style) is read
+too (`sentencepiece_dir.py`).
 
 A model may ship several named chat templates (HF's list form of `chat_template`:
 [{"name": "default", "template": …}, {"name": "tool_use", …}]): the one named `default` is used
@@ -21,8 +23,10 @@ from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.io.lines import lone_surrogate
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
-from lmlab.tokenizers.bpe_tables import save_tables
+from lmlab.tokenizers.bpe_tables import has_tables, save_tables
 from lmlab.tokenizers.panics import library_panics
+from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
+from lmlab.tokenizers.sentencepiece_file import model_file
 
 CONFIG_FILE = "tokenizer_config.json"
 
@@ -102,14 +106,20 @@ class TextTokenizer:
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> "TextTokenizer":
-        """tokenizer.json (+ tokenizer_config.json when present) from `directory`."""
+        """The tokenizer in `directory`: tokenizer.json (+ tokenizer_config.json when present), else a
+        SentencePiece model (tokenizer.model, spiece.model, spm.model) with the tokens its
+        tokenizer_config.json names, as transformers reads it (`sentencepiece_dir.py`)."""
         directory = Path(directory)
-        backend = load_tokenizer(directory)
         config_path = directory / CONFIG_FILE
-        if not config_path.is_file():  # an lmlab-trained tokenizer: its own special tokens
-            ids = special_token_ids(backend)
-            return cls(backend, ids["bos"], ids["eos"], ids["pad"], tuple(i for i in [ids["eos"]] if i is not None))
-        config = read_tokenizer_config(config_path)
+        sentencepiece = None if has_tokenizer_json(directory) else model_file(directory)
+        if sentencepiece is not None:
+            backend, config = sentencepiece_dir_tokenizer(directory, sentencepiece)
+        else:
+            backend = load_tokenizer(directory)
+            if not config_path.is_file():  # an lmlab-trained tokenizer: its own special tokens
+                ids = special_token_ids(backend)
+                return cls(backend, ids["bos"], ids["eos"], ids["pad"], tuple(i for i in [ids["eos"]] if i is not None))
+            config = read_tokenizer_config(config_path)
 
         def token_id(key: str) -> int | None:
             token = config.get(key)
@@ -125,8 +135,8 @@ class TextTokenizer:
             found = backend.token_to_id(token)
             if found is None:
                 raise LmlabError(f"{config_path}: {key} {token[:40]!r} is not a token of the tokenizer's "
-                                 f"vocabulary ({directory / TOKENIZER_FILE}); name one of its tokens there, or "
-                                 "remove the key")
+                                 f"vocabulary ({sentencepiece or directory / TOKENIZER_FILE}); name one of its "
+                                 "tokens there, or remove the key")
             return found
 
         eos = token_id("eos_token")
@@ -139,6 +149,16 @@ class TextTokenizer:
         template = named.get("default") if isinstance(named, dict) else named
         return cls(backend, token_id("bos_token"), eos, token_id("pad_token"), stops, template,
                    chat_templates=named if isinstance(named, dict) else {})
+
+
+def has_tokenizer_json(directory: Path) -> bool:
+    """Whether `directory` holds a tokenizer.json (or the BPE tables lmlab's caches keep in its place)."""
+    return (directory / TOKENIZER_FILE).is_file() or has_tables(directory)
+
+
+def has_tokenizer(directory: Path) -> bool:
+    """Whether `TextTokenizer.from_dir` finds a tokenizer in `directory`: a tokenizer.json or a SentencePiece model."""
+    return has_tokenizer_json(directory) or model_file(directory) is not None
 
 
 def not_unicode(text) -> LmlabError | None:

@@ -2,7 +2,9 @@
 
 A BERT directory holds a `tokenizer.json`, or only the older `vocab.txt` (+ `tokenizer_config.json`
 saying whether to lower-case); both give the same HF `tokenizers.Tokenizer`: BERT's normaliser and
-pre-tokeniser, WordPiece, and "[CLS] A [SEP] (B [SEP])" around every text.
+pre-tokeniser, WordPiece, and "[CLS] A [SEP] (B [SEP])" around every text. A DeBERTa-v3 directory may
+hold only its SentencePiece model (spm.model), read as `sentencepiece_dir.py` reads it, with the same
+"[CLS] A [SEP]" around each text.
 """
 
 import json
@@ -19,10 +21,15 @@ from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words, warn_if_smaller
+from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.panics import library_panics
+from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
+from lmlab.tokenizers.sentencepiece_file import model_file
 from lmlab.tokenizers.text import read_tokenizer_config
 
 VOCAB_FILE = "vocab.txt"
+SENTENCEPIECE_ENCODER_FILE = "spm.model"
+SENTENCEPIECE_ENCODERS = ("deberta-v2",)  # model_types whose SentencePiece model is their whole tokenizer
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 MIN_VOCAB_SIZE = 32
 
@@ -35,13 +42,28 @@ def load_wordpiece(directory: str | Path, max_length: int) -> Tokenizer:
         tokenizer = load_tokenizer(directory)
     elif (directory / VOCAB_FILE).is_file():
         tokenizer = wordpiece_from_vocab(directory / VOCAB_FILE, lowercase=_lowercase(directory))
+    elif (sentencepiece := model_file(directory)) is not None:
+        tokenizer = _sentencepiece_encoder(directory, sentencepiece)
     else:
-        raise LmlabError(f"'{directory}' has neither {TOKENIZER_FILE} nor {VOCAB_FILE}; "
-                         "put the model's tokenizer next to its weights")
+        raise LmlabError(f"'{directory}' has neither {TOKENIZER_FILE} nor {VOCAB_FILE} (nor DeBERTa-v3's "
+                         f"{SENTENCEPIECE_ENCODER_FILE}); put the model's tokenizer next to its weights")
     pad_id = tokenizer.token_to_id("[PAD]")
     tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
     tokenizer.enable_truncation(max_length)
     return tokenizer
+
+
+def _sentencepiece_encoder(directory: Path, path: Path) -> Tokenizer:
+    """DeBERTa-v3's tokenizer: its SentencePiece model with "[CLS] A [SEP]" around a text, as transformers
+    reads it. Other encoders' SentencePiece models (ALBERT's spiece.model) are refused: their tokenizers
+    lower-case and strip accents outside the model, which the model file does not say."""
+    config = directory / "config.json"
+    model_type = read_json_object(config, "re-save the model").get("model_type") if config.is_file() else None
+    if model_type not in SENTENCEPIECE_ENCODERS:
+        raise LmlabError(f"'{directory}' has only the SentencePiece model {path.name} as its tokenizer, which lmlab "
+                         f"reads for {', '.join(SENTENCEPIECE_ENCODERS)} encoders only, not {model_type}; save the "
+                         f"tokenizer as {TOKENIZER_FILE} with transformers (tokenizer.save_pretrained)")
+    return _with_template(sentencepiece_dir_tokenizer(directory, path)[0])
 
 
 def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Tokenizer:

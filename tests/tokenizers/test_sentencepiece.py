@@ -1,0 +1,57 @@
+"""A SentencePiece model file gives the ids `sentencepiece` itself gives, for unigram and BPE models with byte
+fallback on and off, over held-out text; a damaged or foreign file is one line."""
+
+import pytest
+
+from lmlab.errors import LmlabError
+from lmlab.tokenizers import sentencepiece_file
+from lmlab.tokenizers.sentencepiece_file import read_model_file
+from lmlab.tokenizers.sentencepiece_pipeline import sentencepiece_tokenizer
+
+from sentencepiece_models import COMPATIBILITY, HELD_OUT, SETTINGS, spm, trained
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("spm")
+    return {name: trained(directory, name) for name in SETTINGS}
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_ids_and_text_are_sentencepieces(models, name):
+    reference = spm.SentencePieceProcessor(model_file=str(models[name]))
+    ours = sentencepiece_tokenizer(read_model_file(models[name]).model, name)
+    assert ours.get_vocab_size() == reference.get_piece_size()
+    for text in HELD_OUT + COMPATIBILITY:
+        ids = ours.encode(text, add_special_tokens=False).ids
+        assert ids == reference.encode(text), (name, text)
+        if reference.unk_id() not in ids:  # sentencepiece spells an unknown piece " ⁇ ", transformers drops it
+            assert ours.decode(ids) == reference.decode(ids), (name, text)
+
+
+def test_the_trainers_special_ids_are_read(models):
+    assert read_model_file(models["t5"]).special_ids == {"unk": 2, "bos": None, "eos": 1, "pad": 0}
+    assert read_model_file(models["llama"]).special_ids == {"unk": 0, "bos": 1, "eos": 2, "pad": None}
+
+
+def test_a_file_that_is_not_a_model_is_one_line(tmp_path, models):
+    damaged = tmp_path / "tokenizer.model"
+    damaged.write_bytes(models["t5"].read_bytes()[:1000])
+    with pytest.raises(LmlabError, match="is not a SentencePiece model"):
+        read_model_file(damaged)
+    damaged.write_bytes(b"\xff" * 100)
+    with pytest.raises(LmlabError, match="is not a SentencePiece model"):
+        read_model_file(damaged)
+
+
+def test_a_file_too_large_is_refused_before_it_is_read(models, monkeypatch):
+    monkeypatch.setattr(sentencepiece_file, "MAX_MODEL_BYTES", 1000)
+    with pytest.raises(LmlabError, match="more than the 1,000 lmlab reads"):
+        read_model_file(models["t5"])
+
+
+@pytest.mark.parametrize("kind", ["word", "char"])
+def test_word_and_character_models_are_refused(tmp_path, kind):
+    with pytest.raises(LmlabError, match=f"of type {3 if kind == 'word' else 4} .* reads unigram and BPE"):
+        read_model_file(trained(tmp_path, "t5", model_type=kind, vocab_size=200))
