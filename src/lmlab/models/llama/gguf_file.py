@@ -35,8 +35,7 @@ from lmlab.io.cache import cache_dir
 from lmlab.io.config_file import config_from
 from lmlab.io.gguf_layout import check_layout, content_key, file_identity, remember_content_key
 from lmlab.io.weight_checks import check_finite, check_fits
-from lmlab.models.decoder import build_decoder
-from lmlab.models.llama import gguf as llama_gguf
+from lmlab.models import registry
 from lmlab.models.quantize import MODES as QUANTIZED_MODES, quantized_decoder
 from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_quantized
 from lmlab.models.quantized_gguf import assemble, repack, row_sources
@@ -45,7 +44,6 @@ from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
 
-FAMILIES = {llama_gguf.ARCHITECTURE: llama_gguf}  # general.architecture -> conversion module
 SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
                    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")}
 CONVERTED_VERSION = 3  # bump when the converted layout changes, so old caches are not read
@@ -107,13 +105,11 @@ def convert_gguf_quantized(contents: GGUFContents, mode: str) -> tuple[Transform
 
 
 def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextTokenizer]:
-    """(config, family's conversion module, tokenizer) of a read GGUF file, after checking the metadata,
-    the tokenizer against the vocabulary and every tensor's shape against the config."""
+    """(config, family's GGUF conversion module, tokenizer) of a read GGUF file, after checking the metadata,
+    the tokenizer against the vocabulary and every tensor's shape against the config. The family is the
+    registry's that reads the file's `general.architecture` (`registry.lookup_gguf`)."""
     source = contents.source
-    arch = contents.metadata.get("general.architecture")
-    if not isinstance(arch, str) or arch not in FAMILIES:
-        raise LmlabError(f"GGUF architecture '{arch}' is not supported yet; lmlab loads: {', '.join(FAMILIES)}")
-    family = FAMILIES[arch]
+    family = registry.lookup_gguf(contents.metadata.get("general.architecture"), source).gguf
     shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
     cfg = config_from(source, lambda: family.config_from_gguf(contents.metadata, shapes), "download the file again")
     tokenizer = tokenizer_from_gguf(contents.metadata)  # before the slow part, so its errors come at once
@@ -121,7 +117,7 @@ def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextToken
         raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but token_embd.weight only "
                          f"{cfg.vocab_size} rows; the file is damaged, download it again")
     with on_meta():
-        expected = build_decoder(cfg).state_dict()
+        expected = registry.build(cfg).state_dict()
     try:
         meta = family.from_gguf({name: torch.empty(shape, device="meta") for name, shape in shapes.items()}, cfg)
     except RuntimeError as e:
@@ -206,7 +202,7 @@ def load_converted(directory: Path) -> tuple[TransformerDecoder, TextTokenizer]:
 def _assemble(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> TransformerDecoder:
     """A model for `cfg` that takes `state`'s tensors as its own (built on meta: no init, no copy)."""
     with on_meta():
-        model = build_decoder(cfg)
+        model = registry.build(cfg)
     model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.token_embedding.weight
