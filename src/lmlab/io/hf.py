@@ -152,12 +152,18 @@ def check_lmlab_section(hf: dict, written: dict) -> None:
 
 
 def hf_keys(hf: dict) -> dict:
-    """config.json `hf` with transformers 5's `rope_parameters.rope_theta` also under the older key
-    `rope_theta` (where only the first is given), so readers and checks look in one place."""
+    """config.json `hf` with transformers 5's `rope_parameters` also under the older keys: its rope_theta as
+    `rope_theta` (where only it is given), the rest as `rope_scaling` (None when unscaled; transformers 5 reads
+    rope_parameters over rope_scaling), so readers and checks look in one place."""
     params = hf.get("rope_parameters")
-    if "rope_theta" not in hf and isinstance(params, dict) and "rope_theta" in params:
-        return hf | {"rope_theta": params["rope_theta"]}
-    return hf
+    if not isinstance(params, dict):
+        return hf
+    view = dict(hf)
+    if "rope_theta" not in hf and "rope_theta" in params:
+        view["rope_theta"] = params["rope_theta"]
+    scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+    view["rope_scaling"] = scaling if scaling.get("rope_type", "default") != "default" else None
+    return view
 
 
 def same_value(a, b) -> bool:
