@@ -1,21 +1,28 @@
 """A `TextTokenizer` rebuilt from the vocabulary a GGUF file carries in its metadata.
 
-GGUF has no tokenizer.json; it stores the tokens, their types (normal, control, user-defined…),
-the BPE merges, the special-token ids, the chat template, and the name of the way text is split
-before BPE (`tokenizer.ggml.pre`). For byte-level BPE (`tokenizer.ggml.model == "gpt2"`) we rebuild
-that pipeline with HF `tokenizers`: the split llama.cpp applies for the name (`PRE_TOKENIZERS`), which
-is the one the family's own tokenizer.json gives, so lmlab, llama.cpp and the original model give
-the same ids for the same text.
+GGUF has no tokenizer.json; it stores the tokens, their types (normal, control, user-defined, byte…),
+the BPE merges or the SentencePiece scores, the special-token ids, the chat template, and the name of
+the way text is split before BPE (`tokenizer.ggml.pre`). We rebuild the pipeline with HF `tokenizers`:
+
+- byte-level BPE (`tokenizer.ggml.model == "gpt2"`: GPT-2, Llama 3, Qwen2/3, SmolLM, OLMo…): the
+  split llama.cpp applies for the name (`PRE_TOKENIZERS`), which is the one the family's own
+  tokenizer.json gives;
+- SentencePiece (`"llama"`: Llama 2, Mistral, Gemma, Phi-3, TinyLlama): the pipeline of
+  `sentencepiece_pipeline.py`, BPE by the tokens' scores with byte fallback, as llama.cpp encodes them;
+
+so lmlab, llama.cpp and the original model give the same ids for the same text.
 """
 
+import math
 from dataclasses import dataclass
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 from lmlab.errors import LmlabError
+from lmlab.tokenizers.sentencepiece_pipeline import (BPE, BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED,
+                                                     SentencePieceModel, sentencepiece_tokenizer)
 from lmlab.tokenizers.text import TextTokenizer
 
-NORMAL, CONTROL, USER_DEFINED = 1, 3, 4  # values of tokenizer.ggml.token_type
 
 # How text is split before BPE, by `tokenizer.ggml.pre`: the regular expressions llama.cpp applies in turn
 # (each splits every piece the one before left, matches and the text between them kept), and whether a
@@ -54,17 +61,44 @@ _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_tu
 
 
 def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
-    """The tokenizer described by GGUF metadata `meta` (key -> value); a malformed vocabulary, merge
-    list or special-token id is one LmlabError naming the key."""
+    """The tokenizer described by GGUF metadata `meta` (key -> value): a byte-level BPE ("gpt2") or a
+    SentencePiece vocabulary ("llama"); a malformed vocabulary, merge list or special-token id is one
+    LmlabError naming the key."""
     kind = meta.get("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise LmlabError(f"GGUF tokenizer type '{kind}' is not supported yet; lmlab reads byte-level BPE ('gpt2')")
+    if kind not in ("gpt2", "llama"):
+        raise LmlabError(f"GGUF tokenizer type {kind!r} is not supported; lmlab reads byte-level BPE ('gpt2') and "
+                         "SentencePiece ('llama') vocabularies")
     tokens = _list_of(meta, "tokenizer.ggml.tokens", str, required=True)
     types = _list_of(meta, "tokenizer.ggml.token_type", int) or [NORMAL] * len(tokens)
-    merge_list = _list_of(meta, "tokenizer.ggml.merges", str)
     if len(types) != len(tokens):
         raise LmlabError(f"GGUF metadata has {len(types)} tokenizer.ggml.token_type entries for {len(tokens)} tokens; "
                          "the file is damaged, download it again")
+
+    def token_id(name: str) -> int | None:
+        i = meta.get(f"tokenizer.ggml.{name}_token_id")
+        if i is not None and not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tokens)):
+            raise LmlabError(f"GGUF tokenizer.ggml.{name}_token_id={i!r} is not the id of one of its {len(tokens)} "
+                             "tokens; the file is damaged, download it again")
+        return i
+
+    bos, eos, unk, pad = token_id("bos"), token_id("eos"), token_id("unknown"), token_id("padding")
+    named = {i for i in (bos, eos, unk, pad) if i is not None}
+    if kind == "gpt2":
+        backend, special = _byte_level_bpe(meta, tokens, types, named)
+    else:
+        backend, special = _sentencepiece(meta, tokens, types, unk)
+    ends = [token_id("eot"), token_id("eom")] + [i for i in special if tokens[i] in _END_OF_TURN]
+    stops = tuple(i for i in dict.fromkeys([eos, *ends]) if i is not None)
+    template = meta.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise LmlabError("GGUF tokenizer.chat_template is not text; the file is damaged, download it again")
+    return TextTokenizer(backend, bos, eos, pad, stops, template)
+
+
+def _byte_level_bpe(meta: dict, tokens: list[str], types: list[int], named: set[int]) -> tuple[Tokenizer, list[int]]:
+    """(the byte-level BPE pipeline, the ids of its special tokens): merges from the file, split as
+    `tokenizer.ggml.pre` names."""
+    merge_list = _list_of(meta, "tokenizer.ggml.merges", str)
     spell = _byte_level_speller()
     vocab = {spell(token): i for i, token in enumerate(tokens)}
     merges = [tuple(merge.split(" ", 1)) for merge in merge_list]
@@ -83,28 +117,33 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
         [pre_tokenizers.Split(Regex(split), behavior="isolated") for split in pre.splits]
         + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     backend.decoder = decoders.ByteLevel()
-
-    def token_id(name: str) -> int | None:
-        i = meta.get(f"tokenizer.ggml.{name}_token_id")
-        if i is not None and not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tokens)):
-            raise LmlabError(f"GGUF tokenizer.ggml.{name}_token_id={i!r} is not the id of one of its {len(tokens)} "
-                             "tokens; the file is damaged, download it again")
-        return i
-
-    bos, eos, unk, pad = token_id("bos"), token_id("eos"), token_id("unknown"), token_id("padding")
-    named = {i for i in (bos, eos, unk, pad) if i is not None}
     # A control token spelled outside the byte alphabet cannot be a real vocabulary entry (llama.cpp
     # mislabels some); transformers leaves those out, and so do we.
     special = [i for i, t in enumerate(types) if (t == CONTROL and spell(tokens[i]) == tokens[i]) or i in named]
     backend.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in special])
     backend.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
                         for i, t in enumerate(types) if t == USER_DEFINED])
-    ends = [token_id("eot"), token_id("eom")] + [i for i in special if tokens[i] in _END_OF_TURN]
-    stops = tuple(i for i in dict.fromkeys([eos, *ends]) if i is not None)
-    template = meta.get("tokenizer.chat_template")
-    if template is not None and not isinstance(template, str):
-        raise LmlabError("GGUF tokenizer.chat_template is not text; the file is damaged, download it again")
-    return TextTokenizer(backend, bos, eos, pad, stops, template)
+    return backend, special
+
+
+def _sentencepiece(meta: dict, tokens: list[str], types: list[int], unk: int | None) -> tuple[Tokenizer, list[int]]:
+    """(the SentencePiece pipeline, the ids of its special tokens) of a "llama" vocabulary, encoded as
+    llama.cpp encodes it: a space before the text (`tokenizer.ggml.add_space_prefix`, default on), spaces
+    as "▁", then the adjacent pair whose joined token scores highest merged until none joins, a character
+    no token holds as its <0xXX> byte tokens. `tokenizer.ggml.pre` plays no part, as in llama.cpp."""
+    scores = _list_of(meta, "tokenizer.ggml.scores", float, required=True)
+    if len(scores) != len(tokens) or not all(math.isfinite(s) for s in scores):
+        raise LmlabError(f"GGUF tokenizer.ggml.scores holds {len(scores)} scores for {len(tokens)} tokens, or one "
+                         "that is not a number; the file is damaged, download it again")
+    prefix = meta.get("tokenizer.ggml.add_space_prefix", True)
+    if not isinstance(prefix, bool):
+        raise LmlabError("GGUF tokenizer.ggml.add_space_prefix is not true or false; the file is damaged, "
+                         "download it again")
+    if unk is not None and UNKNOWN not in types:  # a file that names its unknown token but not by type
+        types = [UNKNOWN if i == unk else t for i, t in enumerate(types)]
+    model = SentencePieceModel(tuple(tokens), tuple(scores), tuple(types), BPE, byte_fallback=BYTE in types,
+                               add_dummy_prefix=prefix, remove_extra_whitespaces=False, fuse_unknown=False)
+    return sentencepiece_tokenizer(model, "GGUF tokenizer"), [i for i, t in enumerate(types) if t in (CONTROL, UNKNOWN)]
 
 
 def pre_tokenizer(meta: dict) -> PreTokenizer:

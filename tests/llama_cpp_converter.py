@@ -1,0 +1,46 @@
+"""llama.cpp's own converter (convert_hf_to_gguf.py) as the reference writer of GGUF files.
+
+It is taken from the llama-cpp-python source distribution, which vendors llama.cpp (`pip download
+llama-cpp-python --no-deps --no-binary :all:`), never committed: the file LMLAB_LLAMA_CPP_SDIST names, else
+the newest /tmp/lcpp/llama_cpp_python-*.tar.gz; a test that needs it is skipped without one. Only the
+converter, its `conversion` package and llama.cpp's own gguf-py (which it puts first on its path) are
+extracted. It runs in a subprocess (it needs torch, numpy, transformers and sentencepiece)."""
+
+import glob
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+SDIST_GLOB = "/tmp/lcpp/llama_cpp_python-*.tar.gz"
+VENDORED = "vendor/llama.cpp/"
+PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
+TIMEOUT_S = 300
+
+
+def extracted_converter(directory: Path) -> Path:
+    """llama.cpp's convert_hf_to_gguf.py (with what it imports) extracted under `directory`; the test is skipped
+    when there is no source distribution."""
+    found = os.environ.get("LMLAB_LLAMA_CPP_SDIST") or max(glob.glob(SDIST_GLOB), default=None)
+    if found is None or not Path(found).is_file():
+        pytest.skip("llama.cpp's converter needs the llama-cpp-python sdist (set LMLAB_LLAMA_CPP_SDIST)")
+    with tarfile.open(found) as sdist:
+        members = [m for m in sdist.getmembers() if m.isfile() and VENDORED in m.name
+                   and m.name.split(VENDORED, 1)[1].startswith(PARTS)]
+        for member in members:
+            target = directory / member.name.split(VENDORED, 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(sdist.extractfile(member).read())
+    return directory / PARTS[0]
+
+
+def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:
+    """The HF model directory `hf_dir` written as the GGUF file `out` by llama.cpp's converter."""
+    done = subprocess.run([sys.executable, str(converter), str(hf_dir), "--outfile", str(out), "--outtype", outtype],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"llama.cpp's converter failed on {hf_dir}:\n{done.stderr[-3000:]}")
+    return out

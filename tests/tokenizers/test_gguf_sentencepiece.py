@@ -1,0 +1,78 @@
+"""A GGUF SentencePiece vocabulary (`tokenizer.ggml.model == "llama"`: Llama 2, Mistral, Gemma, Phi-3) gives
+the ids sentencepiece gives with the model it came from: byte fallback, runs of spaces, digits, the prefix
+space or (Gemma) none; in a file llama.cpp's own converter wrote from a Llama directory, the ids
+transformers' tokenizer gives for that directory too."""
+
+import json
+import shutil
+
+import pytest
+
+from lmlab.errors import LmlabError
+from lmlab.models.llama.gguf_file import read_gguf
+from lmlab.tokenizers.gguf import tokenizer_from_gguf
+
+from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
+from sentencepiece_models import COMPATIBILITY, HELD_OUT, spm, trained
+
+pytestmark = pytest.mark.parity
+
+
+def gguf_metadata(model_file, add_space_prefix: bool | None = None) -> dict:
+    """The tokenizer metadata llama.cpp's converter writes for the SentencePiece model in `model_file`."""
+    proto = spm.SentencePieceProcessor(model_file=str(model_file))
+    n = proto.get_piece_size()
+    kinds = [(proto.is_unknown, 2), (proto.is_control, 3), (proto.is_unused, 5), (proto.is_byte, 6)]
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default",
+            "tokenizer.ggml.tokens": [proto.id_to_piece(i) for i in range(n)],
+            "tokenizer.ggml.scores": [proto.get_score(i) for i in range(n)],
+            "tokenizer.ggml.token_type": [next((t for is_kind, t in kinds if is_kind(i)), 1) for i in range(n)],
+            "tokenizer.ggml.bos_token_id": proto.bos_id(), "tokenizer.ggml.eos_token_id": proto.eos_id(),
+            "tokenizer.ggml.unknown_token_id": proto.unk_id()}
+    return meta | ({} if add_space_prefix is None else {"tokenizer.ggml.add_space_prefix": add_space_prefix})
+
+
+@pytest.mark.parametrize("prefix", [None, False])
+def test_a_gguf_sentencepiece_vocabulary_gives_sentencepieces_ids(tmp_path, prefix):
+    model = trained(tmp_path, "llama", add_dummy_prefix=prefix is not False)
+    reference = spm.SentencePieceProcessor(model_file=str(model))
+    ours = tokenizer_from_gguf(gguf_metadata(model, prefix))
+    assert (ours.bos_id, ours.eos_id, ours.stop_ids) == (1, 2, (2,))
+    for text in HELD_OUT + COMPATIBILITY:
+        assert ours.encode(text) == reference.encode(text), text
+        assert ours.decode(ours.encode(text)) == reference.decode(reference.encode(text)), text
+
+
+def test_a_malformed_sentencepiece_vocabulary_is_one_line(tmp_path):
+    meta = gguf_metadata(trained(tmp_path, "llama"))
+    with pytest.raises(LmlabError, match=r"tokenizer\.ggml\.scores holds 3 scores for 500 tokens"):
+        tokenizer_from_gguf(meta | {"tokenizer.ggml.scores": [0.0, 1.0, 2.0]})
+    with pytest.raises(LmlabError, match="scores' is not a list of float"):
+        tokenizer_from_gguf(meta | {"tokenizer.ggml.scores": None})
+    with pytest.raises(LmlabError, match="add_space_prefix is not true or false"):
+        tokenizer_from_gguf(meta | {"tokenizer.ggml.add_space_prefix": "yes"})
+    with pytest.raises(LmlabError, match="type 'bert' is not supported; lmlab reads .*'gpt2'.*'llama'"):
+        tokenizer_from_gguf(meta | {"tokenizer.ggml.model": "bert"})
+
+
+@pytest.mark.slow
+def test_a_gguf_written_by_llama_cpps_converter_gives_transformers_ids(tmp_path):
+    """Texts that start with a space are compared with sentencepiece: transformers' LlamaTokenizer built from
+    tokenizer.model leaves out the prefix space there (see test_sentencepiece_dirs.py), llama.cpp does not."""
+    transformers = pytest.importorskip("transformers")
+    converter = extracted_converter(tmp_path / "llama.cpp")
+    hf_dir = tmp_path / "llama"
+    config = transformers.LlamaConfig(vocab_size=500, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    transformers.LlamaForCausalLM(config).save_pretrained(hf_dir)
+    shutil.copy(trained(tmp_path, "llama"), hf_dir / "tokenizer.model")
+    (hf_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "legacy": False}))
+    metadata = read_gguf(convert_hf_to_gguf(converter, hf_dir, tmp_path / "llama.gguf")).metadata
+    assert metadata["tokenizer.ggml.model"] == "llama"
+    ours = tokenizer_from_gguf(metadata)
+    theirs = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    sentencepiece = spm.SentencePieceProcessor(model_file=str(hf_dir / "tokenizer.model"))
+    for text in HELD_OUT + COMPATIBILITY:
+        expected = sentencepiece.encode(text) if text[:1].isspace() else theirs.encode(text, add_special_tokens=False)
+        assert ours.encode(text) == expected, text
