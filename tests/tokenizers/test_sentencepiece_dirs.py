@@ -93,3 +93,13 @@ def test_a_config_token_of_the_wrong_kind_is_one_line(tmp_path):
     (path / "tokenizer_config.json").write_text(json.dumps({"additional_special_tokens": [["<x>"]]}))
     with pytest.raises(LmlabError, match="additional_special_tokens must be a token"):
         TextTokenizer.from_dir(path)
+
+
+def test_a_t5_tokenizer_saved_as_tokenizer_json_loads_back(tmp_path):
+    """Its normalization table (T5's NFKC map, hundreds of thousands of characters) is within the bound on
+    precompiled_charsmap, not the one on other strings."""
+    ours = TextTokenizer.from_dir(directory(tmp_path, "t5", "spiece.model", {"model_type": "t5"}))
+    ours.save(tmp_path / "saved")
+    again = TextTokenizer.from_dir(tmp_path / "saved")
+    for text in HELD_OUT + COMPATIBILITY + SENTINEL_TEXTS:
+        assert again.encode(text) == ours.encode(text), text

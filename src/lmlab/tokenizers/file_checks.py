@@ -85,7 +85,8 @@ def _check_node(node, depth: int) -> None:
                 raise ValueError(f"{node.get('type', '')} {key} of {len(value):,} characters, more than {limit:,}")
             if key == "pattern" and isinstance(value, dict) and isinstance(value.get("Regex"), str):
                 _check_pattern(value["Regex"], node.get("type", ""))
-            _check_node(value, depth + 1)
+            if not isinstance(value, str):  # a string is bounded here, by its key
+                _check_node(value, depth + 1)
         if node.get("type") == "TemplateProcessing":
             _check_template(node)
     elif isinstance(node, str) and len(node) > MAX_STRING_CHARS:
