@@ -21,13 +21,38 @@ TINY = {
 PRESET = {"gpt2": "gpt2-tiny", "gpt2-untied": "gpt2-tiny", "llama": "llama-tiny", "llama-tied-mqa": "llama-tiny"}
 
 
+# The Llama-like families (tests/models/test_parity_families.py): odd shapes, grouped-query heads, tied and
+# untied embeddings, each family's own settings switched on, windows narrower than the test sequences.
+FAMILY_TINY = {
+    "mistral": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=4, n_kv_heads=2, d_model=40, d_ff=56,
+                    sliding_window=5, rope_base=1000.0, tie_embeddings=False),
+    "mistral-no-window": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=2, n_kv_heads=1, d_model=24,
+                              d_ff=40, tie_embeddings=True),
+    "qwen2": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=6, n_kv_heads=2, d_model=48, d_ff=56,
+                  qkv_bias=True, tie_embeddings=True),
+    "qwen2-untied": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=4, n_kv_heads=4, d_model=32, d_ff=40,
+                         qkv_bias=True, tie_embeddings=False),
+    "llama-llama3-rope": dict(vocab_size=97, context_length=64, n_layers=2, n_heads=4, n_kv_heads=2, d_model=32,
+                              d_ff=48, rope_scaling="llama3", rope_factor=8.0, rope_original_context=8,
+                              rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, tie_embeddings=False),
+    "llama-linear-rope": dict(vocab_size=97, context_length=64, n_layers=2, n_heads=4, n_kv_heads=2, d_model=32,
+                              d_ff=48, rope_scaling="linear", rope_factor=4.0, head_size=12),
+    "qwen2-yarn-rope": dict(vocab_size=97, context_length=64, n_layers=2, n_heads=4, n_kv_heads=2, d_model=32,
+                            d_ff=48, qkv_bias=True, rope_scaling="yarn", rope_factor=4.0, rope_original_context=16,
+                            rope_base=10000.0),
+}
+FAMILY_PRESET = {"mistral": "mistral-tiny", "mistral-no-window": "mistral-tiny", "qwen2": "qwen2-tiny",
+                 "qwen2-untied": "qwen2-tiny", "llama-llama3-rope": "llama-tiny", "llama-linear-rope": "llama-tiny",
+                 "qwen2-yarn-rope": "qwen2-tiny"}
+
+
 def hf_model(cfg):
-    """The transformers model of lmlab config `cfg` (GPT-2 or Llama), every weight perturbed by noise."""
-    hf_cfg = family(cfg.family).config_to_hf(cfg)
-    cls = transformers.GPT2LMHeadModel if cfg.family == "gpt2" else transformers.LlamaForCausalLM
-    config_cls = transformers.GPT2Config if cfg.family == "gpt2" else transformers.LlamaConfig
+    """The transformers model of lmlab config `cfg` (any decoder family: the class its config.json names),
+    every weight perturbed by noise. Eager attention: the reference computes softmax(q k^T) written out."""
+    hf_cfg = dict(family(cfg.family).config_to_hf(cfg))
+    config = transformers.AutoConfig.for_model(hf_cfg.pop("model_type"), **hf_cfg)
     torch.manual_seed(0)
-    model = cls(config_cls(**hf_cfg)).eval()
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():  # HF zero-initialises some weights; make every weight count
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)

@@ -181,6 +181,11 @@ def _llama(**shape) -> ModelConfig:
     return ModelConfig(family="llama", norm="rmsnorm", ffn="swiglu", positions="rope", bias=False, **shape)
 
 
+def _llama_like(family: str, **shape) -> ModelConfig:
+    """A preset of a family that is a diff of Llama: Llama's parts, the family's settings in `shape`."""
+    return dataclasses.replace(_llama(**shape), family=family)
+
+
 PRESETS: dict[str, ModelConfig] = {
     "gpt2-tiny": _gpt2(vocab_size=4096, context_length=256, n_layers=4, n_heads=4, d_model=128, d_ff=512),
     "gpt2-small": _gpt2(vocab_size=8192, context_length=256, n_layers=6, n_heads=6, d_model=384, d_ff=1536),
@@ -189,6 +194,12 @@ PRESETS: dict[str, ModelConfig] = {
                          d_model=128, d_ff=352, tie_embeddings=True),
     "llama-small": _llama(vocab_size=8192, context_length=256, n_layers=6, n_heads=6, n_kv_heads=2,
                           d_model=384, d_ff=1024, tie_embeddings=False),
+    "mistral-tiny": _llama_like("mistral", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                                d_model=128, d_ff=352, sliding_window=64, tie_embeddings=False),
+    "qwen2-tiny": _llama_like("qwen2", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                              d_model=128, d_ff=352, qkv_bias=True, rope_base=1e6, norm_eps=1e-6),
+    "qwen2.5-0.5b": _llama_like("qwen2", vocab_size=151936, context_length=32768, n_layers=24, n_heads=14,
+                                n_kv_heads=2, d_model=896, d_ff=4864, qkv_bias=True, rope_base=1e6, norm_eps=1e-6),
     "smollm2-135m": _llama(vocab_size=49152, context_length=8192, n_layers=30, n_heads=9, n_kv_heads=3,
                            d_model=576, d_ff=1536, rope_base=100000.0, tie_embeddings=True),
 }

@@ -18,7 +18,9 @@ from lmlab.models.elmo.family import FAMILY as ELMO
 from lmlab.models.family import KINDS, Family, Kind
 from lmlab.models.gpt2.family import FAMILY as GPT2
 from lmlab.models.llama.family import FAMILY as LLAMA
+from lmlab.models.mistral.family import FAMILY as MISTRAL
 from lmlab.models.ngram.family import FAMILY as NGRAM
+from lmlab.models.qwen2.family import FAMILY as QWEN2
 from lmlab.models.rnn.family import FAMILY as RNN
 from lmlab.models.roberta.family import FAMILY as ROBERTA
 from lmlab.models.seq2seq.family import FAMILY as SEQ2SEQ_RNN
@@ -31,6 +33,8 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     # decoders
     GPT2,
     LLAMA,
+    MISTRAL,
+    QWEN2,
     # encoders
     BERT,
     ROBERTA,
