@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from lmlab.errors import LmlabError
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
 
@@ -103,3 +104,13 @@ def test_a_t5_tokenizer_saved_as_tokenizer_json_loads_back(tmp_path):
     again = TextTokenizer.from_dir(tmp_path / "saved")
     for text in HELD_OUT + COMPATIBILITY + SENTINEL_TEXTS:
         assert again.encode(text) == ours.encode(text), text
+
+
+def test_a_t5_checkpoint_with_only_spiece_model_loads_with_its_tokenizer(tmp_path):
+    path = directory(tmp_path, "t5", "spiece.model")
+    config = transformers.T5Config(vocab_size=600, d_model=8, d_ff=16, d_kv=4, num_layers=1, num_heads=2)
+    transformers.T5ForConditionalGeneration(config).save_pretrained(path)
+    _, tokenizer = load_encoder_decoder(path)
+    theirs = reference(path)
+    for text in HELD_OUT + SENTINEL_TEXTS:
+        assert tokenizer.encode(text, add_special_tokens=False).ids == theirs.encode(text, add_special_tokens=False)

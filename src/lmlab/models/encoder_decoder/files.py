@@ -25,6 +25,8 @@ from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.models.family import LOAD, LOAD_ENCODER, Family
 from lmlab.modules.meta import on_meta
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
+from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
+from lmlab.tokenizers.sentencepiece_file import model_file
 
 
 
@@ -44,7 +46,8 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
                          ) -> tuple[EncoderDecoder, Tokenizer | None]:
     """(model, tokenizer) from an encoder-decoder directory written by `save_encoder_decoder` or by
     transformers (config.json + *.safetensors), or from a run directory holding one as model/.
-    The tokenizer is the directory's tokenizer.json, None when it has none."""
+    The tokenizer is the directory's tokenizer.json, else its SentencePiece model (T5's spiece.model, with
+    the sentinels transformers adds), None when it has neither."""
     path = Path(model_dir)
     if (path / "model" / "config.json").is_file():
         path = path / "model"
@@ -65,8 +68,16 @@ def load_encoder_decoder(model_dir: str | Path, dtype: torch.dtype = torch.float
     model.load_state_dict(state, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.shared.weight
-    tokenizer = load_tokenizer(path / TOKENIZER_FILE) if (path / TOKENIZER_FILE).is_file() else None
-    return model.to(dtype).eval(), tokenizer
+    return model.to(dtype).eval(), _tokenizer(path)
+
+
+def _tokenizer(path: Path) -> Tokenizer | None:
+    """The directory's tokenizer.json, else its SentencePiece model with the tokens transformers adds
+    (`sentencepiece_dir.py`), else None."""
+    if (path / TOKENIZER_FILE).is_file():
+        return load_tokenizer(path / TOKENIZER_FILE)
+    sentencepiece = model_file(path)
+    return sentencepiece_dir_tokenizer(path, sentencepiece)[0] if sentencepiece is not None else None
 
 
 def _section_config(hf: dict, convert) -> EncoderDecoderConfig:
