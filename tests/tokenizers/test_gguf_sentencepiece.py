@@ -15,20 +15,22 @@ from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, spm, trained
 
+sentencepiece_model_pb2 = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")
+
 pytestmark = pytest.mark.parity
 
 
 def gguf_metadata(model_file, add_space_prefix: bool | None = None) -> dict:
-    """The tokenizer metadata llama.cpp's converter writes for the SentencePiece model in `model_file`."""
-    proto = spm.SentencePieceProcessor(model_file=str(model_file))
-    n = proto.get_piece_size()
-    kinds = [(proto.is_unknown, 2), (proto.is_control, 3), (proto.is_unused, 5), (proto.is_byte, 6)]
+    """The tokenizer metadata llama.cpp's converter writes for the SentencePiece model in `model_file`: its
+    pieces, scores and types as the file holds them, and the trainer's special ids."""
+    proto = sentencepiece_model_pb2.ModelProto.FromString(model_file.read_bytes())
+    trainer = proto.trainer_spec
     meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default",
-            "tokenizer.ggml.tokens": [proto.id_to_piece(i) for i in range(n)],
-            "tokenizer.ggml.scores": [proto.get_score(i) for i in range(n)],
-            "tokenizer.ggml.token_type": [next((t for is_kind, t in kinds if is_kind(i)), 1) for i in range(n)],
-            "tokenizer.ggml.bos_token_id": proto.bos_id(), "tokenizer.ggml.eos_token_id": proto.eos_id(),
-            "tokenizer.ggml.unknown_token_id": proto.unk_id()}
+            "tokenizer.ggml.tokens": [p.piece for p in proto.pieces],
+            "tokenizer.ggml.scores": [p.score for p in proto.pieces],
+            "tokenizer.ggml.token_type": [p.type for p in proto.pieces],
+            "tokenizer.ggml.bos_token_id": trainer.bos_id, "tokenizer.ggml.eos_token_id": trainer.eos_id,
+            "tokenizer.ggml.unknown_token_id": trainer.unk_id}
     return meta | ({} if add_space_prefix is None else {"tokenizer.ggml.add_space_prefix": add_space_prefix})
 
 
@@ -41,6 +43,17 @@ def test_a_gguf_sentencepiece_vocabulary_gives_sentencepieces_ids(tmp_path, pref
     for text in HELD_OUT + COMPATIBILITY:
         assert ours.encode(text) == reference.encode(text), text
         assert ours.decode(ours.encode(text)) == reference.decode(reference.encode(text)), text
+
+
+def test_gemmas_user_defined_end_of_turn_is_a_stop_and_one_token(tmp_path):
+    model = trained(tmp_path, "llama", add_dummy_prefix=False, user_defined_symbols=["<start_of_turn>",
+                                                                                   "<end_of_turn>"])
+    reference = spm.SentencePieceProcessor(model_file=str(model))
+    ours = tokenizer_from_gguf(gguf_metadata(model, add_space_prefix=False))
+    end = reference.piece_to_id("<end_of_turn>")
+    assert ours.stop_ids == (2, end)
+    text = "<start_of_turn>user\nHello 12 ☃<end_of_turn>\n"
+    assert ours.encode(text) == reference.encode(text)
 
 
 def test_a_malformed_sentencepiece_vocabulary_is_one_line(tmp_path):

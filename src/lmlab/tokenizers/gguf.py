@@ -127,10 +127,11 @@ def _byte_level_bpe(meta: dict, tokens: list[str], types: list[int], named: set[
 
 
 def _sentencepiece(meta: dict, tokens: list[str], types: list[int], unk: int | None) -> tuple[Tokenizer, list[int]]:
-    """(the SentencePiece pipeline, the ids of its special tokens) of a "llama" vocabulary, encoded as
-    llama.cpp encodes it: a space before the text (`tokenizer.ggml.add_space_prefix`, default on), spaces
-    as "▁", then the adjacent pair whose joined token scores highest merged until none joins, a character
-    no token holds as its <0xXX> byte tokens. `tokenizer.ggml.pre` plays no part, as in llama.cpp."""
+    """(the SentencePiece pipeline, the ids of its special and user-defined tokens) of a "llama" vocabulary,
+    encoded as llama.cpp encodes it: a space before the text (`tokenizer.ggml.add_space_prefix`, default
+    on), spaces as "▁", then the adjacent pair whose joined token scores highest merged until none joins,
+    a character no token holds as its <0xXX> byte tokens. `tokenizer.ggml.pre` plays no part, as in
+    llama.cpp."""
     scores = _list_of(meta, "tokenizer.ggml.scores", float, required=True)
     if len(scores) != len(tokens) or not all(math.isfinite(s) for s in scores):
         raise LmlabError(f"GGUF tokenizer.ggml.scores holds {len(scores)} scores for {len(tokens)} tokens, or one "
@@ -143,7 +144,9 @@ def _sentencepiece(meta: dict, tokens: list[str], types: list[int], unk: int | N
         types = [UNKNOWN if i == unk else t for i, t in enumerate(types)]
     model = SentencePieceModel(tuple(tokens), tuple(scores), tuple(types), BPE, byte_fallback=BYTE in types,
                                add_dummy_prefix=prefix, remove_extra_whitespaces=False, fuse_unknown=False)
-    return sentencepiece_tokenizer(model, "GGUF tokenizer"), [i for i, t in enumerate(types) if t in (CONTROL, UNKNOWN)]
+    # Gemma's <end_of_turn> is a user-defined token: a stop, as the control ones are.
+    return sentencepiece_tokenizer(model, "GGUF tokenizer"), [i for i, t in enumerate(types)
+                                                               if t in (CONTROL, UNKNOWN, USER_DEFINED)]
 
 
 def pre_tokenizer(meta: dict) -> PreTokenizer:
