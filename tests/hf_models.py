@@ -40,16 +40,31 @@ FAMILY_TINY = {
     "qwen2-yarn-rope": dict(vocab_size=97, context_length=64, n_layers=2, n_heads=4, n_kv_heads=2, d_model=32,
                             d_ff=48, qkv_bias=True, rope_scaling="yarn", rope_factor=4.0, rope_original_context=16,
                             rope_base=10000.0),
+    "qwen3": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=4, n_kv_heads=2, d_model=40, d_ff=56,
+                  head_size=12, tie_embeddings=True),
+    "qwen3-untied": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=6, n_kv_heads=3, d_model=36, d_ff=40,
+                         head_size=None, rope_base=10000.0, tie_embeddings=False),
+    "olmo2": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=6, n_kv_heads=2, d_model=48, d_ff=56,
+                  tie_embeddings=False),
+    "olmo2-tied-mha": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=4, n_kv_heads=4, d_model=40,
+                           d_ff=40, head_size=14, tie_embeddings=True),
+    "phi3": dict(vocab_size=97, context_length=48, n_layers=2, n_heads=4, n_kv_heads=2, d_model=40, d_ff=56,
+                 sliding_window=5, tie_embeddings=False),
+    "phi3-tied-no-window": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=6, n_kv_heads=1, d_model=36,
+                                d_ff=40, sliding_window=None, tie_embeddings=True),
 }
 FAMILY_PRESET = {"mistral": "mistral-tiny", "mistral-no-window": "mistral-tiny", "qwen2": "qwen2-tiny",
                  "qwen2-untied": "qwen2-tiny", "llama-llama3-rope": "llama-tiny", "llama-linear-rope": "llama-tiny",
                  "qwen2-yarn-rope": "qwen2-tiny"}
+FAMILY_PRESET |= {"qwen3": "qwen3-tiny", "qwen3-untied": "qwen3-tiny", "olmo2": "olmo2-tiny",
+                  "olmo2-tied-mha": "olmo2-tiny", "phi3": "phi3-tiny", "phi3-tied-no-window": "phi3-tiny"}
 
 
 def hf_model(cfg):
     """The transformers model of lmlab config `cfg` (any decoder family: the class its config.json names),
     every weight perturbed by noise. Eager attention: the reference computes softmax(q k^T) written out."""
     hf_cfg = dict(family(cfg.family).config_to_hf(cfg))
+    hf_cfg.setdefault("pad_token_id", None)  # Phi3Config's default (32000) lies outside a tiny vocabulary
     config = transformers.AutoConfig.for_model(hf_cfg.pop("model_type"), **hf_cfg)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()

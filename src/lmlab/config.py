@@ -202,6 +202,21 @@ PRESETS: dict[str, ModelConfig] = {
                                 n_kv_heads=2, d_model=896, d_ff=4864, qkv_bias=True, rope_base=1e6, norm_eps=1e-6),
     "smollm2-135m": _llama(vocab_size=49152, context_length=8192, n_layers=30, n_heads=9, n_kv_heads=3,
                            d_model=576, d_ff=1536, rope_base=100000.0, tie_embeddings=True),
+    "qwen3-tiny": _llama_like("qwen3", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                              d_model=128, d_ff=352, qk_norm="head", head_size=48, rope_base=1e6, norm_eps=1e-6),
+    "qwen3-0.6b": _llama_like("qwen3", vocab_size=151936, context_length=40960, n_layers=28, n_heads=16,
+                              n_kv_heads=8, d_model=1024, d_ff=3072, qk_norm="head", head_size=128, rope_base=1e6,
+                              norm_eps=1e-6, tie_embeddings=True),
+    "olmo2-tiny": _llama_like("olmo2", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                              d_model=128, d_ff=352, norm_placement="output", qk_norm="all", rope_base=5e5,
+                              norm_eps=1e-6, tie_embeddings=False),
+    "olmo-2-1b": _llama_like("olmo2", vocab_size=100352, context_length=4096, n_layers=16, n_heads=16, n_kv_heads=16,
+                             d_model=2048, d_ff=8192, norm_placement="output", qk_norm="all", rope_base=5e5,
+                             norm_eps=1e-6, tie_embeddings=False),
+    "phi3-tiny": _llama_like("phi3", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
+                             d_model=128, d_ff=352, sliding_window=64, tie_embeddings=False),
+    "phi-3-mini-4k": _llama_like("phi3", vocab_size=32064, context_length=4096, n_layers=32, n_heads=32,
+                                 n_kv_heads=32, d_model=3072, d_ff=8192, sliding_window=2047, tie_embeddings=False),
 }
 
 

@@ -20,7 +20,10 @@ from lmlab.models.gpt2.family import FAMILY as GPT2
 from lmlab.models.llama.family import FAMILY as LLAMA
 from lmlab.models.mistral.family import FAMILY as MISTRAL
 from lmlab.models.ngram.family import FAMILY as NGRAM
+from lmlab.models.olmo2.family import FAMILY as OLMO2
+from lmlab.models.phi3.family import FAMILY as PHI3
 from lmlab.models.qwen2.family import FAMILY as QWEN2
+from lmlab.models.qwen3.family import FAMILY as QWEN3
 from lmlab.models.rnn.family import FAMILY as RNN
 from lmlab.models.roberta.family import FAMILY as ROBERTA
 from lmlab.models.seq2seq.family import FAMILY as SEQ2SEQ_RNN
@@ -35,6 +38,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     LLAMA,
     MISTRAL,
     QWEN2,
+    QWEN3,
+    PHI3,
+    OLMO2,
     # encoders
     BERT,
     ROBERTA,

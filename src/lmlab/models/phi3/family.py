@@ -1,0 +1,9 @@
+"""Phi-3's record in the registry: Llama with fused qkv and gate/up projections and a sliding window."""
+
+from lmlab.config import PRESETS, ModelConfig
+from lmlab.models.decoder import build_decoder
+from lmlab.models.family import LOAD, Family
+from lmlab.models.phi3 import convert
+
+FAMILY = Family("phi3", "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=convert,
+                objective="causal_lm", presets={name: cfg for name, cfg in PRESETS.items() if cfg.family == "phi3"})
