@@ -10,6 +10,8 @@ from lmlab.tokenizers.sentencepiece_pipeline import sentencepiece_tokenizer
 
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, SETTINGS, spm, trained
 
+from sentencepiece import sentencepiece_model_pb2  # noqa: E402 (sentencepiece_models skips without it)
+
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict:
@@ -55,3 +57,31 @@ def test_a_file_too_large_is_refused_before_it_is_read(models, monkeypatch):
 def test_word_and_character_models_are_refused(tmp_path, kind):
     with pytest.raises(LmlabError, match=f"of type {3 if kind == 'word' else 4} .* reads unigram and BPE"):
         read_model_file(trained(tmp_path, "t5", model_type=kind, vocab_size=200))
+
+
+@pytest.mark.parametrize("spec, field", [("trainer_spec", "treat_whitespace_as_suffix"),
+                                         ("normalizer_spec", "escape_whitespaces")])
+def test_spaces_kept_or_put_after_words_are_refused(models, tmp_path, spec, field):
+    def flip(proto):
+        setattr(getattr(proto, spec), field, not getattr(getattr(proto, spec), field))
+    with pytest.raises(LmlabError, match="puts the space after each word or keeps it a space"):
+        read_model_file(edited(models, tmp_path, flip))
+
+def edited(models, tmp_path, edit):
+    """The T5-style model with `edit` applied to its message, written as tmp_path/spiece.model."""
+    proto = sentencepiece_model_pb2.ModelProto.FromString(models["t5"].read_bytes())
+    edit(proto)
+    (tmp_path / "spiece.model").write_bytes(proto.SerializeToString())
+    return tmp_path / "spiece.model"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: setattr(p.pieces[10], "piece", p.pieces[11].piece), "holds a piece twice"),
+    (lambda p: setattr(p.pieces[10], "piece", ""), r"a piece \(id 10\) that is empty"),
+    (lambda p: setattr(p.pieces[10], "score", float("nan")), r"a piece \(id 10\) .* no known type or score"),
+    (lambda p: setattr(p.pieces[10], "type", 2), "exactly one unknown piece, this one has 2"),
+])
+def test_a_model_with_bad_pieces_is_one_line(models, tmp_path, edit, message):
+    with pytest.raises(LmlabError, match=message):
+        path = edited(models, tmp_path, edit)
+        sentencepiece_tokenizer(read_model_file(path).model, str(path))

@@ -59,8 +59,9 @@ def read_model_file(path: Path) -> SentencePieceFile:
     if trainer.model_type not in ALGORITHMS:
         raise refuse(f"is a SentencePiece model of type {trainer.model_type} (word or character); lmlab reads "
                      "unigram and BPE models")
-    if trainer.treat_whitespace_as_suffix:
-        raise refuse("puts the space after each word (treat_whitespace_as_suffix), which lmlab does not read")
+    if trainer.treat_whitespace_as_suffix or not normalizer.escape_whitespaces:
+        raise refuse("puts the space after each word or keeps it a space (treat_whitespace_as_suffix, "
+                     "escape_whitespaces false), which lmlab does not read")
     if len(normalizer.precompiled_charsmap) > MAX_CHARSMAP_CHARS:
         raise refuse(f"has a normalization table of {len(normalizer.precompiled_charsmap):,} bytes, more than "
                      f"{MAX_CHARSMAP_CHARS:,}")
