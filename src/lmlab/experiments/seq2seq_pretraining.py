@@ -34,8 +34,7 @@ from lmlab.errors import LmlabError
 from lmlab.eval.plot import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
-from lmlab.models.presets import family_of, preset
+from lmlab.models.presets import family_of, names, preset
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
@@ -72,10 +71,10 @@ class PretrainingExperimentSettings:
 
     def __post_init__(self):
         object.__setattr__(self, "presets", tuple(self.presets))
-        unknown = [p for p in self.presets if p not in ENCODER_DECODER_PRESETS]
+        unknown = [p for p in self.presets if p not in names("encoder-decoder")]
         if unknown or not self.presets:
             raise LmlabError(f"presets {unknown or '(none)'} are not encoder-decoder presets; choose from: "
-                             f"{', '.join(ENCODER_DECODER_PRESETS)}")
+                             f"{', '.join(names('encoder-decoder'))}")
         for name in ("pretrain_steps", "finetune_steps", "train_pairs", "val_pairs", "test_pairs", "eval_every"):
             if getattr(self, name) < 1:
                 raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")

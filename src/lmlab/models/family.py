@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from lmlab.tokenizers.seq2seq import PAD
+
 Kind = Literal["decoder", "encoder", "encoder-decoder", "classic"]
 KINDS: tuple[Kind, ...] = ("decoder", "encoder", "encoder-decoder", "classic")
 
@@ -42,8 +44,10 @@ class Family:
     traits: tuple[str, ...] = ()  # config fields that tell its presets apart beyond the shape (`lmlab list`)
     model_type: str = ""  # empty: the same as `name`
     objective: str = ""  # its default pre-training objective (a name in objectives/registry.py); "": none to choose
-    objectives: tuple[str, ...] = ()  # the objectives it can train with, when only some of its kind's (): all
+    objectives: tuple[str, ...] = ()  # the objectives it can train with, if only some of its kind's; (): all
     masking: Literal["static", "dynamic"] = "static"  # encoders: MLM masks drawn once, or afresh each epoch (RoBERTa)
+    decoder_start: str = PAD  # encoder-decoders: the token a decoder trained from scratch starts from (BART: </s>)
+    source_bos: bool = False  # encoder-decoders: sources start with <s> (BART), not with their first word
 
     def __post_init__(self):
         if not self.model_type:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from lmlab.config import ENCODER_PRESETS, OptimConfig
-from lmlab.models.presets import preset
+from lmlab.config import OptimConfig
+from lmlab.models.presets import names, preset
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
 from lmlab.data.encoder_tasks import (DEFAULT_COLUMNS, EMBEDDED_TASKS, Columns, Example, check_choice_counts,
@@ -265,7 +265,7 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
     """(encoder, tokenizer, what to call the model): a preset with fresh weights and a WordPiece trained
     on `texts` (unless `tokenizer` is given), or a trained encoder (zoo name, HF BERT directory, a run
     directory holding model/). A tokenizer with more tokens than the model's vocabulary is refused."""
-    if model in ENCODER_PRESETS and not Path(model).exists():
+    if model in names("encoder") and not Path(model).exists():
         tok = _read_tokenizer(tokenizer, 512) if tokenizer else train_wordpiece(texts, SCRATCH_VOCAB_SIZE)
         torch.manual_seed(seed)
         encoder = build(preset(model, vocab_size=tok.get_vocab_size()))

@@ -15,20 +15,18 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from lmlab.config import ENCODER_PRESETS, PRESETS
 from lmlab.errors import LmlabError
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
-from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
-from lmlab.models.presets import preset
+from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
+from lmlab.models.presets import family_of, names, preset
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.objectives.seq2seq_batch import seq2seq_batch
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.seq2seq import BOS, EOS, PAD, train_seq2seq_bpe
 
 IdPair = tuple[list[int], list[int]]  # (source ids, target ids), each ending with </s>
-SEQ2SEQ_PRESETS = ", ".join(ENCODER_DECODER_PRESETS)
 
 
 def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, extra_tokens: tuple[str, ...] = (),
@@ -38,9 +36,8 @@ def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, ext
     (holding `extra_tokens` too), or a trained model directory (a run directory's model/ too).
     `tokenizer` (a tokenizer.json or its directory) replaces the trained or the model's own."""
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
-    if model in ENCODER_DECODER_PRESETS and not Path(model).exists():
-        family = ENCODER_DECODER_PRESETS[model].family
-        tok = tok or train_seq2seq_bpe(texts, vocab_size, family, extra_tokens)
+    if model in names("encoder-decoder") and not Path(model).exists():
+        tok = tok or train_seq2seq_bpe(texts, vocab_size, family_of(model).name, extra_tokens)
         missing = [t for t in (PAD, EOS, *extra_tokens) if tok.token_to_id(t) is None]
         if missing:
             raise LmlabError(f"tokenizer '{tokenizer}' lacks the special tokens {missing}; leave out --tokenizer "
@@ -60,22 +57,23 @@ def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, ext
 
 
 def fit_to_tokenizer(cfg: EncoderDecoderConfig, tok: Tokenizer) -> EncoderDecoderConfig:
-    """`cfg` with the tokenizer's vocabulary size and its pad / </s> ids; the decoder starts from
-    </s> in BART, from <pad> in T5 and the original Transformer (as in HF)."""
-    ids = {name: tok.token_to_id(name) for name in (PAD, EOS)}
-    start = ids[EOS] if cfg.family == "bart" else ids[PAD]
-    return cfg.replace(vocab_size=tok.get_vocab_size(), pad_id=ids[PAD], eos_id=ids[EOS], decoder_start_id=start)
+    """`cfg` with the tokenizer's vocabulary size and its pad / </s> ids; the decoder starts from its
+    family's start token (`Family.decoder_start`: </s> in BART, <pad> in T5 and the original Transformer,
+    as in HF)."""
+    start = registry.lookup(cfg.family).decoder_start
+    return cfg.replace(vocab_size=tok.get_vocab_size(), pad_id=tok.token_to_id(PAD), eos_id=tok.token_to_id(EOS),
+                       decoder_start_id=tok.token_to_id(start))
 
 
 def check_model_name(model: str) -> None:
     """A decoder-only or encoder-only preset, or a path that does not exist, is an error naming the
     encoder-decoder presets (`load_encoder_decoder` refuses a directory of another kind)."""
-    if model in PRESETS or model in ENCODER_PRESETS:
-        kind = "decoder-only" if model in PRESETS else "encoder-only"
-        raise LmlabError(f"'{model}' is a {kind} preset; sequence-to-sequence needs an encoder-decoder: "
-                         f"{SEQ2SEQ_PRESETS}, or a T5 / BART / Marian model directory")
+    presets = ", ".join(names("encoder-decoder"))
+    if model in names("decoder") or model in names("encoder"):
+        raise LmlabError(f"'{model}' is a {family_of(model).kind}-only preset; sequence-to-sequence needs an "
+                         f"encoder-decoder: {presets}, or a T5 / BART / Marian model directory")
     if not Path(model).exists():
-        raise LmlabError(f"'{model}' is neither an encoder-decoder preset ({SEQ2SEQ_PRESETS}) nor a model directory")
+        raise LmlabError(f"'{model}' is neither an encoder-decoder preset ({presets}) nor a model directory")
 
 
 def fingerprint(model: EncoderDecoder) -> str:
@@ -94,8 +92,9 @@ def encode_text(tok: Tokenizer, text: str, eos_id: int, bos_id: int | None = Non
 
 
 def source_bos(model: EncoderDecoder, tok: Tokenizer) -> int | None:
-    """BART's sources start with <s>; the other families' with the first word."""
-    return tok.token_to_id(BOS) if model.config.family == "bart" else None
+    """The id of <s> where the model's family starts its sources with it (BART); None where they start
+    with the first word (`Family.source_bos`)."""
+    return tok.token_to_id(BOS) if registry.lookup(model.config.family).source_bos else None
 
 
 def fit_length(ids: list[int], limit: int, truncate: bool, what: str) -> tuple[list[int], bool]:
