@@ -1,66 +1,24 @@
-"""GGUF files kept quantized: every block type's repacking dequantizes to exactly gguf-py's values, a Q4
-file loaded as int4 gives the logits of the same file loaded as fp32 (float noise), int8 stays close,
-stacked parts of different types still load, and the conversion is cached."""
+"""GGUF files kept quantized: a Q4 file loaded as int4 gives the logits of the same file loaded as fp32
+(float noise), int8 stays close, stacked parts of different types still load, and the conversion is
+cached. Each block type's repacking is tested in test_gguf_quant_types.py."""
 
-import gguf
-import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
 from lmlab.models.llama import gguf_file
 from lmlab.models.load import load
-from lmlab.models.quantized_gguf import BLOCK_BYTES, repack
-from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized import QuantizedLinear
-from lmlab.modules.quantized_formats import QuantizedWeight, dequantize
 from lmlab.tokenizers.bpe import train_bpe
 
 from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
-SCALE_OFFSETS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q4_K: [0, 2], Q.Q8_0: [0], Q.Q6_K: [208]}  # where each holds fp16
 
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer():
     return train_bpe(TEXTS * 20, vocab_size=300)
-
-
-class Tensor:
-    """What `repack` reads of a gguf-py ReaderTensor."""
-
-    def __init__(self, data: np.ndarray, qtype, shape):
-        self.data, self.tensor_type, self.shape, self.name = data, qtype, shape, "t"
-
-
-def random_blocks(qtype, rows: int, width: int, seed: int = 0) -> np.ndarray:
-    """Random bytes in `qtype`'s blocks, (rows, bytes per row), with finite fp16 scales of sensible size."""
-    rng = np.random.default_rng(seed)
-    block, size = gguf.GGML_QUANT_SIZES[qtype]
-    data = rng.integers(0, 256, (rows, width // block, size), dtype=np.uint8)
-    for offset in SCALE_OFFSETS[qtype]:
-        data[..., offset:offset + 2] = rng.uniform(-0.05, 0.05, (rows, width // block, 1)).astype(np.float16).view(
-            np.uint8)
-    return data.reshape(rows, -1)
-
-
-@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q8_0, Q.Q6_K], ids=lambda t: t.name)
-def test_repacked_blocks_dequantize_to_gguf_values_bit_for_bit(qtype):
-    rows, width = 6, 512
-    data = random_blocks(qtype, rows, width)
-    expected = torch.from_numpy(gguf.quants.dequantize(data, qtype).reshape(rows, width).astype(np.float32))
-    weight = repack(Tensor(data, qtype, [width, rows]), "int4", lambda t: expected)
-    assert isinstance(weight, QuantizedWeight)
-    assert weight.bits == (4 if qtype in (Q.Q4_0, Q.Q4_1, Q.Q4_K) else 8)
-    assert torch.equal(dequantize(weight), expected)
-    assert torch.equal(kernel_ops().int4_dequantize(weight.q, weight.scales, weight.mins, weight.group_size)
-                       if weight.bits == 4 else
-                       kernel_ops().int8_dequantize(weight.q, weight.scales, weight.group_size), expected)
-
-
-def test_block_sizes_agree_with_gguf():
-    assert all(gguf.GGML_QUANT_SIZES[t][1] == size for t, size in BLOCK_BYTES.items())
 
 
 @pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1], ids=lambda t: t.name)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.generation.compiled import compiled_decoder
-from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text
@@ -48,6 +48,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     config = sampling_config(args)
     model, tokenizer = load(args.model, args.dtype)
+    say_gguf_kernels(args.model, args.dtype, model)
     if args.compile:
         model = compiled_decoder(model)
     tokenizer = tokenizer.with_chat_template(args.chat_template)

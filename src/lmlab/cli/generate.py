@@ -9,7 +9,7 @@ import json
 import sys
 from dataclasses import replace
 
-from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.config import GenerationConfig
@@ -93,6 +93,7 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig
 def run(args) -> None:
     config = sampling_config(args)
     model, tokenizer = load(args.model, args.dtype)
+    say_gguf_kernels(args.model, args.dtype, model)
     if args.compile:
         model = compiled_decoder(model)
     config = replace(config, eos_id=tokenizer.stop_ids)

@@ -1,15 +1,29 @@
 """`--dtype`: the number format a command loads its decoder in, shared by every command that loads one
-(generate, chat, logprobs, eval, serve). argparse checks the choice before anything is loaded."""
+(generate, chat, logprobs, eval, serve). argparse checks the choice before anything is loaded; a GGUF file
+loaded as int8 / int4 is followed by one line on stderr saying which kernel each of its types runs on."""
 
 import argparse
+import sys
 
-from lmlab.models.load import DTYPES
+from lmlab.models.load import DTYPES, zoo_or_path
+from lmlab.models.quantize import MODES
+from lmlab.models.quantized_gguf import file_kernel_summary
 
 HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: fp32, or a quantized directory's own). "
-        "int8 / int4 run the decoder's linear layers on quantized weights: a GGUF file keeps its Q8_0 / Q4 blocks, "
-        "a float model is quantized at load (int8 per channel, int4 in groups of 32); see `lmlab quantize`")
+        "int8 / int4 run the decoder's linear layers on quantized weights: a GGUF file keeps the blocks an lmlab "
+        "kernel holds exactly (Q4_0/Q4_1/Q4_K as int4 with int4; Q8_0, Q5_0, Q6_K, Q3_K, IQ4_NL, IQ4_XS as int8) "
+        "and re-quantizes the rest to int8 per channel, and says which on stderr; a float model is quantized at "
+        "load (int8 per channel, int4 in groups of 32); see `lmlab quantize`")
 
 
 def add_dtype_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add `--dtype {fp32,bf16,int8,int4}` to `p`; pass `args.dtype` to `lmlab.load` (None: as stored)."""
     p.add_argument("--dtype", choices=list(DTYPES), default=None, help=HELP)
+
+
+def say_gguf_kernels(model_arg: str, dtype: str | None, model) -> None:
+    """If `model_arg` is a GGUF file loaded (into `model`) as int8 / int4, print on stderr which kernel each
+    GGUF type in it runs on and whether exactly (`quantized_gguf.kernel_summary`)."""
+    path = zoo_or_path(model_arg)
+    if dtype in MODES and path.suffix == ".gguf":
+        print(f"{path.name} as {dtype}: {file_kernel_summary(path, dtype, model.config)}", file=sys.stderr)

@@ -4,6 +4,7 @@ and every command's --model read back (quantized, memory-mapped)."""
 import argparse
 from pathlib import Path
 
+from lmlab.cli.model_dtype import say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
 from lmlab.models.load import load, zoo_or_path
@@ -19,7 +20,9 @@ def add_parser(subparsers) -> None:
                     "and write a model directory: config.json, model.safetensors (the packed weights), "
                     "quantization.json and the tokenizer. int8: one scale per output channel; int4: a scale and a "
                     "min per group of --group-size inputs; the embedding and LM head are int8 in both. A GGUF file "
-                    "keeps its own blocks where they fit (Q4_0/Q4_1/Q4_K as int4, Q8_0 and Q6_K as int8).",
+                    "keeps the blocks an lmlab kernel holds exactly (Q4_0/Q4_1/Q4_K as int4 with --to int4; "
+                    "Q8_0, Q5_0, Q6_K, Q3_K, IQ4_NL, IQ4_XS and Q4_0 as int8), re-quantizes the rest (Q5_1, "
+                    "Q5_K, Q2_K, F16…) to int8 per channel, and says on stderr which kernel each type runs on.",
         epilog="examples:\n"
                "  lmlab quantize --model smollm2-135m-instruct --to int4 --out models/smollm2-int4\n"
                "  lmlab quantize --model runs/quickstart --to int8 --out models/quickstart-int8\n"
@@ -44,6 +47,7 @@ def run(args) -> None:
         raise LmlabError(f"'{args.model}' is a GGUF file, which keeps its own groups of 32; leave --group-size out")
     check_dir_output(args.out, "--out")
     model, tokenizer = load(source, args.to, group_size=args.group_size or 32)
+    say_gguf_kernels(args.model, args.to, model)
     out = save_quantized(model, args.out, tokenizer, source=str(args.model))
     size = (Path(out) / WEIGHTS_FILE).stat().st_size
     print(f"wrote {out}: {args.to} weights, {size / 2**20:.1f} MiB; load it with --model {out}")

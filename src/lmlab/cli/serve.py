@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
@@ -70,6 +70,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.server import Embedder, create_app
 
     model, tokenizer = load(args.model, args.dtype)
+    say_gguf_kernels(args.model, args.dtype, model)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "
                          "(GPT-2, Llama, … families)")

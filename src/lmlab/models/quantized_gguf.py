@@ -1,57 +1,126 @@
 """GGUF files kept quantized: their blocks repacked into lmlab's int4 / int8 layers, never made fp32.
 
-Each GGUF block type maps onto one of lmlab's formats (`modules/quantized_formats.py`) exactly, so
-the quantized model computes with the very numbers the file holds:
+`KEPT` says, per GGUF block type and mode, which of lmlab's formats (`modules/quantized_formats.py`)
+holds the file's numbers exactly, so the quantized model computes with the very numbers the file holds
+(lmlab's w = s q (+ m) in fp32 is gguf-py's dequantized value bit for bit):
 
-  Q4_0   d, 32 x 4 bits         w = d (q - 8)        -> int4, scale d, min -8 d (fp16; fp32 if -8 d overflows)
-  Q4_1   d, m, 32 x 4 bits      w = d q + m          -> int4, scale d, min m (fp16): the bytes copy straight in
-  Q4_K   256 = 8 x 32, 6-bit sub-scales and mins     -> int4 in groups of 32, scale d sc, min -dmin m (fp32,
-                                                        exact: 11 x 6 bits), the nibbles reordered
-  Q8_0   d, 32 x int8           w = d q              -> int8 in groups of 32, fp16 scales
-  Q6_K   256 = 16 x 16, int8 sub-scales, 6-bit q     -> int8 in groups of 16, scale d sc (fp32, exact)
+  type    block                                      int4 mode                  int8 mode
+  Q4_0    d, 32 x 4 bits: w = d (q - 8)              int4, groups of 32 (1)     int8, groups of 32, fp16 d
+  Q4_1    d, m, 32 x 4 bits: w = d q + m             int4, groups of 32         re-quantized
+  Q4_K    256 = 8 x 32, 6-bit sub-scales and mins    int4, groups of 32 (2)     re-quantized
+  Q5_0    d, 32 x 5 bits: w = d (q - 16)             int8, groups of 32, fp16 d (both modes)
+  Q8_0    d, 32 x int8: w = d q                      int8, groups of 32, fp16 d (both modes)
+  IQ4_NL  d, 32 x 4-bit index into an int8 table     int8, groups of 32, fp16 d (both modes)
+  IQ4_XS  256 = 8 x 32, 6-bit sub-scales, IQ4_NL q   int8, groups of 32, fp32 d (ls - 32) (both modes)
+  Q6_K    256 = 16 x 16, int8 sub-scales, 6-bit q    int8, groups of 16, fp32 d sc (both modes)
+  Q3_K    256 = 16 x 16, 6-bit sub-scales, 3-bit q   int8, groups of 16, fp32 d (sc - 32) (both modes)
+  Q5_1, Q5_K, Q2_K, F32, F16, BF16                   re-quantized (both modes)
 
-with mode "int4" every type above keeps its own numbers; with mode "int8" the Q4 types are dequantized
-and re-quantized to int8 per channel (Q8_0 and Q6_K stay exact). Any other matrix (F32, F16, BF16, Q5_K)
-is dequantized and quantized to int8 per channel in both modes; the norms stay fp32.
+(1) scale d, min -8 d (fp16; fp32 if -8 d overflows). (2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits),
+the nibbles reordered. "Re-quantized": dequantized (gguf-py) and quantized to int8 per channel. Why the
+rest is not exact: Q5_1, Q5_K and Q2_K add a min (w = s q + m), which symmetric int8 cannot hold, and have
+more than 4 bits (Q5_*) or sub-blocks of 16 (Q2_K), which int4 (groups of a multiple of 32) cannot; a
+4-bit type with a min (Q4_1, Q4_K) is not int8 either. IQ4_NL / IQ4_XS are not affine (a 16-entry
+codebook), so not int4, but the codebook's entries are int8 numbers, so d * entry is int8 exactly.
+The int8 forms read the scales from the blocks and q from gguf-py's values (w / s, exact); Q8_0 and the
+int4 forms read q from the blocks. The norms (vectors) stay fp32.
 
 Where the family's converter stacks GGUF tensors (Llama's q/k/v, gate/up) or reorders their rows,
-the same is done to the packed rows: the converter is run on row labels (`_row_sources`), which says
+the same is done to the packed rows: the converter is run on row labels (`row_sources`), which says
 for every row of ours which row of which GGUF tensor it is. Stacked parts stored in different formats
-are dequantized and stacked as one int8 per-channel matrix.
+are stacked in their exact int8 forms where those agree (Q4_0 beside Q5_0 or Q8_0: int8 in groups of
+32), else dequantized and stacked as one int8 per-channel matrix. `kernel_summary` says it all in a line.
 """
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
+from gguf import GGML_QUANT_SIZES, GGUFReader, ReaderTensor
 from gguf import GGMLQuantizationType as Q
-from gguf import ReaderTensor
 
 from lmlab.errors import LmlabError
-from lmlab.modules.quantized_formats import QuantizedWeight, dequantize, pack_int4, quantize_int8, select_rows
+from lmlab.io.atomic import atomic_write_text
+from lmlab.io.cache import cache_dir
+from lmlab.io.gguf_layout import content_key
+from lmlab.models import registry
+from lmlab.modules.quantized_formats import (QuantizedWeight, dequantize, pack_int4, quantize_int8, select_rows,
+                                             unpack_int4)
 
-BLOCK_BYTES = {Q.Q4_0: 18, Q.Q4_1: 20, Q.Q4_K: 144, Q.Q8_0: 34, Q.Q6_K: 210}
-INT4_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q4_K)
+REQUANTIZED = "int8 per channel (re-quantized)"
+
+
+@dataclass(frozen=True)
+class Kept:
+    """How a GGUF block type is held exactly in one of lmlab's formats: `repack(blocks, values)` makes the
+    `QuantizedWeight` from the (rows, blocks per row, block bytes) bytes and, where it needs them, the fp32
+    values (`values()`, (rows, in)); `kernel` says which kernel runs it."""
+
+    repack: Callable[[np.ndarray, Callable[[], torch.Tensor]], QuantizedWeight]
+    kernel: str
 
 
 def repack(tensor: ReaderTensor, mode: str, dequantized) -> QuantizedWeight | torch.Tensor:
     """One GGUF tensor in lmlab's form for `mode`: a `QuantizedWeight` for a matrix, fp32 for a vector.
     `dequantized(tensor)` gives its fp32 values (out, in), for the types not kept as they are."""
-    kind = tensor.tensor_type
     if len(tensor.shape) == 1:
         return dequantized(tensor)
-    if kind == Q.Q8_0:
-        return _q8_0(_blocks(tensor))
-    if kind == Q.Q6_K:
-        return _q6_k(_blocks(tensor), dequantized(tensor))
-    if kind in INT4_TYPES and mode == "int4":
-        return {Q.Q4_0: _q4_0, Q.Q4_1: _q4_1, Q.Q4_K: _q4_k}[kind](_blocks(tensor))
-    return quantize_int8(dequantized(tensor))
-
-
-def _blocks(tensor: ReaderTensor) -> tuple[np.ndarray, int]:
-    """The tensor's bytes as (rows, blocks per row, block bytes), and its row count."""
+    kept = KEPT[tensor.tensor_type].get(mode) if tensor.tensor_type in KEPT else None
+    if kept is None:
+        return quantize_int8(dequantized(tensor))
     rows = int(np.prod([int(n) for n in tensor.shape[1:]]))
-    data = np.asarray(tensor.data, dtype=np.uint8).reshape(rows, -1, BLOCK_BYTES[tensor.tensor_type])
-    return data, rows
+    blocks = np.asarray(tensor.data, dtype=np.uint8).reshape(rows, -1, GGML_QUANT_SIZES[tensor.tensor_type][1])
+    return kept.repack(blocks, lambda: dequantized(tensor).reshape(rows, -1))
+
+
+def kernel(qtype: Q, mode: str) -> str:
+    """Which kernel a matrix stored as `qtype` runs on when loaded as `mode`, and whether exactly."""
+    kept = KEPT[qtype].get(mode) if qtype in KEPT else None
+    return kept.kernel if kept else REQUANTIZED
+
+
+def kernel_summary(types: dict[str, Q], mode: str, stacks=()) -> str:
+    """One line for the GGUF matrices `types` (name -> type) loaded as `mode`: per type, how many matrices and
+    the kernel it runs on, exactly or not, e.g. "Q4_K (12): int4 kernel, ...". `stacks`: the names of the
+    matrices each of our layers stacks (q/k/v, gate/up); one whose parts run on different kernels runs on
+    their common exact int8 form, else is re-quantized (`stacked`), which the line adds."""
+    counts: dict[Q, int] = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+    line = "; ".join(f"{t.name} ({n}): {kernel(t, mode)}" for t, n in sorted(counts.items(), key=lambda c: c[0].name))
+    mixed: dict[str, int] = {}  # the kernel a layer stacking parts of different kernels runs on -> layers
+    for stack in stacks:
+        if len({kernel(types[name], mode) for name in stack}) > 1:
+            as_int8 = {kernel(types[name], "int8") for name in stack}  # exact int8 forms of the same groups stack
+            runs_on = as_int8.pop() if len(as_int8) == 1 else REQUANTIZED
+            mixed[runs_on] = mixed.get(runs_on, 0) + 1
+    return "; ".join([line] + [f"{n} layers stacking parts of different kernels: {k}" for k, n in mixed.items()])
+
+
+def file_kernel_summary(path: Path, mode: str, cfg) -> str:
+    """`kernel_summary` of the GGUF file at `path` loaded as `mode` into a model of config `cfg`. The file's
+    architecture and tensors (type and shape) are remembered in the cache by its content key: listing them
+    means parsing all the metadata (seconds for a real vocabulary), which a cached load never does."""
+    memo = cache_dir("gguf") / f"{path.stem}-{content_key(path)}-tensors.json"
+    try:
+        saved = json.loads(memo.read_text())
+        architecture, tensors = saved["architecture"], {name: (Q[t], tuple(shape)) for name, (t, shape) in
+                                                        saved["tensors"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        reader = GGUFReader(path)
+        architecture = reader.fields["general.architecture"].contents()
+        tensors = {t.name: (t.tensor_type, tuple(int(n) for n in reversed(t.shape))) for t in reader.tensors}
+        atomic_write_text(memo, json.dumps({"architecture": architecture, "tensors": {
+            name: [t.name, shape] for name, (t, shape) in tensors.items()}}))
+    names = list(tensors)
+    sources = row_sources(registry.lookup_gguf(architecture).gguf.from_gguf,
+                          {name: shape for name, (_, shape) in tensors.items()}, cfg)
+    stacks = [[names[i] for i in dict.fromkeys(labels[:, 0].tolist())] for labels in sources.values()]
+    return kernel_summary({name: t for name, (t, shape) in tensors.items() if len(shape) > 1}, mode,
+                          [stack for stack in stacks if len(stack) > 1])
 
 
 def _half(data: np.ndarray) -> torch.Tensor:
@@ -59,25 +128,22 @@ def _half(data: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(data).view(np.float16)[..., 0].copy())
 
 
-def _q4_0(blocks) -> QuantizedWeight:
-    data, rows = blocks
+def _q4_0(data: np.ndarray, values) -> QuantizedWeight:
     d = _half(data[..., 0:2])  # (rows, blocks)
     low = -8 * d.float()
     mins = low.half() if torch.isfinite(low.half()).all() else low
     scales = d if mins.dtype == torch.float16 else d.float()
-    return QuantizedWeight(_bytes(data[..., 2:18], rows), scales, mins, 32)
+    return QuantizedWeight(_bytes(data[..., 2:18]), scales, mins, 32)
 
 
-def _q4_1(blocks) -> QuantizedWeight:
-    data, rows = blocks
-    return QuantizedWeight(_bytes(data[..., 4:20], rows), _half(data[..., 0:2]), _half(data[..., 2:4]), 32)
+def _q4_1(data: np.ndarray, values) -> QuantizedWeight:
+    return QuantizedWeight(_bytes(data[..., 4:20]), _half(data[..., 0:2]), _half(data[..., 2:4]), 32)
 
 
-def _q4_k(blocks) -> QuantizedWeight:
+def _q4_k(data: np.ndarray, values) -> QuantizedWeight:
     """Super-blocks of 256: d, dmin (fp16), 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
     then 128 bytes where 32-byte chunk c holds sub-block 2c in its low nibbles, 2c + 1 in its high ones."""
-    data, rows = blocks
-    n = data.shape[1]
+    rows, n = data.shape[:2]
     d, dmin = _half(data[..., 0:2]).float(), _half(data[..., 2:4]).float()  # (rows, n)
     packed = data[..., 4:16].astype(np.int32)  # (rows, n, 12)
     first, second, high = packed[..., 0:4], packed[..., 4:8], packed[..., 8:12]
@@ -90,42 +156,117 @@ def _q4_k(blocks) -> QuantizedWeight:
     return QuantizedWeight(pack_int4(values), scales.contiguous(), mins.contiguous(), 32)
 
 
-def _q8_0(blocks) -> QuantizedWeight:
-    data, rows = blocks
+def _q8_0(data: np.ndarray, values) -> QuantizedWeight:
+    rows = data.shape[0]
     q = torch.from_numpy(np.ascontiguousarray(data[..., 2:34]).view(np.int8).copy()).reshape(rows, -1)
     return QuantizedWeight(q, _half(data[..., 0:2]), None, 32)
 
 
-def _q6_k(blocks, values: torch.Tensor) -> QuantizedWeight:
-    """Super-blocks of 256: 6-bit q in 16 groups of 16, each with an int8 scale, times fp16 d: w = d sc
-    (q - 32), exactly. The scales come from the bytes; q - 32 from the values (w / (d sc), exact)."""
-    data, rows = blocks
-    n = data.shape[1]
+def _symmetric(scales_of: Callable[[np.ndarray], torch.Tensor], group_size: int):
+    """The repacking of a type whose blocks are w = s q with q a small integer and s per `group_size`
+    numbers: s from the bytes (`scales_of`: (rows, blocks, bytes) -> (rows, groups)), q = w / s from
+    gguf-py's values, exact (a zero scale holds zeros)."""
+    def repack_symmetric(data: np.ndarray, values) -> QuantizedWeight:
+        scales = scales_of(data)  # (rows, groups)
+        s = scales.float()[..., None]
+        groups = values().reshape(scales.shape[0], -1, group_size)  # (rows, groups, group_size)
+        q = torch.where(s != 0, groups / s.masked_fill(s == 0, 1), 0).round()
+        return QuantizedWeight(q.to(torch.int8).reshape(scales.shape[0], -1), scales.contiguous(), None, group_size)
+    return repack_symmetric
+
+
+def _first_half(data: np.ndarray) -> torch.Tensor:
+    """Q4_0, Q5_0, IQ4_NL: the block's fp16 d in its first two bytes -> (rows, blocks)."""
+    return _half(data[..., 0:2])
+
+
+def _q6_k_scales(data: np.ndarray) -> torch.Tensor:
+    """Q6_K (210 bytes: 128 low bits, 64 high bits, 16 int8 sub-scales, fp16 d) -> d sc (rows, blocks * 16)."""
     sc = torch.from_numpy(np.ascontiguousarray(data[..., 192:208]).view(np.int8).astype(np.float32))  # (rows, n, 16)
-    scales = (_half(data[..., 208:210]).float()[..., None] * sc).reshape(rows, n * 16)
-    groups = values.reshape(rows, n * 16, 16)
-    q = torch.where(scales[..., None] != 0, groups / scales[..., None].masked_fill(scales[..., None] == 0, 1), 0)
-    return QuantizedWeight(q.round().to(torch.int8).reshape(rows, -1), scales.contiguous(), None, 16)
+    return (_half(data[..., 208:210]).float()[..., None] * sc).reshape(data.shape[0], -1)
 
 
-def _bytes(data: np.ndarray, rows: int) -> torch.Tensor:
+def _q3_k_scales(data: np.ndarray) -> torch.Tensor:
+    """Q3_K (110 bytes: 32 high-bit mask, 64 low bits, 12 bytes of 6-bit sub-scales, fp16 d) -> d (sc - 32)
+    (rows, blocks * 16). Sub-scale i's low 4 bits: byte i % 8, nibble i // 8; its high 2: byte 8 + i % 4,
+    bits 2 (i // 4)."""
+    packed = data[..., 96:108]  # (rows, n, 12)
+    low = np.concatenate([packed[..., 0:8] & 0x0F, packed[..., 0:8] >> 4], axis=-1)  # (rows, n, 16)
+    high = np.concatenate([(packed[..., 8:12] >> shift) & 3 for shift in (0, 2, 4, 6)], axis=-1)
+    sc = torch.from_numpy((low | (high << 4)).astype(np.float32) - 32)
+    return (_half(data[..., 108:110]).float()[..., None] * sc).reshape(data.shape[0], -1)
+
+
+def _iq4_xs_scales(data: np.ndarray) -> torch.Tensor:
+    """IQ4_XS (136 bytes: fp16 d, 16 high bits and 4 bytes of low nibbles of 8 6-bit sub-scales, 128 bytes of
+    indices) -> d (ls - 32) (rows, blocks * 8). Sub-scale i: nibble i % 2 of byte 4 + i // 2, bits 2i of the
+    uint16 at byte 2."""
+    low = np.stack([data[..., 4:8] & 0x0F, data[..., 4:8] >> 4], axis=-1).reshape(*data.shape[:2], 8)
+    bits = np.ascontiguousarray(data[..., 2:4]).view(np.uint16)  # (rows, n, 1)
+    high = (bits >> (2 * np.arange(8, dtype=np.uint16))) & 3  # (rows, n, 8)
+    ls = torch.from_numpy((low | (high << 4)).astype(np.float32) - 32)
+    return (_half(data[..., 0:2]).float()[..., None] * ls).reshape(data.shape[0], -1)
+
+
+def _bytes(data: np.ndarray) -> torch.Tensor:
     """(rows, blocks, 16) nibble bytes, already in lmlab's int4 order -> (rows, in / 2) uint8."""
-    return torch.from_numpy(np.ascontiguousarray(data)).reshape(rows, -1)
+    return torch.from_numpy(np.ascontiguousarray(data)).reshape(data.shape[0], -1)
+
+
+_INT4 = "int4 kernel, groups of 32 (exact)"
+_Q8_0 = Kept(_q8_0, "int8 kernel, groups of 32 (exact)")
+_D32 = Kept(_symmetric(_first_half, 32), "int8 kernel, groups of 32 (exact)")
+_IQ4_XS = Kept(_symmetric(_iq4_xs_scales, 32), "int8 kernel, groups of 32 (exact)")
+_Q6_K = Kept(_symmetric(_q6_k_scales, 16), "int8 kernel, groups of 16 (exact)")
+_Q3_K = Kept(_symmetric(_q3_k_scales, 16), "int8 kernel, groups of 16 (exact)")
+KEPT: dict[Q, dict[str, Kept]] = {  # GGUF type -> mode -> how it is held exactly; absent: `REQUANTIZED`
+    Q.Q4_0: {"int4": Kept(_q4_0, _INT4), "int8": _D32},
+    Q.Q4_1: {"int4": Kept(_q4_1, _INT4)},
+    Q.Q4_K: {"int4": Kept(_q4_k, _INT4)},
+    Q.Q5_0: {"int4": _D32, "int8": _D32},
+    Q.Q8_0: {"int4": _Q8_0, "int8": _Q8_0},
+    Q.IQ4_NL: {"int4": _D32, "int8": _D32},
+    Q.IQ4_XS: {"int4": _IQ4_XS, "int8": _IQ4_XS},
+    Q.Q6_K: {"int4": _Q6_K, "int8": _Q6_K},
+    Q.Q3_K: {"int4": _Q3_K, "int8": _Q3_K},
+}
 
 
 def stacked(parts: list[QuantizedWeight | torch.Tensor]) -> QuantizedWeight | torch.Tensor:
     """The parts one under another (rows concatenated): kept in their format when they share it (scales
-    widened to fp32 if their dtypes differ), else dequantized and quantized to int8 per channel."""
+    widened to fp32 if their dtypes differ), or when their exact int8 forms (`_as_int8`) do; else dequantized
+    and quantized to int8 per channel."""
     if all(isinstance(p, torch.Tensor) for p in parts):
         return torch.cat(parts)
-    same = all(isinstance(p, QuantizedWeight) and p.bits == parts[0].bits and p.group_size == parts[0].group_size
-               for p in parts)
-    if not same:
+    if not _same_format(parts):
+        parts = [_as_int8(p) for p in parts]
+    if not _same_format(parts):
         return quantize_int8(torch.cat([dequantize(p) if isinstance(p, QuantizedWeight) else p for p in parts]))
     dtype = torch.float16 if all(p.scales.dtype == torch.float16 for p in parts) else torch.float32
     mins = torch.cat([p.mins.to(dtype) for p in parts]) if parts[0].mins is not None else None
     return QuantizedWeight(torch.cat([p.q for p in parts]), torch.cat([p.scales.to(dtype) for p in parts]), mins,
                            parts[0].group_size)
+
+
+def _same_format(parts: list[QuantizedWeight | torch.Tensor]) -> bool:
+    return all(isinstance(p, QuantizedWeight) and p.bits == parts[0].bits and p.group_size == parts[0].group_size
+               for p in parts)
+
+
+def _as_int8(weight: QuantizedWeight | torch.Tensor) -> QuantizedWeight | torch.Tensor:
+    """An int4 weight whose mins are whole multiples of its scales (Q4_0: m = -8 s) as the int8 weight of the
+    same numbers, w = s (q - k); any other weight as it is."""
+    if not isinstance(weight, QuantizedWeight) or weight.bits != 4:
+        return weight
+    s, m = weight.scales.float(), weight.mins.float()  # (out, groups)
+    k = torch.where(s != 0, -m / s.masked_fill(s == 0, 1), 0)
+    if not ((k == k.round()) & (k >= 0) & (k <= 127) & ((s != 0) | (m == 0))).all():
+        return weight
+    out, width = weight.shape
+    values = unpack_int4(weight.q).reshape(out, -1, weight.group_size).to(torch.int16)  # (out, groups, g)
+    q = (values - k.to(torch.int16)[..., None]).to(torch.int8).reshape(out, width)
+    int8 = QuantizedWeight(q, weight.scales, None, weight.group_size)
+    return int8 if torch.equal(dequantize(int8), dequantize(weight)) else weight
 
 
 def take_rows(weight: QuantizedWeight | torch.Tensor, rows: torch.Tensor) -> QuantizedWeight | torch.Tensor:
