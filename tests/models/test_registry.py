@@ -2,14 +2,16 @@
 dispatch on a directory's model_type through it, and a model_type nobody reads is one error that
 lists everything lmlab reads."""
 
+import importlib.util
 import json
 
 import pytest
 
+from lmlab.config import TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
-from lmlab.models.family import KINDS
+from lmlab.models.family import KINDS, TRAIN
 from lmlab.models.load import load, load_encoder
 from lmlab.models.neural_lm_files import save_neural_lm_dir
 from lmlab.models.presets import preset
@@ -88,3 +90,33 @@ def test_the_other_loaders_name_the_reader_of_a_family_they_do_not_read(tmp_path
         load_encoder(saved_config(tmp_path / "llama", "llama"))
     with pytest.raises(LmlabError, match="elmo model, which lmlab does not read as an encoder-decoder.*lmlab elmo"):
         load_encoder_decoder(saved_config(tmp_path / "elmo", "elmo"))
+
+
+def test_every_family_names_its_config_class_recipe_and_the_command_that_runs_it():
+    from lmlab import api
+    from lmlab.cli import train as cli_train
+
+    for family in registry.FAMILIES.values():
+        assert importlib.util.find_spec(f"lmlab.recipes.{family.recipe}") is not None, family.name
+        assert all(isinstance(cfg, family.config_class) for cfg in family.presets.values()), family.name
+        assert (family.recipe in cli_train.PRESET_RUNNERS) == (family.command == TRAIN), family.name
+        assert family.recipe in api.RECIPES or family.kind == "classic", family.name
+
+
+def test_a_config_s_family_is_its_family_field_or_its_class():
+    assert registry.of_config(preset("llama-tiny")) is registry.FAMILIES["llama"]
+    assert registry.of_config(preset("gru-small")) is registry.FAMILIES["rnn"]
+    with pytest.raises(LmlabError, match="a TrainConfig is the config of no family"):
+        registry.of_config(TrainConfig())
+    with pytest.raises(LmlabError, match="ngram models are fitted, not built; train one with `lmlab train`"):
+        registry.build(preset("trigram-kn"))
+
+
+def test_each_gguf_architecture_is_read_by_one_family_and_another_is_one_error():
+    architectures = registry.gguf_architectures()
+    assert "llama" in architectures and len(set(architectures)) == len(architectures)
+    assert registry.lookup_gguf("llama") is registry.FAMILIES["llama"]
+    with pytest.raises(LmlabError, match=r"^m.gguf: GGUF architecture 'mamba' is not supported yet; lmlab loads: llama"):
+        registry.lookup_gguf("mamba", "m.gguf")
+    with pytest.raises(LmlabError, match="GGUF architecture of type list is not supported"):
+        registry.lookup_gguf(["llama"] * 10**5)
