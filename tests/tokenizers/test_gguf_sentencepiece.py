@@ -1,7 +1,7 @@
 """A GGUF SentencePiece vocabulary (`tokenizer.ggml.model == "llama"`: Llama 2, Mistral, Gemma, Phi-3) gives
 the ids sentencepiece gives with the model it came from: byte fallback, runs of spaces, digits, the prefix
 space or (Gemma) none; in a file llama.cpp's own converter wrote from a Llama directory, the ids
-transformers' tokenizer gives for that directory too."""
+transformers' tokenizer gives for that directory and llama.cpp's own tokenizer gives for the file."""
 
 import json
 import shutil
@@ -68,11 +68,12 @@ def test_a_malformed_sentencepiece_vocabulary_is_one_line(tmp_path):
         tokenizer_from_gguf(meta | {"tokenizer.ggml.model": "bert"})
 
 
-@pytest.mark.slow
-def test_a_gguf_written_by_llama_cpps_converter_gives_transformers_ids(tmp_path):
-    """Texts that start with a space are compared with sentencepiece: transformers' LlamaTokenizer built from
-    tokenizer.model leaves out the prefix space there (see test_sentencepiece_dirs.py), llama.cpp does not."""
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """(a GGUF file llama.cpp's own converter wrote, the tiny random Llama directory it wrote it from, whose
+    tokenizer is a trained tokenizer.model and no tokenizer.json)."""
     transformers = pytest.importorskip("transformers")
+    tmp_path = tmp_path_factory.mktemp("converted")
     converter = extracted_converter(tmp_path / "llama.cpp")
     hf_dir = tmp_path / "llama"
     config = transformers.LlamaConfig(vocab_size=500, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -81,7 +82,16 @@ def test_a_gguf_written_by_llama_cpps_converter_gives_transformers_ids(tmp_path)
     shutil.copy(trained(tmp_path, "llama"), hf_dir / "tokenizer.model")
     (hf_dir / "tokenizer_config.json").write_text(json.dumps(
         {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "legacy": False}))
-    metadata = read_gguf(convert_hf_to_gguf(converter, hf_dir, tmp_path / "llama.gguf")).metadata
+    return convert_hf_to_gguf(converter, hf_dir, tmp_path / "llama.gguf"), hf_dir
+
+
+@pytest.mark.slow
+def test_a_gguf_written_by_llama_cpps_converter_gives_transformers_ids(converted):
+    """Texts that start with a space are compared with sentencepiece: transformers' LlamaTokenizer built from
+    tokenizer.model leaves out the prefix space there (see test_sentencepiece_dirs.py), llama.cpp does not."""
+    transformers = pytest.importorskip("transformers")
+    gguf, hf_dir = converted
+    metadata = read_gguf(gguf).metadata
     assert metadata["tokenizer.ggml.model"] == "llama"
     ours = tokenizer_from_gguf(metadata)
     theirs = transformers.AutoTokenizer.from_pretrained(hf_dir)
@@ -89,3 +99,14 @@ def test_a_gguf_written_by_llama_cpps_converter_gives_transformers_ids(tmp_path)
     for text in HELD_OUT + COMPATIBILITY:
         expected = sentencepiece.encode(text) if text[:1].isspace() else theirs.encode(text, add_special_tokens=False)
         assert ours.encode(text) == expected, text
+
+
+@pytest.mark.slow
+def test_a_gguf_written_by_llama_cpps_converter_gives_llama_cpps_ids(converted):
+    """Special tokens inside the text too: llama.cpp puts the prefix space after each, and so does lmlab."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    gguf, _ = converted
+    reference = llama_cpp.Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    ours = tokenizer_from_gguf(read_gguf(gguf).metadata)
+    for text in HELD_OUT + COMPATIBILITY + ["a</s>b <s> c", "x<unk>y"]:
+        assert ours.encode(text) == reference.tokenize(text.encode(), add_bos=False, special=True), text
