@@ -1,16 +1,18 @@
 """A GGUF vocabulary is split before BPE the way its `tokenizer.ggml.pre` names: for each name lmlab
 implements, the ids equal those of an HF `tokenizers` pipeline built as that family's own tokenizer.json
-describes it (GPT-2, Llama 3, Qwen2, SmolLM), with a vocabulary trained through that pipeline; any other
-name is refused."""
+describes it (GPT-2, Llama 3, Qwen2, SmolLM), with a vocabulary trained through that pipeline, and those
+llama.cpp's own tokenizer gives (llama-cpp-python) with a vocabulary whose merges cross every boundary;
+any other name is refused."""
 
 import functools
 import json
 
+import gguf
 import pytest
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.gguf import CONTROL, NORMAL, tokenizer_from_gguf
+from lmlab.tokenizers.gguf import CONTROL, NORMAL, PRE_TOKENIZERS, tokenizer_from_gguf
 
 # The split patterns as published in each family's tokenizer.json.
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
@@ -55,6 +57,14 @@ def split_smollm() -> Tokenizer:
 def split_gpt2() -> Tokenizer:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return tokenizer
+
+
+def split_nothing() -> Tokenizer:
+    """A byte-level BPE whose merges cross every boundary (nothing splits the text before it): on its
+    vocabulary, two splits that differ anywhere give different ids."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     return tokenizer
 
 
@@ -104,3 +114,38 @@ def test_an_unimplemented_pre_tokenizer_is_refused(pre):
     meta = gguf_metadata(trained(split_gpt2), pre)
     with pytest.raises(LmlabError, match=r"tokenizer\.ggml\.pre=.* lmlab does not implement; it reads .*qwen2"):
         tokenizer_from_gguf(meta)
+
+
+def vocabulary_gguf(path, meta: dict):
+    """A GGUF file holding a tokenizer's metadata `meta` and a tiny Llama's hyperparameters, no tensors: what
+    llama.cpp reads with vocab_only."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_embedding_length(16)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(32)
+    writer.add_head_count(2)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_tokenizer_model(meta["tokenizer.ggml.model"])
+    writer.add_tokenizer_pre(meta["tokenizer.ggml.pre"])
+    writer.add_token_list(meta["tokenizer.ggml.tokens"])
+    writer.add_token_types(meta["tokenizer.ggml.token_type"])
+    writer.add_token_merges(meta["tokenizer.ggml.merges"])
+    writer.add_eos_token_id(meta["tokenizer.ggml.eos_token_id"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("pre", sorted(set(PRE_TOKENIZERS) - {"default"}))  # "default": transformers' reading
+def test_gguf_tokenizer_gives_llama_cpps_ids(tmp_path, pre):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    meta = gguf_metadata(trained(split_nothing), pre)
+    reference = llama_cpp.Llama(model_path=str(vocabulary_gguf(tmp_path / "vocab.gguf", meta)), vocab_only=True,
+                                verbose=False)
+    ours = tokenizer_from_gguf(meta)
+    for text in TEXTS + ["x" * 5 + "   " + "9" * 20 + "\n\n  \t", "I'M YOU'RE <|endoftext|>x"]:
+        assert ours.encode(text) == reference.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
