@@ -87,10 +87,9 @@ def save_hf_encoder_dir(model: torch.nn.Module, directory: str | Path, tokenizer
     """Write the bare encoder `model` (and `tokenizer`, an HF `tokenizers.Tokenizer`) as an HF directory
     that `load_hf_encoder_dir` and transformers' `AutoModel.from_pretrained` read, atomically."""
     cfg = model.config
-    architecture = {"bert": "BertModel", "roberta": "RobertaModel", "albert": "AlbertModel",
-                    "electra": "ElectraModel", "deberta": "DebertaV2Model"}[cfg.family]
-    return _write_dir(directory, cfg, architecture,
-                      converter(cfg.family).to_hf(model.state_dict(), cfg) | core_weights(model), tokenizer)
+    convert = converter(cfg.family)
+    return _write_dir(directory, cfg, convert.ENCODER_ARCHITECTURE,
+                      convert.to_hf(model.state_dict(), cfg) | core_weights(model), tokenizer)
 
 
 def core_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -13,6 +13,7 @@ from lmlab.errors import LmlabError
 from lmlab.models.layer_names import layers_from_hf, layers_to_hf
 
 BASE_PREFIX = "albert."
+ENCODER_ARCHITECTURE = "AlbertModel"  # HF's class of the bare encoder (`save_hf_encoder_dir`)
 PRETRAINING_ARCHITECTURE = "AlbertForPreTraining"
 _HF_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
 _LAYER = {  # our name (after block.) -> HF name (after _HF_LAYER)

@@ -91,6 +91,7 @@ def to_hf(state: dict[str, torch.Tensor], cfg: EncoderConfig) -> dict[str, torch
 # The pre-training heads (BertForPreTraining): our `mlm.*` / `pair.*` name -> HF name. The MLM
 # decoder matrix is the word-embedding matrix (tied), so it is in neither table.
 BASE_PREFIX = "bert."
+ENCODER_ARCHITECTURE = "BertModel"  # HF's class of the bare encoder (`save_hf_encoder_dir`)
 PRETRAINING_ARCHITECTURE = "BertForPreTraining"
 MLM_HEAD = {
     "dense.weight": "cls.predictions.transform.dense.weight", "dense.bias": "cls.predictions.transform.dense.bias",

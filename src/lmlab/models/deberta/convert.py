@@ -23,9 +23,10 @@ from lmlab.errors import LmlabError
 from lmlab.models.layer_names import layers_from_hf, layers_to_hf
 
 BASE_PREFIX = "deberta."
+ENCODER_ARCHITECTURE = "DebertaV2Model"  # HF's class of the bare encoder (`save_hf_encoder_dir`)
 PRETRAINING_ARCHITECTURE = "DebertaV2ForMaskedLM"
 GENERATOR_ARCHITECTURE = "DebertaV2ForMaskedLM"
-DISCRIMINATOR_ARCHITECTURE = "DebertaV2Model"  # HF has no replaced-token class; the RTD head rides along
+DISCRIMINATOR_ARCHITECTURE = ENCODER_ARCHITECTURE  # HF has no replaced-token class; the RTD head rides along
 MLM_HEAD = {"dense.weight": "lm_predictions.lm_head.dense.weight", "dense.bias": "lm_predictions.lm_head.dense.bias",
             "norm.weight": "lm_predictions.lm_head.LayerNorm.weight",
             "norm.bias": "lm_predictions.lm_head.LayerNorm.bias", "bias": "lm_predictions.lm_head.bias"}

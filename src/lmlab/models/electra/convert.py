@@ -12,6 +12,7 @@ from lmlab.errors import LmlabError
 from lmlab.models.bert import convert as bert
 
 BASE_PREFIX = "electra."
+ENCODER_ARCHITECTURE = "ElectraModel"  # HF's class of the bare encoder (`save_hf_encoder_dir`)
 PRETRAINING_ARCHITECTURE = "ElectraForPreTraining"
 DISCRIMINATOR_ARCHITECTURE = PRETRAINING_ARCHITECTURE  # the replaced-token model is ELECTRA's pre-training one
 GENERATOR_ARCHITECTURE = "ElectraForMaskedLM"

@@ -11,6 +11,7 @@ from lmlab.config import EncoderConfig
 from lmlab.models.bert import convert as bert
 
 BASE_PREFIX = "roberta."
+ENCODER_ARCHITECTURE = "RobertaModel"  # HF's class of the bare encoder (`save_hf_encoder_dir`)
 PRETRAINING_ARCHITECTURE = "RobertaForMaskedLM"
 MLM_HEAD = {"dense.weight": "lm_head.dense.weight", "dense.bias": "lm_head.dense.bias",
             "norm.weight": "lm_head.layer_norm.weight", "norm.bias": "lm_head.layer_norm.bias", "bias": "lm_head.bias"}
