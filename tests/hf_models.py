@@ -52,12 +52,27 @@ FAMILY_TINY = {
                  sliding_window=5, tie_embeddings=False),
     "phi3-tied-no-window": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=6, n_kv_heads=1, d_model=36,
                                 d_ff=40, sliding_window=None, tie_embeddings=True),
+    "gemma2": dict(vocab_size=97, context_length=48, n_layers=3, n_heads=4, n_kv_heads=2, d_model=40, d_ff=56,
+                   head_size=12, embedding_scale=40**0.5, attention_scale=10**-0.5, attention_softcap=0.5,
+                   logit_softcap=2.0, sliding_window=5, global_every=2, rope_base=1000.0, tie_embeddings=True),
+    "gemma2-untied": dict(vocab_size=101, context_length=48, n_layers=3, n_heads=3, n_kv_heads=1, d_model=36, d_ff=44,
+                          head_size=10, embedding_scale=36**0.5, attention_scale=20**-0.5, attention_softcap=0.5,
+                          logit_softcap=2.0, sliding_window=4, global_every=3, tie_embeddings=False),
+    "gemma3": dict(vocab_size=97, context_length=48, n_layers=4, n_heads=6, n_kv_heads=2, d_model=36, d_ff=52,
+                   head_size=8, embedding_scale=36**0.5, attention_scale=16**-0.5, sliding_window=5, global_every=2,
+                   rope_base=10000.0, rope_local_base=100.0, tie_embeddings=True),
+    "gemma3-linear-rope": dict(vocab_size=101, context_length=64, n_layers=3, n_heads=4, n_kv_heads=2, d_model=44,
+                               d_ff=40, head_size=14, embedding_scale=44**0.5, attention_scale=12**-0.5,
+                               logit_softcap=3.0, sliding_window=4, global_every=3, rope_base=1e6,
+                               rope_local_base=1e4, rope_scaling="linear", rope_factor=8.0, tie_embeddings=False),
 }
 FAMILY_PRESET = {"mistral": "mistral-tiny", "mistral-no-window": "mistral-tiny", "qwen2": "qwen2-tiny",
                  "qwen2-untied": "qwen2-tiny", "llama-llama3-rope": "llama-tiny", "llama-linear-rope": "llama-tiny",
                  "qwen2-yarn-rope": "qwen2-tiny"}
 FAMILY_PRESET |= {"qwen3": "qwen3-tiny", "qwen3-untied": "qwen3-tiny", "olmo2": "olmo2-tiny",
                   "olmo2-tied-mha": "olmo2-tiny", "phi3": "phi3-tiny", "phi3-tied-no-window": "phi3-tiny"}
+FAMILY_PRESET |= {"gemma2": "gemma2-tiny", "gemma2-untied": "gemma2-tiny", "gemma3": "gemma3-tiny",
+                  "gemma3-linear-rope": "gemma3-tiny"}
 
 
 def hf_model(cfg):

@@ -16,6 +16,8 @@ from lmlab.models.deberta.family import FAMILY as DEBERTA
 from lmlab.models.electra.family import FAMILY as ELECTRA
 from lmlab.models.elmo.family import FAMILY as ELMO
 from lmlab.models.family import KINDS, Family, Kind
+from lmlab.models.gemma2.family import FAMILY as GEMMA2
+from lmlab.models.gemma3.family import FAMILY as GEMMA3
 from lmlab.models.gpt2.family import FAMILY as GPT2
 from lmlab.models.llama.family import FAMILY as LLAMA
 from lmlab.models.mistral.family import FAMILY as MISTRAL
@@ -38,6 +40,8 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     LLAMA,
     MISTRAL,
     QWEN2,
+    GEMMA2,
+    GEMMA3,
     QWEN3,
     PHI3,
     OLMO2,

@@ -1,0 +1,123 @@
+"""Gemma 2 <-> Hugging Face `Gemma2ForCausalLM`: Llama with (1 + w) RMSNorms before and after each sublayer
+(the "sandwich"), token embeddings times sqrt(d_model), the tanh-GELU gated feed-forward (GeGLU), queries
+scaled by query_pre_attn_scalar ** -0.5, attention scores and final logits soft-capped, and local layers
+(a sliding window) alternating with global ones, the first layer local. Gemma 3 is a diff of this one.
+"""
+
+import torch
+
+from lmlab.config import ModelConfig
+from lmlab.errors import LmlabError
+from lmlab.io.hf import check_fixed_keys
+from lmlab.models.llama import convert as llama
+
+# HF's four norms of a layer -> ours: input_layernorm before attention, post_attention_layernorm on its
+# output (inside the residual), pre_ and post_feedforward_layernorm around the feed-forward
+SANDWICH = {"post_norm1.weight": "post_attention_layernorm.weight", "norm2.weight": "pre_feedforward_layernorm.weight",
+            "post_norm2.weight": "post_feedforward_layernorm.weight"}
+# HF stores w and computes x (1 + w); our RMSNorm's weight is 1 + w (initialised to 1, so a model trained
+# from scratch starts where Gemma's zero-initialised w does, and trains the same)
+LAYOUT = llama.LAYOUT.replace(layer=llama.LAYOUT.layer | SANDWICH, norm_offset=1.0)
+
+# What Gemma2ForCausalLM computes beyond the keys read below: each key must hold a value lmlab computes,
+# the first being transformers' default (see llama.FIXED_KEYS for the keys that change nothing).
+FIXED_KEYS = {"hidden_activation": ("gelu_pytorch_tanh",), "attention_bias": (False,),
+              "use_bidirectional_attention": (None, False)}
+# transformers' defaults for the keys a Gemma config.json may leave out, where they differ from Llama's
+DEFAULTS = {"head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 4096, "tie_word_embeddings": True,
+            "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
+LOCAL, GLOBAL = "sliding_attention", "full_attention"  # the layer_types of config.json
+
+
+def config_from_hf(hf: dict) -> ModelConfig:
+    check_hf_keys(hf)
+    hf = DEFAULTS | hf
+    return llama.decoder_config(hf, "gemma2", **gemma_settings(hf, every=2),
+                                attention_softcap=hf["attn_logit_softcapping"],
+                                logit_softcap=hf["final_logit_softcapping"])
+
+
+def check_hf_keys(hf: dict) -> None:
+    check_fixed_keys(hf, FIXED_KEYS, "gemma2")
+    llama.rope_settings(hf)
+
+
+def gemma_settings(hf: dict, every: int) -> dict:
+    """Our settings of what Gemma 2 and 3 share, for config.json `hf` (with `DEFAULTS` filled in); `every`:
+    the family's global layer every so many layers when config.json has no `layer_types`."""
+    n_layers = hf["num_hidden_layers"]
+    types = hf.get("layer_types") or [GLOBAL if (i + 1) % every == 0 else LOCAL for i in range(n_layers)]
+    global_every = window_pattern(types, n_layers)
+    window = None if global_every == 1 else hf["sliding_window"]
+    if window is None and global_every != 1:
+        raise LmlabError(f"layer_types has {LOCAL} layers but sliding_window is null; set their window")
+    return dict(norm_placement="sandwich", ffn="geglu", embedding_scale=hf["hidden_size"] ** 0.5,
+                attention_scale=hf["query_pre_attn_scalar"] ** -0.5, sliding_window=window,
+                global_every=0 if global_every == 1 else global_every)
+
+
+def window_pattern(types, n_layers: int) -> int:
+    """Every how many layers config.json's `layer_types` puts a global layer, the others local (0: none is
+    global; 1: all are); any other list is refused: lmlab's local and global layers follow that pattern."""
+    if not isinstance(types, list) or len(types) != n_layers or not set(types) <= {LOCAL, GLOBAL}:
+        raise LmlabError(f"layer_types must list {LOCAL!r} or {GLOBAL!r} for each of the {n_layers} layers")
+    every = types.index(GLOBAL) + 1 if GLOBAL in types else 0
+    if types != layer_types(every, n_layers):
+        raise LmlabError(f"layer_types {types} is not a global layer every k layers, the rest local; lmlab "
+                         "computes that pattern only")
+    return every
+
+
+def layer_types(every: int, n_layers: int) -> list[str]:
+    """config.json's layer_types for a global layer every `every` layers (0: none), the others local."""
+    return [GLOBAL if every and (i + 1) % every == 0 else LOCAL for i in range(n_layers)]
+
+
+# The settings the transformers class computes whatever its config.json says, per family
+GEMMA2 = dict(norm="rmsnorm", norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
+              qkv_bias=False, qk_norm="none", rope_local_base=None)
+
+
+def check_config(cfg: ModelConfig, fixed: dict = GEMMA2) -> None:
+    """Refuse a Gemma config that its transformers class cannot compute (a preset's width changed without
+    its embedding scale, say), before a model is built or saved: its `fixed` settings, an embedding scale of
+    sqrt(d_model), and a query scale that is query_pre_attn_scalar ** -0.5 for a whole query_pre_attn_scalar."""
+    for name, value in fixed.items():
+        if getattr(cfg, name) != value:
+            raise LmlabError(f"{name}={getattr(cfg, name)!r}, but a {cfg.family} model has {name}={value!r} (what "
+                             "transformers computes for it); drop that setting, or pick another family")
+    if cfg.embedding_scale != cfg.d_model ** 0.5:
+        raise LmlabError(f"a {cfg.family} model's embedding_scale is sqrt(d_model) = {cfg.d_model ** 0.5!r}, not "
+                         f"{cfg.embedding_scale!r}; set --embedding-scale {cfg.d_model ** 0.5!r}")
+    scalar = query_pre_attn_scalar(cfg)
+    if cfg.attention_scale is not None and scalar ** -0.5 != cfg.attention_scale:
+        raise LmlabError(f"a {cfg.family} model's attention_scale is query_pre_attn_scalar ** -0.5 for a whole "
+                         f"number, not {cfg.attention_scale!r}; set --attention-scale {scalar ** -0.5!r}")
+
+
+def query_pre_attn_scalar(cfg: ModelConfig) -> int:
+    """config.json's query_pre_attn_scalar (an integer) for our attention_scale (None: 1 / sqrt(head size))."""
+    return cfg.head_dim if cfg.attention_scale is None else round(cfg.attention_scale ** -2)
+
+
+def gemma_to_hf(cfg: ModelConfig, architecture: str, model_type: str) -> dict:
+    """The config.json keys Gemma 2 and 3 share. transformers builds both masks whatever the layers, so a
+    model without local layers still gets a sliding_window (its context, which no layer uses)."""
+    return llama.decoder_config_to_hf(cfg, architecture, model_type) | {
+        "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False,
+        "query_pre_attn_scalar": query_pre_attn_scalar(cfg), "sliding_window": cfg.sliding_window or cfg.context_length,
+        "layer_types": layer_types(cfg.global_every if cfg.sliding_window else 1, cfg.n_layers),
+        "final_logit_softcapping": cfg.logit_softcap}
+
+
+def config_to_hf(cfg: ModelConfig) -> dict:
+    check_config(cfg)
+    return gemma_to_hf(cfg, "Gemma2ForCausalLM", "gemma2") | {"attn_logit_softcapping": cfg.attention_softcap}
+
+
+def from_hf(hf_state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    return llama.from_hf(hf_state, cfg, LAYOUT)
+
+
+def to_hf(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    return llama.to_hf(state, cfg, LAYOUT)
