@@ -109,7 +109,7 @@ def test_a_file_without_a_pre_tokenizer_reads_as_default():
     assert tokenizer_from_gguf(meta).encode(TEXTS[0]) == reference.encode(TEXTS[0]).ids
 
 
-@pytest.mark.parametrize("pre", ["tekken", "deepseek-llm", "made-up", "", 3, None, ["qwen2"]])
+@pytest.mark.parametrize("pre", ["gpt-4o", "deepseek-llm", "made-up", "", 3, None, ["qwen2"]])
 def test_an_unimplemented_pre_tokenizer_is_refused(pre):
     meta = gguf_metadata(trained(split_gpt2), pre)
     with pytest.raises(LmlabError, match=r"tokenizer\.ggml\.pre=.* lmlab does not implement; it reads .*qwen2"):
@@ -147,5 +147,6 @@ def test_gguf_tokenizer_gives_llama_cpps_ids(tmp_path, pre):
     reference = llama_cpp.Llama(model_path=str(vocabulary_gguf(tmp_path / "vocab.gguf", meta)), vocab_only=True,
                                 verbose=False)
     ours = tokenizer_from_gguf(meta)
-    for text in TEXTS + ["x" * 5 + "   " + "9" * 20 + "\n\n  \t", "I'M YOU'RE <|endoftext|>x"]:
+    cases = ["getHTTPResponseCode XMLHttpRequest iPhone McDonald's ǅungla ÉCOLE école Ǆ", "a/b//c\n/ d"]
+    for text in TEXTS + cases + ["x" * 5 + "   " + "9" * 20 + "\n\n  \t", "I'M YOU'RE <|endoftext|>x"]:
         assert ours.encode(text) == reference.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
