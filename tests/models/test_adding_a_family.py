@@ -44,7 +44,7 @@ CONVERT = SimpleNamespace(
     from_hf=llama_convert.from_hf, to_hf=llama_convert.to_hf)
 GGUF = SimpleNamespace(
     ARCHITECTURE=TOY,
-    config_from_gguf=lambda meta, shapes: llama_gguf.config_from_gguf(meta, shapes).replace(family=TOY),
+    config_from_gguf=lambda meta, shapes, values: llama_gguf.config_from_gguf(meta, shapes, values).replace(family=TOY),
     from_gguf=llama_gguf.from_gguf, to_gguf=llama_gguf.to_gguf, config_to_gguf=llama_gguf.config_to_gguf)
 
 

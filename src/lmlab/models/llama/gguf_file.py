@@ -112,7 +112,8 @@ def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextToken
     source = contents.source
     family = registry.lookup_gguf(contents.metadata.get("general.architecture"), source).gguf
     shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
-    cfg = config_from(source, lambda: family.config_from_gguf(contents.metadata, shapes), "download the file again")
+    cfg = config_from(source, lambda: family.config_from_gguf(
+        contents.metadata, shapes, lambda name: dequantize_tensor(contents.tensors[name])), "download the file again")
     tokenizer = tokenizer_from_gguf(contents.metadata)  # before the slow part, so its errors come at once
     if tokenizer.vocab_size > cfg.vocab_size:
         raise LmlabError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but token_embd.weight only "

@@ -3,7 +3,7 @@
 from lmlab.config import PRESETS, ModelConfig
 from lmlab.models.decoder import build_decoder
 from lmlab.models.family import LOAD, Family
-from lmlab.models.phi3 import convert
+from lmlab.models.phi3 import convert, gguf
 
-FAMILY = Family("phi3", "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=convert,
+FAMILY = Family("phi3", "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=convert, gguf=gguf,
                 objective="causal_lm", presets={name: cfg for name, cfg in PRESETS.items() if cfg.family == "phi3"})
