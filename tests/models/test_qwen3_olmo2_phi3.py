@@ -44,6 +44,13 @@ def test_a_published_config_reads_as_its_preset(name):
     assert family(hf["model_type"]).config_from_hf(hf) == lmlab.preset(name)
 
 
+def test_qwen3_reads_the_yarn_scaling_its_model_cards_suggest():
+    hf = PUBLISHED["qwen3-0.6b"] | dict(rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                      "original_max_position_embeddings": 32768})
+    assert family("qwen3").config_from_hf(hf) == lmlab.preset("qwen3-0.6b", rope_scaling="yarn", rope_factor=4.0,
+                                                              rope_original_context=32768)
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("name", ["qwen3", "olmo2-tied-mha", "phi3"])
 def test_a_directory_transformers_saved_loads_with_its_logits(name, tmp_path):
