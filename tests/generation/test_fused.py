@@ -1,7 +1,9 @@
 """The fused C++ decoding step (`generation/fused.py`, `kernels/decoder_step.cpp`) computes what the modules
 compute: the same logits up to float rounding, the same keys and values in the cache, the same greedy and
-seeded-sampling tokens, rows at any positions (left-padded batches, the engine's slots); it takes only the
-models it computes exactly."""
+seeded-sampling tokens, rows at any positions (left-padded batches, the engine's slots), for Llama and each
+setting of today's Llama-like families; it takes only the models it computes exactly, and says why not."""
+
+import copy
 
 import pytest
 import torch
@@ -11,11 +13,13 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
-from lmlab.generation.fused import fused_step
+from lmlab.config import ModelConfig
+from lmlab.generation.fused import fused_step, fused_step_refusal
 from lmlab.generation.layout import decoding_view
+from lmlab.inference.engine import Engine
 from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
-from lmlab.models.quantize import quantize_model
+from lmlab.models.quantize import quantize_model, quantized_decoder, quantized_state
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 
@@ -28,6 +32,35 @@ def tiny(mode: str = "int4", family: str = "llama", group_size: int = 32, tie: b
                  tie_embeddings=tie, **({"n_kv_heads": kv_heads} if family == "llama" else {}))
     model = build_decoder(cfg).eval()
     return quantize_model(model, mode, group_size) if mode != "fp32" else model
+
+
+# Each setting of today's Llama-like families (models/decoder.py builds them) on one small random shape with
+# windows shorter than the prompts and a head size of its own where the family has one
+SETTINGS = {
+    "qkv bias (Qwen2)": dict(qkv_bias=True),
+    "q/k norms per head, own head size (Qwen3)": dict(qk_norm="head", head_size=24),
+    "q/k norms over all heads, output norms (OLMo 2)": dict(qk_norm="all", norm_placement="output", n_kv_heads=4),
+    "sliding window (Mistral, Phi-3)": dict(sliding_window=5, tie_embeddings=False),
+    "Gemma 2": dict(ffn="geglu", norm_placement="sandwich", embedding_scale=8.0, attention_scale=0.3,
+                    attention_softcap=0.5, logit_softcap=0.8, sliding_window=4, global_every=2, head_size=32),
+    "Gemma 3": dict(ffn="geglu", norm_placement="sandwich", qk_norm="head", embedding_scale=8.0, attention_scale=0.15,
+                    sliding_window=4, global_every=3, rope_local_base=1e2, head_size=32, n_kv_heads=1),
+    "yarn RoPE scaling": dict(rope_scaling="yarn", rope_factor=4.0, rope_original_context=16),
+}
+
+
+def with_setting(name: str, mode: str = "int4") -> torch.nn.Module:
+    """A random 4-layer decoder with SETTINGS[name], its norms and biases away from 1 and 0, quantized (or fp32)."""
+    torch.manual_seed(1)
+    llama = dict(vocab_size=120, context_length=64, n_layers=4, n_heads=4, n_kv_heads=2, d_model=64, d_ff=96,
+                 norm="rmsnorm", norm_eps=1e-6, ffn="swiglu", positions="rope", bias=False)
+    cfg = ModelConfig(family="llama", **{**llama, **SETTINGS[name]})
+    model = build_decoder(cfg).eval()
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if "norm" in key or key.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.2)
+    return quantize_model(model, mode, 32) if mode != "fp32" else model
 
 
 def eager(model, prompts, config):
@@ -70,23 +103,76 @@ def test_generation_gives_the_modules_tokens(config):
         assert [g.token_ids for g in generate_batch(model, prompts, config)] == eager(model, prompts, config)
 
 
+def recorded(model, prompts, config, fused: bool = True):
+    """generate_batch's tokens and the logits (steps, B, V) of every step after the first, with the fused step or
+    through the modules."""
+    seen = []
+    real = decode.token_steps
+
+    def spy(logits, advance, *rest):
+        return real(logits, lambda token: seen.append(advance(token)) or seen[-1], *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "token_steps", spy)
+        if not fused:
+            patch.setattr(decode, "fused_step", lambda model: None)
+        tokens = [g.token_ids for g in generate_batch(model, prompts, config)]
+    return tokens, torch.stack(seen)
+
+
+@pytest.mark.parametrize("mode", ["int4", "int8"])
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_each_setting_of_the_families_is_fused_with_the_modules_logits_and_tokens(setting, mode):
+    model = with_setting(setting, mode)
+    assert fused_step_refusal(model) is None and fused_step(model) is not None
+    prompts = [[4, 8, 15, 16, 23, 42, 7, 99, 3], [9, 9, 1], [1, 2, 3, 4, 5, 6]]  # left-padded, past every window
+    config = GenerationConfig(max_new_tokens=12, temperature=0.0)
+    tokens, logits = recorded(model, prompts, config)
+    eager_tokens, eager_logits = recorded(model, prompts, config, fused=False)
+    assert tokens == eager_tokens
+    torch.testing.assert_close(logits, eager_logits, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("setting", ["Gemma 2", "q/k norms over all heads, output norms (OLMo 2)"])
+def test_each_setting_quantizes_near_its_float_model_and_reads_back(setting):
+    """int8 / int4 keep the norms (q/k, post) and biases as they are: logits near the float model's (random
+    weights of 64 columns round coarsely), read back exactly."""
+    model = with_setting(setting, "fp32")
+    ids = torch.tensor([[4, 8, 15, 16, 23, 42, 7, 99, 3]])
+    floats = dict(model.named_parameters())
+    with torch.no_grad():
+        reference = model(ids)
+        for mode, error in (("int8", 0.05), ("int4", 0.3)):
+            quantized = quantize_model(copy.deepcopy(model), mode, 32)
+            kept = dict(quantized.named_parameters())
+            assert kept and all(torch.equal(p, floats[key]) for key, p in kept.items())
+            logits = quantized(ids)
+            assert (logits - reference).norm() / reference.norm() < error
+            assert torch.equal(quantized_decoder(model.config, quantized_state(quantized))(ids), logits)
+
+
 def test_only_the_decoders_it_computes_exactly_are_fused():
     assert fused_step(tiny("int4")) is not None
     assert fused_step(tiny("fp32")) is None  # float weights: the modules (or compiled_decoder)
+    assert "float" in fused_step_refusal(tiny("fp32"))
     assert fused_step(tiny("int4", family="gpt2")) is None  # LayerNorm, GELU, biases, learned positions
+    assert "GPT-2" in fused_step_refusal(tiny("int4", family="gpt2"))
     maps = tiny("int4")
     maps.blocks[1].attention.need_weights = True  # someone is reading attention maps
-    assert fused_step(maps) is None
+    assert fused_step(maps) is None and "attention maps" in fused_step_refusal(maps)
     training = tiny("int4").train()
     training.blocks[0].dropout.p = 0.1
-    assert fused_step(training) is None
+    assert fused_step(training) is None and "dropout" in fused_step_refusal(training)
     hooked = tiny("int4")
     handle = hooked.blocks[2].register_forward_hook(lambda module, args, output: None)  # an inspect tool
-    assert fused_step(hooked) is None
+    assert fused_step(hooked) is None and "hook" in fused_step_refusal(hooked)
     handle.remove()
-    assert fused_step(hooked) is not None
+    assert fused_step(hooked) is not None and fused_step_refusal(hooked) is None
     with torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: None):
         assert fused_step(hooked) is None
+    mixed = with_setting("Gemma 2")
+    mixed.blocks[1].feed_forward.activation = torch.nn.functional.gelu  # exact GELU: a gate the step does not take
+    assert fused_step(mixed) is None and "feed-forward" in fused_step_refusal(mixed)
 
 
 def test_a_compiled_view_of_a_quantized_model_runs_the_fused_step(monkeypatch):
@@ -99,9 +185,10 @@ def test_a_compiled_view_of_a_quantized_model_runs_the_fused_step(monkeypatch):
     assert len(calls) == 1 and tokens == eager(model, [[7], [4, 8, 15]], config)  # nothing compiled
 
 
-def test_rows_at_their_own_positions_give_what_each_gives_alone():
+@pytest.mark.parametrize("setting", ["Llama", *SETTINGS])
+def test_rows_at_their_own_positions_give_what_each_gives_alone(setting):
     """The serving engine's slots: each row of the cache at its own length."""
-    model = tiny("int4")
+    model = tiny("int4") if setting == "Llama" else with_setting(setting)
     step = fused_step(model)
     prompts = [[4, 8, 15, 16, 23, 42, 7], [9, 9], [1, 2, 3, 4]]
     with torch.inference_mode():
@@ -110,7 +197,7 @@ def test_rows_at_their_own_positions_give_what_each_gives_alone():
         for row, prompt in enumerate(prompts):
             own = new_cache(model, 1, 20)
             last_logits(model, torch.tensor([prompt]), None, own)
-            for layer in range(3):
+            for layer in range(len(model.blocks)):
                 shared.k[layer][row] = own.k[layer][0]
                 shared.v[layer][row] = own.v[layer][0]
             alone.append((own, step(torch.tensor([row + 5]), own.k, own.v, [len(prompt)])))
@@ -119,6 +206,26 @@ def test_rows_at_their_own_positions_give_what_each_gives_alone():
         torch.testing.assert_close(together[row], logits[0], rtol=1e-5, atol=1e-5)
         n = len(prompts[row]) + 1
         torch.testing.assert_close(shared.k[2][row, :, :n], own.k[2][0, :, :n], rtol=1e-5, atol=1e-5)
+
+
+class Digits:
+    """Just enough of a tokenizer for the engine: token i is the text str(i % 10), no stop tokens."""
+
+    stop_ids = ()
+
+    def decode(self, ids, **kwargs) -> str:
+        return "".join(str(i % 10) for i in ids)
+
+
+@pytest.mark.parametrize("setting", ["Gemma 2", "Gemma 3"])
+def test_the_engine_serves_each_slot_what_it_gets_alone(setting):
+    model = with_setting(setting)
+    prompts = [[4, 8, 15, 16, 23, 42, 7, 99, 3], [9, 9, 1], [1, 2, 3, 4, 5, 6], [7]]
+    config = GenerationConfig(max_new_tokens=10, temperature=0.0)
+    with Engine(model, Digits(), slots=3) as engine:
+        assert engine._fused is not None
+        served = [[t for chunk in engine.submit(p, config) for t in chunk.token_ids] for p in prompts]
+    assert served == [eager(model, [p], config)[0] for p in prompts]
 
 
 def test_long_contexts_attend_on_every_thread_as_on_one():

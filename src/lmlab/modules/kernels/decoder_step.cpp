@@ -7,18 +7,25 @@
 // `int8_linear` (threaded the same way), the rest as plain loops over one row at a time, attention threaded
 // over heads once the context is long enough to pay for it.
 //
-// The model it runs (checked on the Python side, generation/fused.py, which builds the arguments):
-//   h = embedding rows (B, C) of the new tokens, row b at position p_b, stored at column c_b >= p_b of its
-//       cache row (c_b = p_b but in a left-padded batch, whose row b begins after c_b - p_b padding columns)
-//   per layer:  a = rms_norm(h) -> qkv = a Wqkv^T (B, (H + 2 Hkv) D): queries, keys, values by head
-//               rotate row b's queries and keys by position p_b (pairs i, i + D/2, as Llama); its keys and
-//               values stored at column c_b in row b of the layer's cache (rows >= B, H_kv, max_len, D)
-//               o = softmax(scale q k^T) v over columns c_b - p_b .. c_b, query head h reading kv head
-//               h / (H / Hkv)
-//               h += o Wout^T;  g|u = rms_norm(h) Wgate_up^T;  h += (silu(g) u) Wdown^T
-//   logits = rms_norm(h) Whead^T (B, V)
-// The caller advances each row's length by one afterwards. Each number is computed as the torch ops
-// compute it, up to the order of float additions: the same greedy tokens (tests/generation/test_fused.py).
+// The model it runs (checked on the Python side, generation/fused.py, which builds the arguments); the
+// settings of today's Llama-like families are arguments, per layer where they vary, [in brackets]:
+//   h = embedding rows (B, C) of the new tokens [times the embedding scale: Gemma], row b at position p_b,
+//       stored at column c_b >= p_b of its cache row (c_b = p_b but in a left-padded batch, whose row b
+//       begins after c_b - p_b padding columns)
+//   per layer:  a = rms_norm(h) [or h: OLMo 2] -> qkv = a Wqkv^T [+ bias: Qwen2] (B, (H + 2 Hkv) D): queries,
+//               keys, values by head [queries and keys rms-normed, each head or all heads at once: Qwen3,
+//               Gemma 3, OLMo 2]; rotate row b's queries and keys by position p_b (pairs i, i + D/2, as Llama)
+//               [with the local layers' own table: Gemma 3]; its keys and values stored at column c_b in
+//               row b of the layer's cache (rows >= B, H_kv, max_len, D)
+//               o = softmax(scale q k^T [soft-capped: Gemma 2]) v over columns c_b - p_b .. c_b [the latest
+//               `window` of them in a layer with a sliding window: Mistral, Phi-3, Gemma], query head h
+//               reading kv head h / (H / Hkv)
+//               h += o Wout^T [rms-normed: Gemma, OLMo 2];  g|u = rms_norm(h) [or h] Wgate_up^T;
+//               h += (silu(g) [gelu_tanh(g): Gemma] u) Wdown^T [rms-normed]
+//   logits = rms_norm(h) Whead^T (B, V) [soft-capped: Gemma 2]
+// Any matrix may have a bias. The caller advances each row's length by one afterwards. Each number is
+// computed as the torch ops compute it, up to the order of float additions: the same greedy tokens
+// (tests/generation/test_fused.py).
 
 // torch's vector types (at::vec::Vectorized, with SLEEF's exp) at the widest width this build targets, as
 // inductor's generated code includes them: the exponentials of softmax and SiLU are most of this file's work
@@ -49,9 +56,13 @@ namespace {
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kLanes = Vec::size();
 
-// The tensors of one layer in the flat list the op takes, and how many a layer has
-enum Slot : int64_t { NORM1, QKV_Q, QKV_S, QKV_M, OUT_Q, OUT_S, OUT_M, NORM2, UP_Q, UP_S, UP_M, DOWN_Q, DOWN_S,
-                      DOWN_M, PER_LAYER };
+// The tensors of one layer in the flat list the op takes, and how many a layer has. A matrix is four: its
+// integers, scales, mins (undefined for int8) and bias (undefined without one); a norm that is not there
+// (OLMo 2's pre-norms, any post-norm but Gemma's and OLMo 2's, q/k norms but Qwen3's, Gemma 3's, OLMo 2's)
+// is undefined.
+enum Slot : int64_t { NORM1, QKV, Q_NORM = QKV + 4, K_NORM, OUT, POST1 = OUT + 4, NORM2, UP, DOWN = UP + 4,
+                      POST2 = DOWN + 4, PER_LAYER };
+enum Activation : int64_t { SILU = 0, GELU_TANH = 1 };  // the gate's, in the gated feed-forward
 
 // Above this many multiply-adds (heads x positions x head_dim) a step's attention is shared among threads:
 // SmolLM2 at batch 1 with 121 positions (70k), 30 layers' attention took 0.69-0.84 ms on one thread and
@@ -75,8 +86,13 @@ void add_scaled(float* y, const float* x, float p, int64_t n) {
   for (; i < n; ++i) y[i] += p * x[i];
 }
 
-// y = w * (x / sqrt(mean(x^2) + eps)) for one row of C numbers
-void rms_norm(const float* x, const float* w, double eps, int64_t C, float* y) {
+// y = w * (x / sqrt(mean(x^2) + eps)) for one row of C numbers (y may be x); y = x without a weight (no norm)
+void rms_norm(const float* x, const at::Tensor& weight, double eps, int64_t C, float* y) {
+  if (!weight.defined()) {
+    std::copy(x, x + C, y);
+    return;
+  }
+  const float* w = weight.data_ptr<float>();
   const float r = 1.f / std::sqrt(dot(x, x, C) / static_cast<float>(C) + static_cast<float>(eps));
   for (int64_t k = 0; k < C; ++k) y[k] = w[k] * (x[k] * r);
 }
@@ -91,12 +107,14 @@ void rotate(float* x, const float* cos, const float* sin, int64_t D) {
   }
 }
 
-// y (D) = softmax over s < S of scale q . k_s, times v_s; k, v: (S, D) rows of one cache head; scores: S floats
-void attend_one(const float* q, const float* k, const float* v, int64_t S, int64_t D, float scale, float* scores,
-                float* y) {
+// y (D) = softmax over s < S of the scores scale q . k_s (each cap tanh(score / cap) when cap > 0), times v_s;
+// k, v: (S, D) rows of one cache head; scores: S floats
+void attend_one(const float* q, const float* k, const float* v, int64_t S, int64_t D, float scale, float cap,
+                float* scores, float* y) {
   float top = -std::numeric_limits<float>::infinity();
   for (int64_t s = 0; s < S; ++s) {
-    scores[s] = scale * dot(q, k + s * D, D);
+    scores[s] = dot(q, k + s * D, D) * scale;
+    if (cap > 0.f) scores[s] = std::tanh(scores[s] / cap) * cap;
     top = std::max(top, scores[s]);
   }
   const Vec shift(top);
@@ -113,106 +131,162 @@ void attend_one(const float* q, const float* k, const float* v, int64_t S, int64
   for (s = 0; s < S; ++s) add_scaled(y, v + s * D, scores[s] / total, D);
 }
 
-// out (n) = silu(gate) * up, with torch's silu: g / (1 + exp(-g))
-void silu_times(const float* gate, const float* up, int64_t n, float* out) {
+// out (n) = act(gate) * up: torch's silu, g / (1 + exp(-g)), or its tanh GELU,
+// g / 2 (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))), as its vectorised CPU kernels write them
+void gated(Activation act, const float* gate, const float* up, int64_t n, float* out) {
+  const Vec one(1.f), half(0.5f), beta(static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5)), kappa(0.044715f);
+  auto activate = [&](const Vec& g) {
+    return act == SILU ? g / (one + g.neg().exp()) : half * g * (one + (beta * (g + kappa * (g * g * g))).tanh());
+  };
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const Vec g = Vec::loadu(gate + i);
-    (g / (Vec(1.f) + g.neg().exp()) * Vec::loadu(up + i)).store(out + i);
+  for (; i + kLanes <= n; i += kLanes) (activate(Vec::loadu(gate + i)) * Vec::loadu(up + i)).store(out + i);
+  if (i < n) {  // the tail through a zero-padded vector
+    float g[kLanes] = {}, u[kLanes] = {}, o[kLanes];
+    std::copy(gate + i, gate + n, g);
+    std::copy(up + i, up + n, u);
+    (activate(Vec::loadu(g)) * Vec::loadu(u)).store(o);
+    std::copy(o, o + (n - i), out + i);
   }
-  for (; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+}
+
+// y (M, N) = x (M, K) W^T + bias for the matrix whose four tensors start at `m` in `weights`
+void matmul(const std::vector<at::Tensor>& weights, int64_t m, int64_t group, const float* x, int64_t M, float* y) {
+  const at::Tensor& q = weights[m];
+  quantized_matmul(x, M, q, weights[m + 1], weights[m + 2], group, y);
+  if (const at::Tensor& bias = weights[m + 3]; bias.defined()) {
+    const float* b = bias.data_ptr<float>();
+    const int64_t N = q.size(0);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t n = 0; n < N; ++n) y[r * N + n] += b[n];
+  }
+}
+
+// `heads` heads of D numbers at x, rms-normed in place: each with a weight of D (per head), or all together
+// with a weight of heads x D
+void norm_heads(float* x, const at::Tensor& weight, double eps, int64_t heads, int64_t D) {
+  if (!weight.defined()) return;
+  if (weight.numel() == D)
+    for (int64_t i = 0; i < heads; ++i) rms_norm(x + i * D, weight, eps, D, x + i * D);
+  else
+    rms_norm(x, weight, eps, heads * D, x);
 }
 
 }  // namespace
 
-// x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order; mins undefined for
-// int8 matrices), then the final norm's weight and the head's q, scales, mins. groups: the group size of each
-// layer's qkv, out, gate_up and down, then the head's. k_cache / v_cache: a (rows >= B, Hkv, max_len, D) tensor
-// a layer. positions, columns: each row's position and cache column (B). cos, sin: (max_len, D). Returns the
-// logits (B, V).
+// x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order, undefined where a
+// layer has no such tensor), then the final norm's weight and the head's four. groups: the group size of each
+// layer's qkv, out, gate_up and down, then the head's. windows: each layer's sliding window (0: none).
+// k_cache / v_cache: a (rows >= B, Hkv, max_len, D) tensor a layer. positions, columns: each row's position and
+// cache column (B). cos, sin: (max_len, D), the global layers' rotary tables; local_cos, local_sin those of the
+// layers with a window. A cap or a scale of 0 is none. Returns the logits (B, V).
 at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at::Tensor>>& weight_list,
-                        at::IntArrayRef groups, at::TensorList k_cache, at::TensorList v_cache,
-                        at::IntArrayRef positions, at::IntArrayRef columns,
-                        const at::Tensor& cos, const at::Tensor& sin, int64_t H, int64_t Hkv, double eps,
-                        double scale) {
+                        at::IntArrayRef groups, at::IntArrayRef windows, at::TensorList k_cache,
+                        at::TensorList v_cache, at::IntArrayRef positions, at::IntArrayRef columns,
+                        const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& local_cos,
+                        const at::Tensor& local_sin, int64_t H, int64_t Hkv, double eps, double scale,
+                        double embedding_scale, double attention_cap, double logit_cap, int64_t activation) {
   const int64_t L = static_cast<int64_t>(k_cache.size());
   TORCH_CHECK(L > 0 && static_cast<int64_t>(v_cache.size()) == L &&
-              static_cast<int64_t>(weight_list.size()) == L * PER_LAYER + 4 &&
-              static_cast<int64_t>(groups.size()) == L * 4 + 1, "decoder_step: arguments for ", L, " layers expected");
+              static_cast<int64_t>(weight_list.size()) == L * PER_LAYER + 5 &&
+              static_cast<int64_t>(groups.size()) == L * 4 + 1 && static_cast<int64_t>(windows.size()) == L,
+              "decoder_step: arguments for ", L, " layers expected");
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "decoder_step: x must be (B, C) float32");
+  TORCH_CHECK(activation == SILU || activation == GELU_TANH, "decoder_step: unknown activation ", activation);
   const at::Tensor x0 = x_in.contiguous();
   const int64_t B = x0.size(0), C = x0.size(1), D = k_cache[0].size(3), max_len = k_cache[0].size(2);
   const int64_t slots = k_cache[0].size(0);
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && static_cast<int64_t>(columns.size()) == B,
               "decoder_step: ", B, " positions and columns expected");
+  const int64_t tables = std::min(cos.size(0), local_cos.size(0));
   for (int64_t b = 0; b < B; ++b)
-    TORCH_CHECK(positions[b] >= 0 && positions[b] <= columns[b] && columns[b] < max_len && positions[b] < cos.size(0),
+    TORCH_CHECK(positions[b] >= 0 && positions[b] <= columns[b] && columns[b] < max_len && positions[b] < tables,
                 "decoder_step: position ", positions[b], " at column ", columns[b], " is past the cache (", max_len,
-                ") or the rotary tables (", cos.size(0), ")");
+                ") or the rotary tables (", tables, ")");
   for (int64_t l = 0; l < L; ++l)
     TORCH_CHECK(k_cache[l].is_contiguous() && v_cache[l].is_contiguous() && k_cache[l].scalar_type() == at::kFloat &&
                 slots >= B && k_cache[l].sizes() == at::IntArrayRef({slots, Hkv, max_len, D}) &&
                 v_cache[l].sizes() == k_cache[l].sizes(), "decoder_step: layer ", l, "'s cache must be (>= ", B,
                 ", ", Hkv, ", ", max_len, ", ", D, ") contiguous float32");
-  std::vector<at::Tensor> weights;  // undefined for an int8 matrix's mins
+  std::vector<at::Tensor> weights;  // undefined where a layer has no such tensor
   weights.reserve(weight_list.size());
   for (const std::optional<at::Tensor> t : weight_list) weights.push_back(t.has_value() ? *t : at::Tensor());
   auto w = [&](int64_t l, int64_t slot) -> const at::Tensor& { return weights[l * PER_LAYER + slot]; };
-  const int64_t width = (H + 2 * Hkv) * D, d_ff = w(0, DOWN_Q).scalar_type() == at::kByte ? w(0, DOWN_Q).size(1) * 2
-                                                                                             : w(0, DOWN_Q).size(1);
+  const at::Tensor& down = w(0, DOWN);
+  const int64_t width = (H + 2 * Hkv) * D, d_ff = down.scalar_type() == at::kByte ? down.size(1) * 2 : down.size(1);
   const int64_t group = H / Hkv, longest = *std::max_element(positions.begin(), positions.end()) + 1;
+  const Activation act = static_cast<Activation>(activation);
+  const float cap = static_cast<float>(attention_cap);
 
   std::vector<float> h(x0.data_ptr<float>(), x0.data_ptr<float>() + B * C);  // (B, C) the residual stream
+  if (embedding_scale != 1.0)
+    for (float& value : h) value *= static_cast<float>(embedding_scale);
   std::vector<float> a(B * std::max(C, d_ff)), qkv(B * width), o(B * H * D), up(B * 2 * d_ff), y(B * C);
+  std::vector<int64_t> first(B);  // each row's first column attended to in this layer
   for (int64_t l = 0; l < L; ++l) {
-    for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM1).data_ptr<float>(), eps, C, &a[b * C]);
-    quantized_matmul(a.data(), B, w(l, QKV_Q), w(l, QKV_S), w(l, QKV_M), groups[l * 4], qkv.data());
+    for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM1), eps, C, &a[b * C]);
+    matmul(weights, l * PER_LAYER + QKV, groups[l * 4], a.data(), B, qkv.data());
     float* kc = k_cache[l].data_ptr<float>();
     float* vc = v_cache[l].data_ptr<float>();
+    const float* cos_table = (windows[l] ? local_cos : cos).data_ptr<float>();
+    const float* sin_table = (windows[l] ? local_sin : sin).data_ptr<float>();
     for (int64_t b = 0; b < B; ++b) {
       float* row = &qkv[b * width];
-      const float* cos_row = cos.data_ptr<float>() + positions[b] * D;
-      const float* sin_row = sin.data_ptr<float>() + positions[b] * D;
-      for (int64_t head = 0; head < H + Hkv; ++head) rotate(row + head * D, cos_row, sin_row, D);
+      norm_heads(row, w(l, Q_NORM), eps, H, D);
+      norm_heads(row + H * D, w(l, K_NORM), eps, Hkv, D);
+      for (int64_t head = 0; head < H + Hkv; ++head)
+        rotate(row + head * D, cos_table + positions[b] * D, sin_table + positions[b] * D, D);
       for (int64_t kv = 0; kv < Hkv; ++kv) {
         const int64_t at = ((b * Hkv + kv) * max_len + columns[b]) * D;
         std::copy(row + (H + kv) * D, row + (H + kv + 1) * D, kc + at);
         std::copy(row + (H + Hkv + kv) * D, row + (H + Hkv + kv + 1) * D, vc + at);
       }
+      first[b] = columns[b] - positions[b];  // the row's first real column, or the window's first
+      if (windows[l]) first[b] = std::max(first[b], columns[b] - windows[l] + 1);
     }
     auto heads = [&](int64_t begin, int64_t end) {
       std::vector<float> scores(longest);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / H, head = i % H, kv = head / group;
-        const int64_t base = ((b * Hkv + kv) * max_len + columns[b] - positions[b]) * D;  // the row's first column
-        attend_one(&qkv[b * width + head * D], kc + base, vc + base, positions[b] + 1, D, static_cast<float>(scale),
-                   scores.data(), &o[(b * H + head) * D]);
+        const int64_t base = ((b * Hkv + kv) * max_len + first[b]) * D;
+        attend_one(&qkv[b * width + head * D], kc + base, vc + base, columns[b] - first[b] + 1, D,
+                   static_cast<float>(scale), cap, scores.data(), &o[(b * H + head) * D]);
       }
     };
     if (B * H * longest * D < kThreadedAttention)
       heads(0, B * H);
     else
       at::parallel_for(0, B * H, 1, heads);
-    quantized_matmul(o.data(), B, w(l, OUT_Q), w(l, OUT_S), w(l, OUT_M), groups[l * 4 + 1], y.data());
-    for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
-    for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM2).data_ptr<float>(), eps, C, &a[b * C]);
-    quantized_matmul(a.data(), B, w(l, UP_Q), w(l, UP_S), w(l, UP_M), groups[l * 4 + 2], up.data());
-    for (int64_t b = 0; b < B; ++b) silu_times(&up[b * 2 * d_ff], &up[b * 2 * d_ff + d_ff], d_ff, &a[b * d_ff]);
-    quantized_matmul(a.data(), B, w(l, DOWN_Q), w(l, DOWN_S), w(l, DOWN_M), groups[l * 4 + 3], y.data());
-    for (int64_t i = 0; i < B * C; ++i) h[i] += y[i];
+    matmul(weights, l * PER_LAYER + OUT, groups[l * 4 + 1], o.data(), B, y.data());
+    for (int64_t b = 0; b < B; ++b) {
+      if (w(l, POST1).defined()) rms_norm(&y[b * C], w(l, POST1), eps, C, &y[b * C]);
+      for (int64_t k = 0; k < C; ++k) h[b * C + k] += y[b * C + k];
+      rms_norm(&h[b * C], w(l, NORM2), eps, C, &a[b * C]);
+    }
+    matmul(weights, l * PER_LAYER + UP, groups[l * 4 + 2], a.data(), B, up.data());
+    for (int64_t b = 0; b < B; ++b) gated(act, &up[b * 2 * d_ff], &up[b * 2 * d_ff + d_ff], d_ff, &a[b * d_ff]);
+    matmul(weights, l * PER_LAYER + DOWN, groups[l * 4 + 3], a.data(), B, y.data());
+    for (int64_t b = 0; b < B; ++b) {
+      if (w(l, POST2).defined()) rms_norm(&y[b * C], w(l, POST2), eps, C, &y[b * C]);
+      for (int64_t k = 0; k < C; ++k) h[b * C + k] += y[b * C + k];
+    }
   }
   const int64_t last = L * PER_LAYER;
-  for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], weights[last].data_ptr<float>(), eps, C, &a[b * C]);
-  const at::Tensor& head_q = weights[last + 1];
-  at::Tensor logits = at::empty({B, head_q.size(0)}, x0.options());
-  quantized_matmul(a.data(), B, head_q, weights[last + 2], weights[last + 3], groups[L * 4],
-                   logits.data_ptr<float>());
+  for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], weights[last], eps, C, &a[b * C]);
+  at::Tensor logits = at::empty({B, weights[last + 1].size(0)}, x0.options());
+  float* out = logits.data_ptr<float>();
+  matmul(weights, last + 1, groups[L * 4], a.data(), B, out);
+  if (logit_cap > 0) {
+    const float cap_logits = static_cast<float>(logit_cap);
+    for (int64_t i = 0; i < logits.numel(); ++i) out[i] = std::tanh(out[i] / cap_logits) * cap_logits;
+  }
   return logits;
 }
 
 TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
-  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, Tensor[] k_cache, Tensor[] v_cache, int[] positions, "
-        "int[] columns, Tensor cos, Tensor sin, int n_heads, int n_kv_heads, float eps, float scale) -> Tensor");
+  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, int[] windows, Tensor[] k_cache, Tensor[] v_cache, "
+        "int[] positions, int[] columns, Tensor cos, Tensor sin, Tensor local_cos, Tensor local_sin, int n_heads, "
+        "int n_kv_heads, float eps, float scale, float embedding_scale, float attention_cap, float logit_cap, "
+        "int activation) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(lmlab_quant, CPU, m) { m.impl("decoder_step", &decoder_step); }
