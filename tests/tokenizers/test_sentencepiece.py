@@ -4,7 +4,7 @@ fallback on and off, over held-out text; a damaged or foreign file is one line."
 import pytest
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers import sentencepiece_file
+from lmlab.tokenizers import sentencepiece_file, sentencepiece_pipeline
 from lmlab.tokenizers.sentencepiece_file import read_model_file
 from lmlab.tokenizers.sentencepiece_pipeline import sentencepiece_tokenizer
 
@@ -77,7 +77,8 @@ def edited(models, tmp_path, edit):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda p: setattr(p.pieces[10], "piece", p.pieces[11].piece), "holds a piece twice"),
-    (lambda p: setattr(p.pieces[10], "piece", ""), r"a piece \(id 10\) that is empty"),
+    (lambda p: setattr(p.pieces[10], "piece", ""), r"a piece \(id 10\) is empty"),
+    (lambda p: setattr(p.pieces[10], "piece", "x" * 1025), r"a piece \(id 10\) .* longer than 1024"),
     (lambda p: setattr(p.pieces[10], "score", float("nan")), r"a piece \(id 10\) .* no known type or score"),
     (lambda p: setattr(p.pieces[10], "type", 2), "exactly one unknown piece, this one has 2"),
 ])
@@ -85,3 +86,10 @@ def test_a_model_with_bad_pieces_is_one_line(models, tmp_path, edit, message):
     with pytest.raises(LmlabError, match=message):
         path = edited(models, tmp_path, edit)
         sentencepiece_tokenizer(read_model_file(path).model, str(path))
+
+
+def test_a_bpe_model_whose_merges_would_take_too_long_is_refused(models, monkeypatch):
+    model = read_model_file(models["llama"]).model
+    monkeypatch.setattr(sentencepiece_pipeline, "MAX_MERGE_WORK", 1000)
+    with pytest.raises(LmlabError, match="too long in all to find its merges in bounded time"):
+        sentencepiece_tokenizer(model, "llama")

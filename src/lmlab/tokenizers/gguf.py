@@ -13,7 +13,6 @@ the way text is split before BPE (`tokenizer.ggml.pre`). We rebuild the pipeline
 so lmlab, llama.cpp and the original model give the same ids for the same text.
 """
 
-import math
 from dataclasses import dataclass
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -137,9 +136,9 @@ def _sentencepiece(meta: dict, tokens: list[str], types: list[int], unk: int | N
     a character no token holds as its <0xXX> byte tokens. `tokenizer.ggml.pre` plays no part, as in
     llama.cpp."""
     scores = _list_of(meta, "tokenizer.ggml.scores", float, required=True)
-    if len(scores) != len(tokens) or not all(math.isfinite(s) for s in scores):
-        raise LmlabError(f"GGUF tokenizer.ggml.scores holds {len(scores)} scores for {len(tokens)} tokens, or one "
-                         "that is not a number; the file is damaged, download it again")
+    if len(scores) != len(tokens):
+        raise LmlabError(f"GGUF tokenizer.ggml.scores holds {len(scores)} scores for {len(tokens)} tokens; the file "
+                         "is damaged, download it again")
     prefix = meta.get("tokenizer.ggml.add_space_prefix", True)
     if not isinstance(prefix, bool):
         raise LmlabError("GGUF tokenizer.ggml.add_space_prefix is not true or false; the file is damaged, "

@@ -5,22 +5,19 @@ trained, a protocol-buffer message: the pieces with their scores and types, the 
 (unigram or BPE, byte fallback, the ids of <unk> <s> </s> <pad>) and the normalizer's (the precompiled
 character map, the dummy prefix, extra whitespace). `sentencepiece`'s own message class parses it; the
 file comes from someone else, so its size is bounded first and what it holds is checked before the
-`tokenizers` pipeline (`sentencepiece_pipeline.py`) is built from it.
+`tokenizers` pipeline (`sentencepiece_pipeline.py`, which checks the pieces) is built from it.
 """
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.file_checks import MAX_CHARSMAP_CHARS, MAX_VOCAB
-from lmlab.tokenizers.sentencepiece_pipeline import BPE, BYTE, UNIGRAM, SentencePieceModel
+from lmlab.tokenizers.sentencepiece_pipeline import BPE, UNIGRAM, SentencePieceModel
 
 MODEL_FILES = ("tokenizer.model", "spiece.model", "spm.model")  # Llama-style, T5 / ALBERT, DeBERTa-v3
 MAX_MODEL_BYTES = 64 << 20  # published models: Llama-2's is 0.5 MB, Gemma's 4.5 MB
-MAX_PIECE_CHARS = 1024
 ALGORITHMS = {1: UNIGRAM, 2: BPE}  # TrainerSpec.model_type; WORD (3) and CHAR (4) models are not read
-MAX_TYPE = BYTE
 
 
 @dataclass(frozen=True)
@@ -65,13 +62,6 @@ def read_model_file(path: Path) -> SentencePieceFile:
     if len(normalizer.precompiled_charsmap) > MAX_CHARSMAP_CHARS:
         raise refuse(f"has a normalization table of {len(normalizer.precompiled_charsmap):,} bytes, more than "
                      f"{MAX_CHARSMAP_CHARS:,}")
-    bad = next((i for i, (p, s, t) in enumerate(zip(pieces, scores, types))
-                if not (0 < len(p) <= MAX_PIECE_CHARS and math.isfinite(s) and 1 <= t <= MAX_TYPE)), None)
-    if bad is not None:
-        raise refuse(f"has a piece (id {bad}) that is empty, longer than {MAX_PIECE_CHARS} characters, or of no "
-                     "known type or score")
-    if len(set(pieces)) != len(pieces):
-        raise refuse("holds a piece twice")
     model = SentencePieceModel(pieces, scores, types, ALGORITHMS[trainer.model_type], trainer.byte_fallback,
                                normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces,
                                normalizer.precompiled_charsmap)

@@ -19,6 +19,7 @@ and the unknown piece are special tokens, user-defined pieces added tokens, as t
 The same builder serves GGUF's "llama" vocabularies (`gguf.py`): llama.cpp encodes them by that BPE rule.
 """
 
+import math
 from dataclasses import dataclass
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
@@ -30,6 +31,8 @@ from lmlab.tokenizers.panics import library_panics
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 UNIGRAM, BPE = "unigram", "bpe"
 SPACE = "\u2581"  # "▁", which stands for a space inside pieces
+MAX_PIECE_CHARS = 1024  # published vocabularies' longest pieces are a few dozen characters (runs of spaces)
+MAX_MERGE_WORK = 1 << 30  # ~1.5 s of slicing; a 32,000-piece Llama-style vocabulary is 1.5 million
 
 
 @dataclass(frozen=True)
@@ -48,13 +51,11 @@ class SentencePieceModel:
 def sentencepiece_tokenizer(model: SentencePieceModel, source: str) -> Tokenizer:
     """The `tokenizers` pipeline that encodes text as `model` does; `source` (a file, a GGUF's metadata)
     names where a model the library cannot build came from."""
-    unknown = [i for i, t in enumerate(model.types) if t == UNKNOWN]
-    if len(unknown) != 1:
-        raise LmlabError(f"{source}: a SentencePiece model has exactly one unknown piece, this one has "
-                         f"{len(unknown)}; use the model's published tokenizer file")
+    check_pieces(model, source)
+    unknown = model.types.index(UNKNOWN)
     try:
         with library_panics(f"building the tokenizer of {source}"):
-            backend = Tokenizer(_model(model, unknown[0]))
+            backend = Tokenizer(_model(model, unknown))
             backend.normalizer = _normalizer(model)
     except LmlabError:
         raise
@@ -69,6 +70,29 @@ def sentencepiece_tokenizer(model: SentencePieceModel, source: str) -> Tokenizer
     backend.add_tokens([AddedToken(pieces[i], special=False, normalized=False)
                         for i, t in enumerate(types) if t == USER_DEFINED])
     return backend
+
+
+def check_pieces(model: SentencePieceModel, source: str) -> None:
+    """Refuse, in one line naming `source`, pieces the pipeline cannot be built from faithfully or in bounded
+    time: each is 1 to MAX_PIECE_CHARS characters long, of a known type, with a finite score, none twice,
+    exactly one unknown; and a BPE model's normal pieces are at most MAX_MERGE_WORK characters squared in
+    all (finding the pairs that join into a piece slices each piece at every place)."""
+    def refuse(what: str) -> LmlabError:
+        return LmlabError(f"{source}: {what}; use the model's published tokenizer file")
+    bad = next((i for i, (p, s, t) in enumerate(zip(model.pieces, model.scores, model.types))
+                if not (0 < len(p) <= MAX_PIECE_CHARS and math.isfinite(s) and NORMAL <= t <= BYTE)), None)
+    if bad is not None:
+        raise refuse(f"a piece (id {bad}) is empty, longer than {MAX_PIECE_CHARS} characters, or of no known "
+                     "type or score")
+    if len(set(model.pieces)) != len(model.pieces):
+        raise refuse("it holds a piece twice")
+    if model.types.count(UNKNOWN) != 1:
+        raise refuse(f"a SentencePiece model has exactly one unknown piece, this one has "
+                     f"{model.types.count(UNKNOWN)}")
+    work = sum(len(p) ** 2 for p, t in zip(model.pieces, model.types) if t == NORMAL)
+    if model.algorithm == BPE and work > MAX_MERGE_WORK:
+        raise refuse(f"its pieces are too long in all to find its merges in bounded time ({work:,} characters "
+                     f"squared, more than {MAX_MERGE_WORK:,})")
 
 
 def _model(model: SentencePieceModel, unknown: int) -> models.Model:
