@@ -62,6 +62,13 @@ def test_generate_streams_the_prompt_and_its_continuation(model_dirs, capsys):
     assert capsys.readouterr().out == "Zini" + expected.text + "\n"
 
 
+def test_generate_int4_says_once_why_a_model_is_not_fused(model_dirs, capsys, built_kernels):
+    assert lmlab("generate", "--model", model_dirs["plain"], "--prompt", "Zini", "--greedy", "--dtype", "int4",
+                 "--max-new-tokens", 3) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "fused" in line]
+    assert len(said) == 1 and "GPT-2" in said[0]
+
+
 def test_generate_json_has_text_new_token_ids_and_finish_reason(model_dirs, capsys):
     assert lmlab("generate", "--model", model_dirs["plain"], "--prompt", "Zini pori", "--temperature", 0.9,
                  "--top-p", 0.9, "--top-k", 50, "--repetition-penalty", 1.2, "--seed", 4, "--max-new-tokens", 10,

@@ -13,8 +13,10 @@ from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.config import GenerationConfig
+from lmlab.generation.fused import fused_step_refusal
 from lmlab.generation.generate import generate_batch, stream_text
 from lmlab.models.load import load
+from lmlab.models.quantize import MODES
 
 
 def add_parser(subparsers) -> None:
@@ -96,6 +98,9 @@ def run(args) -> None:
     say_gguf_kernels(args.model, args.dtype, model)
     if args.compile:
         model = compiled_decoder(model)
+    if args.dtype in MODES and (reason := fused_step_refusal(model)):
+        print(f"lmlab: this model decodes through its modules, not the fused {args.dtype} step: {reason}",
+              file=sys.stderr)
     config = replace(config, eos_id=tokenizer.stop_ids)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     check_token_ids(model, [prompt_ids])  # before the prompt is printed
