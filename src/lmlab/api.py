@@ -35,5 +35,6 @@ def train(model_cfg, train_cfg: TrainConfig, data: str, out: str | Path, **optio
     family = registry.of_config(model_cfg)
     recipe = RECIPES.get(family.recipe)
     if recipe is None:
-        raise LmlabError(f"lmlab.train does not train {family.name} models; train them with `{family.command}`")
+        raise LmlabError(f"lmlab.train does not train {family.name} models; train them with `{family.command}` "
+                         f"(or lmlab.recipes.{family.recipe})")
     return recipe(model_cfg, train_cfg, data, out, **options)
