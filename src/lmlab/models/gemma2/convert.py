@@ -46,14 +46,15 @@ def gemma_settings(hf: dict, every: int) -> dict:
     """Our settings of what Gemma 2 and 3 share, for config.json `hf` (with `DEFAULTS` filled in); `every`:
     the family's global layer every so many layers when config.json has no `layer_types`."""
     n_layers = hf["num_hidden_layers"]
-    types = hf.get("layer_types") or [GLOBAL if (i + 1) % every == 0 else LOCAL for i in range(n_layers)]
-    global_every = window_pattern(types, n_layers)
-    window = None if global_every == 1 else hf["sliding_window"]
-    if window is None and global_every != 1:
+    global_every = window_pattern(hf.get("layer_types") or layer_types(every, n_layers), n_layers)
+    window = hf["sliding_window"]
+    if global_every == 1:  # every layer global: no window
+        window, global_every = None, 0
+    elif window is None:
         raise LmlabError(f"layer_types has {LOCAL} layers but sliding_window is null; set their window")
     return dict(norm_placement="sandwich", ffn="geglu", embedding_scale=hf["hidden_size"] ** 0.5,
                 attention_scale=hf["query_pre_attn_scalar"] ** -0.5, sliding_window=window,
-                global_every=0 if global_every == 1 else global_every)
+                global_every=global_every)
 
 
 def window_pattern(types, n_layers: int) -> int:
@@ -62,9 +63,11 @@ def window_pattern(types, n_layers: int) -> int:
     if not isinstance(types, list) or len(types) != n_layers or not set(types) <= {LOCAL, GLOBAL}:
         raise LmlabError(f"layer_types must list {LOCAL!r} or {GLOBAL!r} for each of the {n_layers} layers")
     every = types.index(GLOBAL) + 1 if GLOBAL in types else 0
-    if types != layer_types(every, n_layers):
-        raise LmlabError(f"layer_types {types} is not a global layer every k layers, the rest local; lmlab "
-                         "computes that pattern only")
+    pattern = layer_types(every, n_layers)
+    if types != pattern:
+        i = next(i for i, (given, expected) in enumerate(zip(types, pattern)) if given != expected)
+        raise LmlabError(f"layer_types makes layer {i} {types[i]!r}, off the pattern its first global layer sets "
+                         f"(a global layer every {every}, the rest local), the only one lmlab computes")
     return every
 
 
