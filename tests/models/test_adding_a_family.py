@@ -23,7 +23,6 @@ from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.family import LOAD, Family
 from lmlab.models.llama import convert as llama_convert
 from lmlab.models.llama import gguf as llama_gguf
-from lmlab.models.llama.gguf_file import convert_gguf, read_gguf
 from lmlab.models.quantize import quantize_model
 from lmlab.models.quantized_files import read_quantized, save_quantized
 from lmlab.objectives.registry import choose_objective
@@ -82,13 +81,16 @@ def test_its_preset_builds_saves_in_hf_layout_and_loads_back(toy, tokenizer, tmp
     torch.testing.assert_close(logits(loaded, IDS), logits(model, IDS), rtol=0, atol=1e-6)
 
 
+@pytest.mark.usefixtures("built_kernels")
 def test_its_gguf_architecture_is_read_through_the_registry(toy, tokenizer, tmp_path):
     model = toy_model(tokenizer.get_vocab_size())
     path = write_gguf(tmp_path / "toy.gguf", model, tokenizer, arch=TOY)
     assert TOY in registry.gguf_architectures() and registry.lookup_gguf(TOY) is toy
-    loaded, _ = convert_gguf(read_gguf(path))
+    loaded, _ = lmlab.load(path)
     assert loaded.config.family == TOY
     torch.testing.assert_close(logits(loaded, IDS), logits(model, IDS), rtol=1e-5, atol=1e-5)
+    kept_quantized, _ = lmlab.load(path, "int8")
+    assert kept_quantized.config.family == TOY
 
 
 @pytest.mark.usefixtures("built_kernels")
