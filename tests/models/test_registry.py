@@ -2,6 +2,7 @@
 dispatch on a directory's model_type through it, and a model_type nobody reads is one error that
 lists everything lmlab reads."""
 
+import dataclasses
 import importlib.util
 import json
 
@@ -112,10 +113,13 @@ def test_a_config_s_family_is_its_family_field_or_its_class():
         registry.build(preset("trigram-kn"))
 
 
-def test_each_gguf_architecture_is_read_by_one_family_and_another_is_one_error():
+def test_a_gguf_architecture_is_read_by_the_first_family_of_it_and_another_is_one_error(monkeypatch):
     architectures = registry.gguf_architectures()
     assert "llama" in architectures and len(set(architectures)) == len(architectures)
     assert registry.lookup_gguf("llama") is registry.FAMILIES["llama"]
+    later = dataclasses.replace(registry.FAMILIES["llama"], name="llama-like", model_type="llama-like")
+    monkeypatch.setitem(registry.FAMILIES, "llama-like", later)  # files llama.cpp writes as `llama`, as Mistral's
+    assert registry.lookup_gguf("llama") is registry.FAMILIES["llama"] and registry.gguf_architectures() == architectures
     with pytest.raises(LmlabError, match=r"^m.gguf: GGUF architecture 'mamba' is not supported yet; lmlab loads: llama"):
         registry.lookup_gguf("mamba", "m.gguf")
     with pytest.raises(LmlabError, match="GGUF architecture of type list is not supported"):

@@ -129,8 +129,9 @@ def of_config(cfg) -> Family:
 
 
 def lookup_gguf(architecture: str, source: str = "the GGUF file") -> Family:
-    """The family whose GGUF conversion reads `architecture` (a file's `general.architecture`); any other
-    is one error listing the architectures lmlab reads."""
+    """The family whose GGUF conversion reads `architecture` (a file's `general.architecture`): the first in
+    table order, since llama.cpp writes some families under another's architecture (Mistral as `llama`),
+    whose conversion reads them. Any other architecture is one error listing those lmlab reads."""
     for family in FAMILIES.values():
         if family.gguf is not None and family.gguf.ARCHITECTURE == architecture:
             return family
@@ -140,5 +141,5 @@ def lookup_gguf(architecture: str, source: str = "the GGUF file") -> Family:
 
 
 def gguf_architectures() -> tuple[str, ...]:
-    """Every GGUF `general.architecture` lmlab reads, in table order."""
-    return tuple(family.gguf.ARCHITECTURE for family in FAMILIES.values() if family.gguf is not None)
+    """Every GGUF `general.architecture` lmlab reads, once each, in table order."""
+    return tuple(dict.fromkeys(family.gguf.ARCHITECTURE for family in FAMILIES.values() if family.gguf is not None))
