@@ -1,6 +1,8 @@
 """A SentencePiece model file gives the ids `sentencepiece` itself gives, for unigram and BPE models with byte
 fallback on and off, over held-out text; a damaged or foreign file is one line."""
 
+import random
+
 import pytest
 
 from lmlab.errors import LmlabError
@@ -93,3 +95,19 @@ def test_a_bpe_model_whose_merges_would_take_too_long_is_refused(models, monkeyp
     monkeypatch.setattr(sentencepiece_pipeline, "MAX_MERGE_WORK", 1000)
     with pytest.raises(LmlabError, match="too long in all to find its merges in bounded time"):
         sentencepiece_tokenizer(model, "llama")
+
+
+@pytest.mark.parametrize("name", ["t5", "llama"])
+def test_damaged_model_files_load_or_are_one_line(models, tmp_path, name):
+    """Bytes changed at random places (seeded): each file is read and encodes, or is one LmlabError line."""
+    data, rng = models[name].read_bytes(), random.Random(0)
+    for trial in range(40):
+        damaged = bytearray(data)
+        for _ in range(rng.choice([1, 4, 32])):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"{trial}.model"
+        path.write_bytes(bytes(damaged[:rng.choice([len(damaged), rng.randrange(len(damaged))])]))
+        try:
+            sentencepiece_tokenizer(read_model_file(path).model, str(path)).encode(HELD_OUT[2] + HELD_OUT[3])
+        except LmlabError as error:
+            assert "\n" not in str(error)

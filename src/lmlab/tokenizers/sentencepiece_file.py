@@ -51,6 +51,8 @@ def read_model_file(path: Path) -> SentencePieceFile:
     pieces = tuple(p.piece for p in proto.pieces)
     scores = tuple(p.score for p in proto.pieces)
     types = tuple(p.type for p in proto.pieces)
+    if not all(isinstance(piece, str) for piece in pieces):  # protobuf gives the bytes of one that is not UTF-8
+        raise refuse("has a piece that is not UTF-8 text")
     if not 0 < len(pieces) <= MAX_VOCAB:
         raise refuse(f"holds {len(pieces):,} pieces; a SentencePiece model has between 1 and {MAX_VOCAB:,}")
     if trainer.model_type not in ALGORITHMS:

@@ -60,8 +60,9 @@ def sentencepiece_tokenizer(model: SentencePieceModel, source: str) -> Tokenizer
     except LmlabError:
         raise
     except Exception as error:  # the library raises a bare Exception for a table or vocabulary it cannot read
-        raise LmlabError(f"{source}: the SentencePiece model cannot be built ({str(error)[:200]}); use the "
-                         "model's published tokenizer file") from None
+        reason = (str(error).splitlines() or [type(error).__name__])[0][:200]
+        raise LmlabError(f"{source}: the SentencePiece model cannot be built ({reason}); use the model's "
+                         "published tokenizer file") from None
     steps = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
     backend.decoder = decoders.Sequence(steps + [decoders.Strip(" ", 1, 0)] * model.add_dummy_prefix)
     pieces, types = model.pieces, model.types
