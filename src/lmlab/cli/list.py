@@ -31,8 +31,8 @@ def run(args) -> None:
         _print_table(rows, ("name", "kind", "family", "layers", "d_model", "heads", "vocab", "context", "settings"))
         return
     if args.families:
-        rows = [(f.name, f.kind, f.model_type, f.gguf.ARCHITECTURE if f.gguf else "-", f.reader, f.objective or f.command,
-                 ", ".join(f.presets) or "-") for f in FAMILIES.values()]
+        rows = [(f.name, f.kind, f.model_type, f.gguf.ARCHITECTURE if f.gguf else "-", f.reader,
+                 f.objective or f.command, ", ".join(f.presets) or "-") for f in FAMILIES.values()]
         _print_table(rows, ("name", "kind", "model_type", "gguf", "read with", "trained with", "presets"))
         return
     if args.objectives:

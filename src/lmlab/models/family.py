@@ -38,7 +38,7 @@ class Family:
     command: str = TRAIN  # the command that runs `recipe`: `lmlab train`, or the family's own (`lmlab word2vec train`)
     build: Callable[[Any], Any] | None = None  # config -> a freshly initialised network (None: fitted, not built)
     convert: ModuleType | None = None  # HF families: conversion of configs and tensor names
-    gguf: ModuleType | None = None  # its GGUF conversion (ARCHITECTURE, config_from_gguf, from_gguf, …); None: no GGUF
+    gguf: ModuleType | None = None  # GGUF conversion (ARCHITECTURE, config_from_gguf, from_gguf, …); None: no GGUF
     read: Callable[[Path], Any] | None = None  # classic families: the model saved in a directory
     presets: dict[str, Any] = field(default_factory=dict)  # preset name -> config
     traits: tuple[str, ...] = ()  # config fields that tell its presets apart beyond the shape (`lmlab list`)
