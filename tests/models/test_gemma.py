@@ -38,6 +38,20 @@ def test_a_directory_transformers_saved_loads_with_its_config_and_logits(name, t
         assert (load_hf_dir(tmp_path)(ids) - reference(ids).logits).abs().max().item() <= 1e-4
 
 
+def test_a_bfloat16_directory_loads_as_transformers_computes_it_in_float32(tmp_path):
+    cfg = tiny("gemma3")
+    reference = hf_model(cfg)
+    with torch.no_grad():  # norm weights w far from 0, where 1 + w rounded to bf16 loses most of w
+        for name, p in reference.named_parameters():
+            p.mul_(3 if "norm" in name else 1)
+    reference.to(torch.bfloat16).save_pretrained(tmp_path)  # as Gemma is published
+    upcast = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32,
+                                                               attn_implementation="eager")
+    ids = torch.randint(0, cfg.vocab_size, (2, 20), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        assert (load_hf_dir(tmp_path)(ids) - upcast.eval()(ids).logits).abs().max().item() <= 1e-4
+
+
 def test_gemma3s_older_keys_read_as_transformers_reads_them():
     old = {"model_type": "gemma3_text", "vocab_size": 97, "hidden_size": 32, "intermediate_size": 40,
            "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,

@@ -151,8 +151,8 @@ def from_hf(hf_state: dict[str, torch.Tensor], cfg: ModelConfig, layout: Layout 
     ours |= layers_from_hf(hf_state, layout.prefix, cfg.n_layers, layout.layer, layout.stacked)
     ours["lm_head.weight"] = hf_state[layout.top["token_embedding.weight"]] if cfg.tie_embeddings \
         else hf_state["lm_head.weight"]
-    if layout.norm_offset:
-        ours = {k: v + layout.norm_offset if _is_norm(k) else v for k, v in ours.items()}
+    if layout.norm_offset:  # in fp32, as Gemma adds it: 1 + w in a bf16 file's own dtype would round w away
+        ours = {k: v.float() + layout.norm_offset if _is_norm(k) else v for k, v in ours.items()}
     return ours
 
 
