@@ -39,7 +39,7 @@ def test_q4_file_as_int8_stays_close(tmp_path, tiny_tokenizer):
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer, {"weight": Q.Q4_1})
     fp32, _ = load(path)
     int8, _ = load(path, "int8")
-    assert int8.blocks[0].attention.qkv.bits == 8 and int8.blocks[0].attention.qkv.group_size == 64  # per channel
+    assert int8.blocks[0].attention.qkv.bits == 8 and int8.blocks[0].attention.qkv.group_size == 32  # re-quantized
     expected = logits(fp32, IDS)
     assert ((logits(int8, IDS) - expected).norm() / expected.norm()).item() < 0.02
 

@@ -6,21 +6,25 @@ holds the file's numbers exactly, so the quantized model computes with the very 
 
   type    block                                      int4 mode                  int8 mode
   Q4_0    d, 32 x 4 bits: w = d (q - 8)              int4, groups of 32 (1)     int8, groups of 32, fp16 d
-  Q4_1    d, m, 32 x 4 bits: w = d q + m             int4, groups of 32         re-quantized
-  Q4_K    256 = 8 x 32, 6-bit sub-scales and mins    int4, groups of 32 (2)     re-quantized
+  Q4_1    d, m, 32 x 4 bits: w = d q + m             int4, groups of 32         re-quantized (3)
+  Q4_K    256 = 8 x 32, 6-bit sub-scales and mins    int4, groups of 32 (2)     re-quantized (3)
   Q5_0    d, 32 x 5 bits: w = d (q - 16)             int8, groups of 32, fp16 d (both modes)
   Q8_0    d, 32 x int8: w = d q                      int8, groups of 32, fp16 d (both modes)
   IQ4_NL  d, 32 x 4-bit index into an int8 table     int8, groups of 32, fp16 d (both modes)
   IQ4_XS  256 = 8 x 32, 6-bit sub-scales, IQ4_NL q   int8, groups of 32, fp32 d (ls - 32) (both modes)
   Q6_K    256 = 16 x 16, int8 sub-scales, 6-bit q    int8, groups of 16, fp32 d sc (both modes)
   Q3_K    256 = 16 x 16, 6-bit sub-scales, 3-bit q   int8, groups of 16, fp32 d (sc - 32) (both modes)
-  Q5_1, Q5_K, Q2_K, F32, F16, BF16                   re-quantized (both modes)
+  Q5_1, Q5_K, Q2_K                                   re-quantized (3) (both modes)
+  F32, F16, BF16                                     int8 per channel (both modes), as any float model
 
 (1) scale d, min -8 d (fp16; fp32 if -8 d overflows). (2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits),
-the nibbles reordered. "Re-quantized": dequantized (gguf-py) and quantized to int8 per channel. Why the
-rest is not exact: Q5_1, Q5_K and Q2_K add a min (w = s q + m), which symmetric int8 cannot hold, and have
-more than 4 bits (Q5_*) or sub-blocks of 16 (Q2_K), which int4 (groups of a multiple of 32) cannot; a
-4-bit type with a min (Q4_1, Q4_K) is not int8 either. IQ4_NL / IQ4_XS are not affine (a 16-entry
+the nibbles reordered. (3) dequantized (gguf-py) and quantized to int8 in groups of 32, the blocks' own
+width, so that a block's rounding stays within it (per channel, one large block sets the step of the
+whole row: SmolLM2 Q4_K_M's 16 Q4_K matrices as int8 per channel moved its logits by 1.3%).
+
+Why the rest is not exact: Q5_1, Q5_K and Q2_K add a min (w = s q + m), which symmetric int8 cannot
+hold, and have more than 4 bits (Q5_*) or sub-blocks of 16 (Q2_K), which int4 (groups of a multiple of
+32) cannot; a 4-bit type with a min (Q4_1, Q4_K) is not int8 either. IQ4_NL / IQ4_XS are not affine (a 16-entry
 codebook), so not int4, but the codebook's entries are int8 numbers, so d * entry is int8 exactly.
 The int8 forms read the scales from the blocks and q from gguf-py's values (w / s, exact); Q8_0 and the
 int4 forms read q from the blocks. The norms (vectors) stay fp32.
@@ -28,8 +32,9 @@ int4 forms read q from the blocks. The norms (vectors) stay fp32.
 Where the family's converter stacks GGUF tensors (Llama's q/k/v, gate/up) or reorders their rows,
 the same is done to the packed rows: the converter is run on row labels (`row_sources`), which says
 for every row of ours which row of which GGUF tensor it is. Stacked parts stored in different formats
-are stacked in their exact int8 forms where those agree (Q4_0 beside Q5_0 or Q8_0: int8 in groups of
-32), else dequantized and stacked as one int8 per-channel matrix. `kernel_summary` says it all in a line.
+are stacked in their int8 forms (Q4_0 exactly: w = d (q - 8) is int8 in groups of 32; Q4_1 / Q4_K
+re-quantized as (3)), in the smallest group among them (a scale repeated per group is the same numbers:
+Q8_0 beside Q6_K is int8 in groups of 16, exact). `kernel_summary` says it all in a line.
 """
 
 import json
@@ -50,17 +55,18 @@ from lmlab.models import registry
 from lmlab.modules.quantized_formats import (QuantizedWeight, dequantize, pack_int4, quantize_int8, select_rows,
                                              unpack_int4)
 
-REQUANTIZED = "int8 per channel (re-quantized)"
+FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)  # quantized to int8 per channel, as lmlab quantizes any float model
 
 
 @dataclass(frozen=True)
 class Kept:
     """How a GGUF block type is held exactly in one of lmlab's formats: `repack(blocks, values)` makes the
     `QuantizedWeight` from the (rows, blocks per row, block bytes) bytes and, where it needs them, the fp32
-    values (`values()`, (rows, in)); `kernel` says which kernel runs it."""
+    values (`values()`, (rows, in)), int`bits` in groups of `group_size`."""
 
     repack: Callable[[np.ndarray, Callable[[], torch.Tensor]], QuantizedWeight]
-    kernel: str
+    bits: int
+    group_size: int
 
 
 def repack(tensor: ReaderTensor, mode: str, dequantized) -> QuantizedWeight | torch.Tensor:
@@ -70,32 +76,42 @@ def repack(tensor: ReaderTensor, mode: str, dequantized) -> QuantizedWeight | to
         return dequantized(tensor)
     kept = KEPT[tensor.tensor_type].get(mode) if tensor.tensor_type in KEPT else None
     if kept is None:
-        return quantize_int8(dequantized(tensor))
+        return quantize_int8(dequantized(tensor), None if tensor.tensor_type in FLOAT_TYPES else 32)
     rows = int(np.prod([int(n) for n in tensor.shape[1:]]))
     blocks = np.asarray(tensor.data, dtype=np.uint8).reshape(rows, -1, GGML_QUANT_SIZES[tensor.tensor_type][1])
     return kept.repack(blocks, lambda: dequantized(tensor).reshape(rows, -1))
 
 
+def form(qtype: Q, mode: str) -> tuple[int, int | None, bool]:
+    """(bits, group size or None for per channel, exact) of a matrix stored as `qtype` loaded as `mode`."""
+    kept = KEPT[qtype].get(mode) if qtype in KEPT else None
+    return (kept.bits, kept.group_size, True) if kept else (8, None if qtype in FLOAT_TYPES else 32, False)
+
+
 def kernel(qtype: Q, mode: str) -> str:
     """Which kernel a matrix stored as `qtype` runs on when loaded as `mode`, and whether exactly."""
-    kept = KEPT[qtype].get(mode) if qtype in KEPT else None
-    return kept.kernel if kept else REQUANTIZED
+    return _label(*form(qtype, mode))
+
+
+def _label(bits: int, group_size: int | None, exact: bool) -> str:
+    groups = f"groups of {group_size}" if group_size else "per channel"
+    return f"int{bits} kernel, {groups} ({'exact' if exact else 're-quantized'})"
 
 
 def kernel_summary(types: dict[str, Q], mode: str, stacks=()) -> str:
     """One line for the GGUF matrices `types` (name -> type) loaded as `mode`: per type, how many matrices and
     the kernel it runs on, exactly or not, e.g. "Q4_K (12): int4 kernel, ...". `stacks`: the names of the
-    matrices each of our layers stacks (q/k/v, gate/up); one whose parts run on different kernels runs on
-    their common exact int8 form, else is re-quantized (`stacked`), which the line adds."""
+    matrices each of our layers stacks (q/k/v, gate/up); one whose parts run on different kernels takes
+    their int8 forms in the smallest group (`stacked`), which the line adds."""
     counts: dict[Q, int] = {}
     for t in types.values():
         counts[t] = counts.get(t, 0) + 1
     line = "; ".join(f"{t.name} ({n}): {kernel(t, mode)}" for t, n in sorted(counts.items(), key=lambda c: c[0].name))
     mixed: dict[str, int] = {}  # the kernel a layer stacking parts of different kernels runs on -> layers
     for stack in stacks:
-        if len({kernel(types[name], mode) for name in stack}) > 1:
-            as_int8 = {kernel(types[name], "int8") for name in stack}  # exact int8 forms of the same groups stack
-            runs_on = as_int8.pop() if len(as_int8) == 1 else REQUANTIZED
+        if len({form(types[name], mode)[:2] for name in stack}) > 1:
+            as_int8 = [form(types[name], "int8") for name in stack]
+            runs_on = _label(8, min(g for _, g, _ in as_int8 if g), all(exact for *_, exact in as_int8))
             mixed[runs_on] = mixed.get(runs_on, 0) + 1
     return "; ".join([line] + [f"{n} layers stacking parts of different kernels: {k}" for k, n in mixed.items()])
 
@@ -213,16 +229,15 @@ def _bytes(data: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(data)).reshape(data.shape[0], -1)
 
 
-_INT4 = "int4 kernel, groups of 32 (exact)"
-_Q8_0 = Kept(_q8_0, "int8 kernel, groups of 32 (exact)")
-_D32 = Kept(_symmetric(_first_half, 32), "int8 kernel, groups of 32 (exact)")
-_IQ4_XS = Kept(_symmetric(_iq4_xs_scales, 32), "int8 kernel, groups of 32 (exact)")
-_Q6_K = Kept(_symmetric(_q6_k_scales, 16), "int8 kernel, groups of 16 (exact)")
-_Q3_K = Kept(_symmetric(_q3_k_scales, 16), "int8 kernel, groups of 16 (exact)")
-KEPT: dict[Q, dict[str, Kept]] = {  # GGUF type -> mode -> how it is held exactly; absent: `REQUANTIZED`
-    Q.Q4_0: {"int4": Kept(_q4_0, _INT4), "int8": _D32},
-    Q.Q4_1: {"int4": Kept(_q4_1, _INT4)},
-    Q.Q4_K: {"int4": Kept(_q4_k, _INT4)},
+_Q8_0 = Kept(_q8_0, 8, 32)
+_D32 = Kept(_symmetric(_first_half, 32), 8, 32)
+_IQ4_XS = Kept(_symmetric(_iq4_xs_scales, 32), 8, 32)
+_Q6_K = Kept(_symmetric(_q6_k_scales, 16), 8, 16)
+_Q3_K = Kept(_symmetric(_q3_k_scales, 16), 8, 16)
+KEPT: dict[Q, dict[str, Kept]] = {  # GGUF type -> mode -> how it is held exactly; absent: re-quantized (`form`)
+    Q.Q4_0: {"int4": Kept(_q4_0, 4, 32), "int8": _D32},
+    Q.Q4_1: {"int4": Kept(_q4_1, 4, 32)},
+    Q.Q4_K: {"int4": Kept(_q4_k, 4, 32)},
     Q.Q5_0: {"int4": _D32, "int8": _D32},
     Q.Q8_0: {"int4": _Q8_0, "int8": _Q8_0},
     Q.IQ4_NL: {"int4": _D32, "int8": _D32},
@@ -233,15 +248,16 @@ KEPT: dict[Q, dict[str, Kept]] = {  # GGUF type -> mode -> how it is held exactl
 
 
 def stacked(parts: list[QuantizedWeight | torch.Tensor]) -> QuantizedWeight | torch.Tensor:
-    """The parts one under another (rows concatenated): kept in their format when they share it (scales
-    widened to fp32 if their dtypes differ), or when their exact int8 forms (`_as_int8`) do; else dequantized
-    and quantized to int8 per channel."""
+    """The parts one under another (rows concatenated), in their format when they share it (scales widened
+    to fp32 if their dtypes differ); else each in its int8 form (`_as_int8`) with the smallest group of
+    them (`_regrouped`: exact; a per-channel part's group is the width, which a block type beside it makes
+    a multiple of 32)."""
     if all(isinstance(p, torch.Tensor) for p in parts):
         return torch.cat(parts)
     if not _same_format(parts):
         parts = [_as_int8(p) for p in parts]
-    if not _same_format(parts):
-        return quantize_int8(torch.cat([dequantize(p) if isinstance(p, QuantizedWeight) else p for p in parts]))
+        group_size = min(p.group_size for p in parts)
+        parts = [_regrouped(p, group_size) for p in parts]
     dtype = torch.float16 if all(p.scales.dtype == torch.float16 for p in parts) else torch.float32
     mins = torch.cat([p.mins.to(dtype) for p in parts]) if parts[0].mins is not None else None
     return QuantizedWeight(torch.cat([p.q for p in parts]), torch.cat([p.scales.to(dtype) for p in parts]), mins,
@@ -253,20 +269,28 @@ def _same_format(parts: list[QuantizedWeight | torch.Tensor]) -> bool:
                for p in parts)
 
 
-def _as_int8(weight: QuantizedWeight | torch.Tensor) -> QuantizedWeight | torch.Tensor:
-    """An int4 weight whose mins are whole multiples of its scales (Q4_0: m = -8 s) as the int8 weight of the
-    same numbers, w = s (q - k); any other weight as it is."""
-    if not isinstance(weight, QuantizedWeight) or weight.bits != 4:
+def _as_int8(weight: QuantizedWeight) -> QuantizedWeight:
+    """An int4 weight as int8 in the same groups: the same numbers, w = s (q - k), where its mins are whole
+    multiples of its scales (Q4_0: m = -8 s), else re-quantized (as its type's "int8" mode does); an int8
+    weight as it is."""
+    if weight.bits != 4:
         return weight
     s, m = weight.scales.float(), weight.mins.float()  # (out, groups)
     k = torch.where(s != 0, -m / s.masked_fill(s == 0, 1), 0)
-    if not ((k == k.round()) & (k >= 0) & (k <= 127) & ((s != 0) | (m == 0))).all():
-        return weight
-    out, width = weight.shape
-    values = unpack_int4(weight.q).reshape(out, -1, weight.group_size).to(torch.int16)  # (out, groups, g)
-    q = (values - k.to(torch.int16)[..., None]).to(torch.int8).reshape(out, width)
-    int8 = QuantizedWeight(q, weight.scales, None, weight.group_size)
-    return int8 if torch.equal(dequantize(int8), dequantize(weight)) else weight
+    if ((k == k.round()) & (k >= 0) & (k <= 127) & ((s != 0) | (m == 0))).all():
+        out, width = weight.shape
+        values = unpack_int4(weight.q).reshape(out, -1, weight.group_size).to(torch.int16)  # (out, groups, g)
+        q = (values - k.to(torch.int16)[..., None]).to(torch.int8).reshape(out, width)
+        int8 = QuantizedWeight(q, weight.scales, None, weight.group_size)
+        if torch.equal(dequantize(int8), dequantize(weight)):
+            return int8
+    return quantize_int8(dequantize(weight), weight.group_size)
+
+
+def _regrouped(weight: QuantizedWeight, group_size: int) -> QuantizedWeight:
+    """An int8 weight with groups of `group_size` (dividing its own): each scale repeated, the same numbers."""
+    repeat = weight.group_size // group_size
+    return QuantizedWeight(weight.q, weight.scales.repeat_interleave(repeat, dim=1), None, group_size)
 
 
 def take_rows(weight: QuantizedWeight | torch.Tensor, rows: torch.Tensor) -> QuantizedWeight | torch.Tensor:
