@@ -125,7 +125,7 @@ def test_a_config_transformers_would_compute_otherwise_is_refused_before_it_is_b
 def test_a_gemma_trained_by_lmlab_is_saved_as_transformers_computes_it(name, corpus_file, tmp_path):
     train = TrainConfig(max_steps=2, batch_size=4, block_size=16, optim=OptimConfig(lr=1e-2, warmup_steps=1),
                         eval_every=2, eval_batches=1, checkpoint_every=2, log_every=1)
-    cfg = preset(name, vocab_size=300, context_length=32, n_layers=3)
+    cfg = preset(name, vocab_size=300, context_length=32)
     result = lmlab.train(cfg, train, str(corpus_file), tmp_path / "run", show_progress=False)
     model = load_hf_dir(result.model_dir)
     assert any((p - 1).abs().max() > 1e-3 for n, p in model.named_parameters() if "norm" in n)  # (1 + w) trained
