@@ -11,6 +11,7 @@ import pytest
 from lmlab.errors import LmlabError
 from lmlab.models.llama.gguf_file import read_gguf
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
+from lmlab.tokenizers.text import TextTokenizer
 
 from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, spm, trained
@@ -54,6 +55,23 @@ def test_gemmas_user_defined_end_of_turn_is_a_stop_and_one_token(tmp_path):
     assert ours.stop_ids == (2, end)
     text = "<start_of_turn>user\nHello 12 ☃<end_of_turn>\n"
     assert ours.encode(text) == reference.encode(text)
+
+
+@pytest.mark.parametrize("newline_pieces", [False, True])
+def test_a_gguf_sentencepiece_vocabulary_cached_as_tables_loads_back(tmp_path, newline_pieces):
+    """lmlab's GGUF caches keep a BPE as its tables where they can hold it; Gemma's newline pieces they cannot,
+    so that vocabulary is kept as tokenizer.json."""
+    meta = gguf_metadata(trained(tmp_path, "llama"))
+    if newline_pieces:
+        tokens = meta["tokenizer.ggml.tokens"]
+        meta["tokenizer.ggml.tokens"] = tokens[:-2] + ["\n", "\n\n"]
+    ours = tokenizer_from_gguf(meta)
+    (tmp_path / "cache").mkdir()
+    ours.save(tmp_path / "cache", tables=True)
+    assert (tmp_path / "cache" / "tokenizer.json").is_file() == newline_pieces
+    again = TextTokenizer.from_dir(tmp_path / "cache")
+    for text in HELD_OUT + COMPATIBILITY + ["a\n\n\nb"]:
+        assert again.encode(text) == ours.encode(text), text
 
 
 def test_a_malformed_sentencepiece_vocabulary_is_one_line(tmp_path):

@@ -7,8 +7,9 @@ own vocab.json and merges.txt formats straight into the model (55 ms), and leave
 So lmlab's caches of GGUF files keep a tokenizer as three files: BPE_VOCAB, BPE_MERGES and REST_FILE,
 its tokenizer.json with the vocabulary, merges and added tokens left out. Loading builds the model from
 the tables, the rest from the small file, then adds the added tokens again in the order of their ids,
-which gives every one its id back (checked). Only byte-level vocabularies fit merges.txt (a token there
-cannot hold a space); `save_tables` refuses any other.
+which gives every one its id back (checked). Only BPE vocabularies whose merges hold no space or newline
+fit merges.txt (every byte-level one, and SentencePiece ones without newline pieces); `TextTokenizer.save`
+keeps any other as tokenizer.json.
 """
 
 import json
@@ -31,13 +32,19 @@ def has_tables(directory: Path) -> bool:
     return (directory / REST_FILE).is_file()
 
 
+def fits_tables(backend: Tokenizer) -> bool:
+    """Whether `save_tables` can write `backend`: a BPE whose merges hold no space or newline (every byte-level
+    one; a SentencePiece vocabulary with a newline piece, Gemma's, does not fit)."""
+    model = json.loads(backend.to_str())["model"]
+    return model["type"] == "BPE" and not any(" " in a or " " in b or "\n" in a + b
+                                              for a, b in map(_pair, model["merges"]))
+
+
 def save_tables(backend: Tokenizer, directory: Path) -> None:
-    """Write the byte-level BPE tokenizer `backend` into `directory` as its tables and the rest."""
+    """Write the BPE tokenizer `backend`, which `fits_tables`, into `directory` as its tables and the rest."""
+    assert fits_tables(backend), "merges.txt holds only BPE merges without a space or a newline"
     whole = json.loads(backend.to_str())
     model = whole["model"]
-    assert model["type"] == "BPE", f"only a BPE tokenizer is saved as tables, not {model['type']}"
-    assert not any(" " in a or " " in b or "\n" in a + b for a, b in map(_pair, model["merges"])), \
-        "merges.txt cannot hold a token with a space or a newline"
     backend.model.save(str(directory), PREFIX)
     added = whole.pop("added_tokens")
     model["vocab"], model["merges"] = {}, []

@@ -23,7 +23,7 @@ from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.io.lines import lone_surrogate
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, special_token_ids
-from lmlab.tokenizers.bpe_tables import has_tables, save_tables
+from lmlab.tokenizers.bpe_tables import fits_tables, has_tables, save_tables
 from lmlab.tokenizers.panics import library_panics
 from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
 from lmlab.tokenizers.sentencepiece_file import model_file
@@ -82,10 +82,10 @@ class TextTokenizer:
 
     def save(self, directory: str | Path, tables: bool = False) -> None:
         """Write tokenizer.json and tokenizer_config.json into `directory` (atomically, each). `tables`: a
-        byte-level BPE as its tables in place of tokenizer.json, which load 1.6x faster (`bpe_tables.py`):
-        for lmlab's own caches, since other tools read tokenizer.json."""
+        BPE as its tables in place of tokenizer.json where they can hold it (`bpe_tables.fits_tables`), which
+        load 1.6x faster (`bpe_tables.py`): for lmlab's own caches, since other tools read tokenizer.json."""
         directory = Path(directory)
-        if tables:
+        if tables and fits_tables(self.backend):
             save_tables(self.backend, directory)
         else:
             atomic_write_text(directory / TOKENIZER_FILE, self.backend.to_str())
