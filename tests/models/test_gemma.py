@@ -110,7 +110,8 @@ def test_what_transformers_computes_otherwise_is_refused_in_one_line(hf, message
     ("gemma2-tiny", dict(attention_scale=0.07), "set --attention-scale 0.07001"),
     ("gemma2-tiny", dict(qk_norm="head"), "qk_norm='head', but a gemma2 model has qk_norm='none'"),
     ("gemma3-tiny", dict(attention_softcap=50.0), "attention_softcap=50.0, but a gemma3 model has"),
-    ("gemma3-tiny", dict(rope_local_base=None, rope_scaling="linear", rope_factor=2.0), "set --rope-local-base"),
+    ("gemma2-tiny", dict(attention_scale=None), "not None; set --attention-scale 0.1443"),
+    ("gemma3-tiny", dict(rope_local_base=None), "set --rope-local-base"),
 ])
 def test_a_config_transformers_would_compute_otherwise_is_refused_before_it_is_built(name, changes, message):
     cfg = preset(name).replace(**changes)

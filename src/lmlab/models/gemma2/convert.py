@@ -84,7 +84,8 @@ GEMMA2 = dict(norm="rmsnorm", norm_placement="sandwich", ffn="geglu", positions=
 def check_config(cfg: ModelConfig, fixed: dict = GEMMA2) -> None:
     """Refuse a Gemma config that its transformers class cannot compute (a preset's width changed without
     its embedding scale, say), before a model is built or saved: its `fixed` settings, an embedding scale of
-    sqrt(d_model), and a query scale that is query_pre_attn_scalar ** -0.5 for a whole query_pre_attn_scalar."""
+    sqrt(d_model), and a query scale that is query_pre_attn_scalar ** -0.5 for a whole query_pre_attn_scalar
+    (config.json has that key only, so the scale is always set)."""
     for name, value in fixed.items():
         if getattr(cfg, name) != value:
             raise LmlabError(f"{name}={getattr(cfg, name)!r}, but a {cfg.family} model has {name}={value!r} (what "
@@ -92,15 +93,10 @@ def check_config(cfg: ModelConfig, fixed: dict = GEMMA2) -> None:
     if cfg.embedding_scale != cfg.d_model ** 0.5:
         raise LmlabError(f"a {cfg.family} model's embedding_scale is sqrt(d_model) = {cfg.d_model ** 0.5!r}, not "
                          f"{cfg.embedding_scale!r}; set --embedding-scale {cfg.d_model ** 0.5!r}")
-    scalar = query_pre_attn_scalar(cfg)
-    if cfg.attention_scale is not None and scalar ** -0.5 != cfg.attention_scale:
+    scalar = round((cfg.attention_scale or cfg.head_dim ** -0.5) ** -2)
+    if cfg.attention_scale is None or scalar ** -0.5 != cfg.attention_scale:
         raise LmlabError(f"a {cfg.family} model's attention_scale is query_pre_attn_scalar ** -0.5 for a whole "
                          f"number, not {cfg.attention_scale!r}; set --attention-scale {scalar ** -0.5!r}")
-
-
-def query_pre_attn_scalar(cfg: ModelConfig) -> int:
-    """config.json's query_pre_attn_scalar (an integer) for our attention_scale (None: 1 / sqrt(head size))."""
-    return cfg.head_dim if cfg.attention_scale is None else round(cfg.attention_scale ** -2)
 
 
 def gemma_to_hf(cfg: ModelConfig, architecture: str, model_type: str) -> dict:
@@ -108,7 +104,8 @@ def gemma_to_hf(cfg: ModelConfig, architecture: str, model_type: str) -> dict:
     model without local layers still gets a sliding_window (its context, which no layer uses)."""
     return llama.decoder_config_to_hf(cfg, architecture, model_type) | {
         "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False,
-        "query_pre_attn_scalar": query_pre_attn_scalar(cfg), "sliding_window": cfg.sliding_window or cfg.context_length,
+        "query_pre_attn_scalar": round(cfg.attention_scale ** -2),
+        "sliding_window": cfg.sliding_window or cfg.context_length,
         "layer_types": layer_types(cfg.global_every if cfg.sliding_window else 1, cfg.n_layers),
         "final_logit_softcapping": cfg.logit_softcap}
 

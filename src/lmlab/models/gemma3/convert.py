@@ -62,12 +62,12 @@ def rope_by_layer_type(hf: dict) -> tuple[dict, dict]:
 
 
 def check_config(cfg: ModelConfig) -> None:
-    """Refuse a config Gemma3ForCausalLM cannot compute (`gemma2.check_config`), or local layers whose RoPE
-    is scaled (they would take the global layers' RoPE without a base of their own)."""
+    """Refuse a config Gemma3ForCausalLM cannot compute (`gemma2.check_config`), or local layers without a
+    RoPE base of their own (config.json always gives them one, and they never share the global layers' scaling)."""
     gemma2.check_config(cfg, FIXED)
-    if cfg.rope_scaling != "none" and cfg.sliding_window is not None and cfg.rope_local_base is None:
-        raise LmlabError(f"a gemma3 model's local layers have a RoPE of their own, never scaled; set "
-                         f"--rope-local-base ({LOCAL_BASE} in Gemma 3)")
+    if cfg.sliding_window is not None and cfg.rope_local_base is None:
+        raise LmlabError(f"a gemma3 model's local layers have a RoPE base of their own; set --rope-local-base "
+                         f"({LOCAL_BASE} in Gemma 3)")
 
 
 def config_to_hf(cfg: ModelConfig) -> dict:
