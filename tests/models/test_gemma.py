@@ -26,7 +26,7 @@ def tiny(name: str):
     return preset(FAMILY_PRESET[name], **FAMILY_TINY[name])
 
 
-@pytest.mark.parametrize("name", ["gemma2", "gemma3-linear-rope"])
+@pytest.mark.parametrize("name", ["gemma2", "gemma2-untied", "gemma3", "gemma3-linear-rope"])
 def test_a_directory_transformers_saved_loads_with_its_config_and_logits(name, tmp_path):
     cfg = tiny(name)
     reference = hf_model(cfg)
