@@ -53,7 +53,7 @@ def toy(monkeypatch) -> Family:
     # ModelConfig.family is still a Literal of the decoder families' names (config.py): until it is the
     # registry's to check, the new name is added to it here.
     field = ModelConfig.__dataclass_fields__["family"]
-    if TOY not in typing.get_args(field.type):
+    if typing.get_origin(field.type) is typing.Literal:
         monkeypatch.setattr(field, "type", typing.Literal[(*typing.get_args(field.type), TOY)])
     family = Family(TOY, "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=CONVERT, gguf=GGUF,
                     objective="causal_lm", presets={"toyllama-tiny": lmlab.preset("llama-tiny", family=TOY, **TINY)})
