@@ -81,6 +81,7 @@ def run_decoder(args) -> None:
 
 
 def run_encoder_preset(args) -> None:
+    """Pre-train the encoder preset `args.model` (`cli/train_encoder.py`), the span flags refused."""
     refuse_kind_flags(args, SPAN_FLAGS, "encoder-decoder")
     run_encoder(args)
 
