@@ -53,6 +53,7 @@ def sentencepiece_dir_tokenizer(directory: Path, model_path: Path) -> tuple[Toke
                for key, role in ROLES.items()}
     return backend, settings | {key: trained[key] for key in ROLES if key not in settings}
 
+
 def tokenizer_settings(directory: Path) -> dict:
     """tokenizer_config.json over special_tokens_map.json (either may be missing), as transformers reads them."""
     settings = {}
