@@ -16,6 +16,7 @@ from lmlab.models.decoder_files import load_hf_dir, read_hf_config, save_hf_dir
 from lmlab.models.presets import preset
 from lmlab.models.registry import build, family
 
+from conftest import lmlab as cli
 from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 
 transformers = pytest.importorskip("transformers")
@@ -136,3 +137,10 @@ def test_a_gemma_trained_by_lmlab_is_saved_as_transformers_computes_it(name, cor
         assert (reloaded.eval()(ids).logits - model(ids)).abs().max().item() <= 1e-4
     save_hf_dir(model, tmp_path / "again")
     assert load_hf_dir(tmp_path / "again").config == model.config == cfg.replace(trained_context=16)
+
+
+def test_lmlab_list_shows_both_families_with_the_model_type_they_save(capsys):
+    assert cli("list", "--families") == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["gemma2"].split()[:3] == ["gemma2", "decoder", "gemma2"] and "gemma-2-2b" in rows["gemma2"]
+    assert rows["gemma3"].split()[:3] == ["gemma3", "decoder", "gemma3_text"] and "gemma-3-1b" in rows["gemma3"]
