@@ -114,3 +114,16 @@ def test_a_t5_checkpoint_with_only_spiece_model_loads_with_its_tokenizer(tmp_pat
     theirs = reference(path)
     for text in HELD_OUT + SENTINEL_TEXTS:
         assert tokenizer.encode(text, add_special_tokens=False).ids == theirs.encode(text, add_special_tokens=False)
+
+
+def test_deberta_v3_as_published_names_its_tokens_in_special_tokens_map(tmp_path):
+    """DeBERTa-v3's own directory: tokenizer_config.json without a class, the tokens in special_tokens_map.json."""
+    path = directory(tmp_path, "deberta", "spm.model", {"model_type": "deberta-v2"},
+                     {"do_lower_case": False, "vocab_type": "spm"})
+    (path / "special_tokens_map.json").write_text(json.dumps(
+        {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "sep_token": "[SEP]",
+         "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}))
+    ours, theirs = TextTokenizer.from_dir(path), reference(path)
+    assert (ours.vocab_size, ours.backend.token_to_id("[MASK]")) == (len(theirs), theirs.mask_token_id)
+    assert (ours.bos_id, ours.eos_id, ours.pad_id) == (theirs.bos_token_id, theirs.eos_token_id, theirs.pad_token_id)
+    assert_same_ids(ours, theirs, HELD_OUT + ["x [MASK] y"])
