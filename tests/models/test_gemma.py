@@ -70,12 +70,13 @@ def test_gemma3s_older_keys_read_as_transformers_reads_them():
     assert (cfg.rope_base, cfg.rope_local_base, cfg.global_every) == (1e6, 1e4, 6)
 
 
-def test_gemma2_without_layer_types_alternates_local_and_global_layers_from_the_first():
+def test_gemma2_without_layer_types_alternates_local_and_global_layers_from_the_first_and_takes_hfs_defaults():
     hf = {"model_type": "gemma2", "vocab_size": 97, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 3,
-          "num_attention_heads": 4, "max_position_embeddings": 64, "sliding_window": 8}
+          "num_attention_heads": 8, "max_position_embeddings": 64, "sliding_window": 8}
     cfg = family("gemma2").config_from_hf(hf)
     assert [cfg.layer_window(i) for i in range(3)] == [8, None, 8]
-    assert (cfg.head_dim, cfg.attention_softcap, cfg.logit_softcap, cfg.tie_embeddings) == (256, 50.0, 30.0, True)
+    assert (cfg.n_kv_heads, cfg.head_dim, cfg.attention_softcap, cfg.logit_softcap, cfg.tie_embeddings) == (
+        4, 256, 50.0, 30.0, True)  # transformers' defaults
     assert family("gemma2").config_from_hf(hf | {"final_logit_softcapping": None}).logit_softcap is None
 
 

@@ -24,8 +24,8 @@ LAYOUT = llama.LAYOUT.replace(layer=llama.LAYOUT.layer | SANDWICH, norm_offset=1
 FIXED_KEYS = {"hidden_activation": ("gelu_pytorch_tanh",), "attention_bias": (False,),
               "use_bidirectional_attention": (None, False)}
 # transformers' defaults for the keys a Gemma config.json may leave out, where they differ from Llama's
-DEFAULTS = {"head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 4096, "tie_word_embeddings": True,
-            "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
+DEFAULTS = {"num_key_value_heads": 4, "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+            "tie_word_embeddings": True, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
 LOCAL, GLOBAL = "sliding_attention", "full_attention"  # the layer_types of config.json
 
 
