@@ -76,12 +76,12 @@ def layer_types(every: int, n_layers: int) -> list[str]:
     return [GLOBAL if every and (i + 1) % every == 0 else LOCAL for i in range(n_layers)]
 
 
-# The settings the transformers class computes whatever its config.json says, per family
-GEMMA2 = dict(norm="rmsnorm", norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-              qkv_bias=False, qk_norm="none", rope_local_base=None)
+# The settings Gemma2ForCausalLM computes whatever its config.json says (Gemma 3 changes a few)
+FIXED = dict(norm="rmsnorm", norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
+             qkv_bias=False, qk_norm="none", rope_local_base=None)
 
 
-def check_config(cfg: ModelConfig, fixed: dict = GEMMA2) -> None:
+def check_config(cfg: ModelConfig, fixed: dict = FIXED) -> None:
     """Refuse a Gemma config that its transformers class cannot compute (a preset's width changed without
     its embedding scale, say), before a model is built or saved: its `fixed` settings, an embedding scale of
     sqrt(d_model), and a query scale that is query_pre_attn_scalar ** -0.5 for a whole query_pre_attn_scalar

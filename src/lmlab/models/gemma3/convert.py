@@ -21,7 +21,7 @@ DEFAULTS = gemma2.DEFAULTS | {"final_logit_softcapping": None}  # transformers' 
 GLOBAL_BASE, LOCAL_BASE = 1e6, 1e4  # transformers' RoPE bases of the global and local layers, if none is given
 ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rope_local_base_freq")
 # what Gemma3ForCausalLM computes whatever its config.json says (see gemma2.check_config)
-FIXED = {k: v for k, v in gemma2.GEMMA2.items() if k != "rope_local_base"} | {"qk_norm": "head",
+FIXED = {k: v for k, v in gemma2.FIXED.items() if k != "rope_local_base"} | {"qk_norm": "head",
                                                                              "attention_softcap": None}
 
 
