@@ -4,7 +4,7 @@ embedding, soft-capped scores and logits, and local layers alternating with glob
 from lmlab.config import PRESETS, ModelConfig
 from lmlab.models.decoder import build_decoder
 from lmlab.models.family import LOAD, Family
-from lmlab.models.gemma2 import convert
+from lmlab.models.gemma2 import convert, gguf
 
 
 def build(cfg: ModelConfig):
@@ -14,5 +14,5 @@ def build(cfg: ModelConfig):
     return build_decoder(cfg)
 
 
-FAMILY = Family("gemma2", "decoder", LOAD, ModelConfig, "pretrain", build=build, convert=convert,
+FAMILY = Family("gemma2", "decoder", LOAD, ModelConfig, "pretrain", build=build, convert=convert, gguf=gguf,
                 objective="causal_lm", presets={name: cfg for name, cfg in PRESETS.items() if cfg.family == "gemma2"})

@@ -4,7 +4,7 @@ layers' own RoPE base; its config.json says model_type gemma3_text (the text mod
 from lmlab.config import PRESETS, ModelConfig
 from lmlab.models.decoder import build_decoder
 from lmlab.models.family import LOAD, Family
-from lmlab.models.gemma3 import convert
+from lmlab.models.gemma3 import convert, gguf
 
 
 def build(cfg: ModelConfig):
@@ -14,6 +14,6 @@ def build(cfg: ModelConfig):
     return build_decoder(cfg)
 
 
-FAMILY = Family("gemma3", "decoder", LOAD, ModelConfig, "pretrain", build=build, convert=convert,
+FAMILY = Family("gemma3", "decoder", LOAD, ModelConfig, "pretrain", build=build, convert=convert, gguf=gguf,
                 objective="causal_lm", model_type="gemma3_text",
                 presets={name: cfg for name, cfg in PRESETS.items() if cfg.family == "gemma3"})

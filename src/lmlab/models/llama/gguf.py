@@ -85,7 +85,7 @@ def _rope_freqs(meta: dict, shapes: dict, values) -> dict:
     if values is None:
         raise LmlabError(f"the GGUF file's {ROPE_FREQS} (Llama 3.1's scaled RoPE) is read with the file's tensors; "
                          "load the file with lmlab.load")
-    head_dim = key(meta, ARCHITECTURE, "rope.dimension_count", int, _head_dim(meta, ARCHITECTURE))
+    head_dim = key(meta, ARCHITECTURE, "rope.dimension_count", int, head_size(meta, ARCHITECTURE))
     if shapes[ROPE_FREQS] != (head_dim // 2,):
         raise LmlabError(f"GGUF tensor '{ROPE_FREQS}' has shape {shapes[ROPE_FREQS]}, not ({head_dim // 2},) (half "
                          "the rotated head size); the file is damaged, download it again")
@@ -116,7 +116,7 @@ def decoder_config(meta: dict, shapes: dict[str, tuple[int, ...]], arch: str, fa
                          f"{_ranges(layers)}; the file is damaged, download it again")
     n_heads, d_model = key(meta, arch, "attention.head_count", int), key(meta, arch, "embedding_length", int)
     n_kv_heads = key(meta, arch, "attention.head_count_kv", int, n_heads)
-    head_dim = _head_dim(meta, arch)
+    head_dim = head_size(meta, arch)
     if n_heads % n_kv_heads or head_dim % 2:
         raise LmlabError(f"GGUF metadata: embedding_length={d_model}, head_count={n_heads}, head_count_kv="
                          f"{n_kv_heads} and a head size of {head_dim} do not divide into groups of even-sized heads; "
@@ -140,7 +140,7 @@ def decoder_config(meta: dict, shapes: dict[str, tuple[int, ...]], arch: str, fa
     return ModelConfig(**shared | settings)
 
 
-def _head_dim(meta: dict, arch: str) -> int:
+def head_size(meta: dict, arch: str) -> int:
     """The head size: attention.key_length (= value_length: lmlab has one), else embedding_length / head_count."""
     n_heads, d_model = key(meta, arch, "attention.head_count", int), key(meta, arch, "embedding_length", int)
     if "attention.key_length" not in _arch_keys(meta, arch) and d_model % n_heads:
