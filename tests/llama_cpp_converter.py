@@ -2,7 +2,8 @@
 
 It is taken from the llama-cpp-python source distribution, which vendors llama.cpp (`pip download
 llama-cpp-python --no-deps --no-binary :all:`), never committed: the file LMLAB_LLAMA_CPP_SDIST names, else
-the newest /tmp/lcpp/llama_cpp_python-*.tar.gz; a test that needs it is skipped without one. Only the
+the newest /tmp/lcpp/llama_cpp_python-*.tar.gz, else one in `download_to` (pytest's cache), downloaded there
+with pip when a test gives that folder; a test that needs it is skipped without one. Only the
 converter, its `conversion` package and llama.cpp's own gguf-py (which it puts first on its path) are
 extracted. It runs in a subprocess (it needs torch, numpy, transformers and sentencepiece)."""
 
@@ -21,10 +22,12 @@ PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
 TIMEOUT_S = 300
 
 
-def extracted_converter(directory: Path) -> Path:
+def extracted_converter(directory: Path, download_to: Path | None = None) -> Path:
     """llama.cpp's convert_hf_to_gguf.py (with what it imports) extracted under `directory`; the test is skipped
-    when there is no source distribution."""
+    when there is no source distribution (and none can be downloaded into `download_to`)."""
     found = os.environ.get("LMLAB_LLAMA_CPP_SDIST") or max(glob.glob(SDIST_GLOB), default=None)
+    if found is None and download_to is not None:
+        found = _downloaded(download_to)
     if found is None or not Path(found).is_file():
         pytest.skip("llama.cpp's converter needs the llama-cpp-python sdist (set LMLAB_LLAMA_CPP_SDIST)")
     with tarfile.open(found) as sdist:
@@ -35,6 +38,19 @@ def extracted_converter(directory: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(sdist.extractfile(member).read())
     return directory / PARTS[0]
+
+
+def _downloaded(folder: Path) -> str | None:
+    """The newest llama-cpp-python sdist in `folder`, downloaded there by pip if there is none (None if pip
+    cannot: no network, say)."""
+    pattern = str(folder / "llama_cpp_python-*.tar.gz")
+    if not glob.glob(pattern):
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "llama-cpp-python", "--no-deps", "--no-binary",
+                            ":all:", "-d", str(folder)], capture_output=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
+    return max(glob.glob(pattern), default=None)
 
 
 def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:

@@ -73,10 +73,10 @@ def config(case: str):
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
+def converted(tmp_path_factory, request):
     """case -> (HF directory, GGUF file llama.cpp's converter wrote from it), each converted once per module."""
     root = tmp_path_factory.mktemp("gguf-families")
-    converter = extracted_converter(root / "llama.cpp").parent
+    converter = extracted_converter(root / "llama.cpp", request.config.cache.mkdir("llama-cpp-python")).parent
     (root / "run_converter.py").write_text(RUN_CONVERTER)
     done = {}
 
@@ -204,6 +204,16 @@ def test_a_key_lmlab_does_not_compute_is_refused_in_one_line(key, value, fragmen
     with pytest.raises(LmlabError, match="^[^\n]*$") as error:
         qwen2_gguf.config_from_gguf(qwen2_meta(**{key: value}), shapes)
     assert fragment in str(error.value)
+
+
+def test_a_llama_file_with_a_window_is_mistral():
+    """llama.cpp's converter writes Mistral as "llama" without its window (it loads as Llama, above); a file
+    that names the window loads as Mistral with it."""
+    cfg = config("mistral")
+    shapes = {name: tuple(t.shape) for name, t in llama_gguf.to_gguf(_meta_state(cfg), cfg).items()}
+    meta = llama_gguf.config_to_gguf(cfg)
+    assert llama_gguf.config_from_gguf(meta, shapes) == cfg.replace(family="llama", sliding_window=None)
+    assert llama_gguf.config_from_gguf(meta | {"llama.attention.sliding_window": 5}, shapes) == cfg
 
 
 def test_window_patterns_read_as_llama_cpp_reads_them():
