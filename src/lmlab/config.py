@@ -47,7 +47,7 @@ ATTENTION_FIELDS = frozenset(f.name for f in dataclasses.fields(AttentionSetting
 
 @dataclass(frozen=True)
 class ModelConfig(AttentionSettings):
-    family: Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2"]
+    family: str  # the family (`lmlab list --families`): its name decides how the model is read, saved and trained
     vocab_size: int  # tokens in the vocabulary (a trained tokenizer sets it)
     context_length: int  # the most tokens the model attends over
     n_layers: int  # transformer blocks

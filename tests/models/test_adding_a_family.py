@@ -5,7 +5,6 @@ architecture, quantized, trained with its default objective by `lmlab.train` / `
 by `lmlab list --families` and `--presets`."""
 
 import json
-import typing
 from types import SimpleNamespace
 
 import pytest
@@ -50,11 +49,6 @@ GGUF = SimpleNamespace(
 @pytest.fixture
 def toy(monkeypatch) -> Family:
     """The new family's one registry line (and its record, as its family.py would define it)."""
-    # ModelConfig.family is still a Literal of the decoder families' names (config.py): until it is the
-    # registry's to check, the new name is added to it here.
-    field = ModelConfig.__dataclass_fields__["family"]
-    if typing.get_origin(field.type) is typing.Literal:
-        monkeypatch.setattr(field, "type", typing.Literal[(*typing.get_args(field.type), TOY)])
     family = Family(TOY, "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=CONVERT, gguf=GGUF,
                     objective="causal_lm", presets={"toyllama-tiny": lmlab.preset("llama-tiny", family=TOY, **TINY)})
     monkeypatch.setitem(registry.FAMILIES, TOY, family)

@@ -3,12 +3,13 @@ transformers can load it, and how lmlab loads HF GPT-2 and Llama checkpoints. `c
 our full config under "lmlab", for choices HF's schema has no field for.
 """
 
+import dataclasses
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer
 
-from lmlab.config import ModelConfig, config_from_dict, config_to_dict
+from lmlab.config import ATTENTION_FIELDS, ModelConfig, config_from_dict, config_to_dict
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import check_lmlab_section, read_config_json, read_safetensors, safetensors_files, write_hf_dir
@@ -26,10 +27,46 @@ def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tok
     tokens and chat template) as an HF model directory, atomically. config.json carries the tokenizer's
     bos / eos / pad ids (eos: every id lmlab stops at), so transformers' `generate` stops where lmlab's does."""
     cfg: ModelConfig = model.config
+    check_hf_form(cfg)
     convert = registry.lookup(cfg.family, kind="decoder").convert
     hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
         "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
     return write_hf_dir(directory, unless_efficient(hf_config, cfg), convert.to_hf(model.state_dict(), cfg), tokenizer)
+
+
+# Settings the "lmlab" section of config.json carries and transformers has no key for: an efficient attention
+# method (the directory is then written for lmlab only: `unless_efficient`), dropout, the trained context.
+LMLAB_ONLY = ATTENTION_FIELDS | {"dropout", "trained_context"}
+
+
+def check_hf_form(cfg: ModelConfig) -> None:
+    """Refuse, in one line, a config its family's HF form cannot hold: a setting config.json has no key for in
+    that family (q/k/v biases on a Qwen3, OLMo 2's norm placement changed), which transformers would read as
+    another model. `pretrain` asks before training, `save_hf_dir` before writing."""
+    convert = registry.lookup(cfg.family, kind="decoder").convert
+    try:
+        back = convert.config_from_hf(convert.config_to_hf(cfg))
+    except (LmlabError, KeyError, ValueError) as e:
+        raise LmlabError(f"a {cfg.family} model with these settings has no Hugging Face form ({e}); keep the "
+                         f"{cfg.family} preset's settings or start from a preset of a family that has them") from None
+    ours, theirs = _spelled_out(cfg), _spelled_out(back)
+    lost = [name for name, value in ours.items() if name not in LMLAB_ONLY and theirs[name] != value]
+    if lost:
+        flags = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in lost)
+        raise LmlabError(f"a {cfg.family} model cannot hold {flags} in its Hugging Face form (transformers would "
+                         f"compute another model); drop it, or start from a preset of a family that has it "
+                         "(`lmlab list --families`)")
+
+
+def _spelled_out(cfg: ModelConfig) -> dict:
+    """`cfg`'s fields as the model they make, so two configs of one model compare equal: n_kv_heads None is
+    n_heads, head_size None is d_model / n_heads, the window settings are each layer's window, and the local
+    layers' RoPE base counts only where a layer is local."""
+    windows = tuple(cfg.layer_window(i) for i in range(cfg.n_layers))
+    local = any(w is not None for w in windows)
+    return dataclasses.asdict(cfg) | {"n_kv_heads": cfg.n_kv_heads or cfg.n_heads, "head_size": cfg.head_dim,
+                                      "sliding_window": windows, "global_every": None,
+                                      "rope_local_base": (cfg.rope_local_base or cfg.rope_base) if local else None}
 
 
 def unless_efficient(hf_config: dict, cfg) -> dict:

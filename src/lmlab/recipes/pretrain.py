@@ -22,7 +22,7 @@ from lmlab.eval.perplexity import held_out_loss
 from lmlab.io.outputs import claim_run_dir
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models import registry
-from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.decoder_files import check_hf_form, save_hf_dir
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
@@ -45,6 +45,7 @@ def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str
     steps with a checkpoint (resume later with `resume=True`); so does Ctrl-C.
     """
     out = Path(out)
+    check_hf_form(model_cfg)  # the run ends by saving it in HF layout: refuse now, not after training
     if (train_cfg.block_size or 0) > model_cfg.context_length:
         raise LmlabError(f"--block-size {train_cfg.block_size} exceeds the model's context of "
                          f"{model_cfg.context_length} tokens; lower --block-size or raise --context-length")
