@@ -9,6 +9,7 @@ extracted. It runs in a subprocess (it needs torch, numpy, transformers and sent
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,6 +31,11 @@ def extracted_converter(directory: Path, download_to: Path | None = None) -> Pat
         found = _downloaded(download_to)
     if found is None or not Path(found).is_file():
         pytest.skip("llama.cpp's converter needs the llama-cpp-python sdist (set LMLAB_LLAMA_CPP_SDIST)")
+    marker = directory / "extracted-from"  # a folder kept between sessions is extracted once per sdist
+    if marker.is_file() and marker.read_text() == str(Path(found).resolve()):
+        return directory / PARTS[0]
+    for part in PARTS:  # another sdist's files
+        shutil.rmtree(directory / part, ignore_errors=True)
     with tarfile.open(found) as sdist:
         members = [m for m in sdist.getmembers() if m.isfile() and VENDORED in m.name
                    and m.name.split(VENDORED, 1)[1].startswith(PARTS)]
@@ -37,6 +43,7 @@ def extracted_converter(directory: Path, download_to: Path | None = None) -> Pat
             target = directory / member.name.split(VENDORED, 1)[1]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(sdist.extractfile(member).read())
+    marker.write_text(str(Path(found).resolve()))
     return directory / PARTS[0]
 
 

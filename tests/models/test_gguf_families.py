@@ -76,7 +76,8 @@ def config(case: str):
 def converted(tmp_path_factory, request):
     """case -> (HF directory, GGUF file llama.cpp's converter wrote from it), each converted once per module."""
     root = tmp_path_factory.mktemp("gguf-families")
-    converter = extracted_converter(root / "llama.cpp", request.config.cache.mkdir("llama-cpp-python")).parent
+    cache = request.config.cache
+    converter = extracted_converter(cache.mkdir("llama-cpp-converter"), cache.mkdir("llama-cpp-python")).parent
     (root / "run_converter.py").write_text(RUN_CONVERTER)
     done = {}
 
@@ -214,6 +215,18 @@ def test_a_llama_file_with_a_window_is_mistral():
     meta = llama_gguf.config_to_gguf(cfg)
     assert llama_gguf.config_from_gguf(meta, shapes) == cfg.replace(family="llama", sliding_window=None)
     assert llama_gguf.config_from_gguf(meta | {"llama.attention.sliding_window": 5}, shapes) == cfg
+
+
+def test_llamas_rope_freqs_is_read_as_its_rope_scaling_once():
+    cfg = config("llama-llama3-rope")
+    tensors = llama_gguf.to_gguf(_meta_state(cfg), cfg)
+    shapes, meta = {name: tuple(t.shape) for name, t in tensors.items()}, llama_gguf.config_to_gguf(cfg)
+    found = llama_gguf.config_from_gguf(meta, shapes, tensors.get)
+    assert (found.rope_scaling, found.rope_factor) == ("llama3", 8.0)
+    torch.testing.assert_close(llama3_factors(found), tensors[ROPE_FREQS], rtol=1e-5, atol=0)
+    with pytest.raises(LmlabError, match="scales RoPE twice"):
+        llama_gguf.config_from_gguf(meta | {"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0},
+                                    shapes, tensors.get)
 
 
 def test_window_patterns_read_as_llama_cpp_reads_them():

@@ -74,6 +74,10 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]], values=None
     check_known_keys(meta, ARCHITECTURE, KNOWN_KEYS)
     window = sliding_window(meta, ARCHITECTURE)
     rope = _rope_freqs(meta, shapes, values)
+    if rope and rope_scaling(meta, ARCHITECTURE):
+        raise LmlabError(f"the GGUF file scales RoPE twice ({ROPE_FREQS} and llama.rope.scaling.type="
+                         f"{meta['llama.rope.scaling.type']!r}); lmlab computes one scaling, so this model is not "
+                         "supported yet")
     return decoder_config(meta, shapes, ARCHITECTURE, "mistral" if window else "llama",
                           **({"sliding_window": window} if window else {}), **rope)
 
