@@ -133,7 +133,8 @@ def test_a_converted_file_loads_with_transformers_logits(converted, case):
         expected = dataclasses.replace(expected, family="llama", sliding_window=None)
     # fp32 in the file: the norm epsilon; llama3 settings that give the same factors (test_llama3_rope_…)
     assert model.config.norm_eps == pytest.approx(expected.norm_eps, rel=1e-6)
-    assert dataclasses.replace(model.config, norm_eps=expected.norm_eps, rope_original_context=expected.rope_original_context,
+    assert dataclasses.replace(model.config, norm_eps=expected.norm_eps,
+                               rope_original_context=expected.rope_original_context,
                                rope_low_freq_factor=expected.rope_low_freq_factor,
                                rope_high_freq_factor=expected.rope_high_freq_factor) == expected
     reference = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, attn_implementation="eager").eval()

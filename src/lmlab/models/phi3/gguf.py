@@ -10,9 +10,8 @@ from lmlab.config import ModelConfig
 from lmlab.models.llama import gguf as llama
 
 ARCHITECTURE = "phi3"
-LAYOUT = llama.LAYOUT.replace(
-    layer=llama.LAYOUT.layer | {"attention.qkv.weight": "attn_qkv.weight", "feed_forward.gate_up.weight": "ffn_up.weight"},
-    stacked={}, permuted=False)
+FUSED = {"attention.qkv.weight": "attn_qkv.weight", "feed_forward.gate_up.weight": "ffn_up.weight"}
+LAYOUT = llama.LAYOUT.replace(layer=llama.LAYOUT.layer | FUSED, stacked={}, permuted=False)
 KNOWN_KEYS = llama.SHARED_KEYS | {"attention.sliding_window"}
 
 
