@@ -181,7 +181,7 @@ def _llama(**shape) -> ModelConfig:
     return ModelConfig(family="llama", norm="rmsnorm", ffn="swiglu", positions="rope", bias=False, **shape)
 
 
-def _llama_like(family: str, **shape) -> ModelConfig:
+def llama_like(family: str, **shape) -> ModelConfig:
     """A preset of a family that is a diff of Llama: Llama's parts, the family's settings in `shape`."""
     return dataclasses.replace(_llama(**shape), family=family)
 
@@ -194,56 +194,8 @@ PRESETS: dict[str, ModelConfig] = {
                          d_model=128, d_ff=352, tie_embeddings=True),
     "llama-small": _llama(vocab_size=8192, context_length=256, n_layers=6, n_heads=6, n_kv_heads=2,
                           d_model=384, d_ff=1024, tie_embeddings=False),
-    "mistral-tiny": _llama_like("mistral", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
-                                d_model=128, d_ff=352, sliding_window=64, tie_embeddings=False),
-    "qwen2-tiny": _llama_like("qwen2", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
-                              d_model=128, d_ff=352, qkv_bias=True, rope_base=1e6, norm_eps=1e-6),
-    "qwen2.5-0.5b": _llama_like("qwen2", vocab_size=151936, context_length=32768, n_layers=24, n_heads=14,
-                                n_kv_heads=2, d_model=896, d_ff=4864, qkv_bias=True, rope_base=1e6, norm_eps=1e-6),
-    # Gemma: (1 + w) norms around each sublayer, GeGLU, embeddings times sqrt(d_model), queries scaled by
-    # query_pre_attn_scalar ** -0.5 (each a setting transformers' Gemma classes compute from the shape)
-    "gemma2-tiny": ModelConfig(family="gemma2", vocab_size=4096, context_length=256, n_layers=4, n_heads=4,
-                               n_kv_heads=2, d_model=128, d_ff=384, head_size=48, norm="rmsnorm", norm_eps=1e-6,
-                               norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-                               embedding_scale=128**0.5, attention_scale=48**-0.5, attention_softcap=50.0,
-                               logit_softcap=30.0, sliding_window=64, global_every=2),
-    "gemma-2-2b": ModelConfig(family="gemma2", vocab_size=256000, context_length=8192, n_layers=26, n_heads=8,
-                              n_kv_heads=4, d_model=2304, d_ff=9216, head_size=256, norm="rmsnorm", norm_eps=1e-6,
-                              norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-                              embedding_scale=2304**0.5, attention_scale=256**-0.5, attention_softcap=50.0,
-                              logit_softcap=30.0, sliding_window=4096, global_every=2),
-    "gemma3-tiny": ModelConfig(family="gemma3", vocab_size=4096, context_length=256, n_layers=6, n_heads=4,
-                               n_kv_heads=1, d_model=128, d_ff=384, head_size=48, norm="rmsnorm", norm_eps=1e-6,
-                               norm_placement="sandwich", ffn="geglu", positions="rope", bias=False, qk_norm="head",
-                               embedding_scale=128**0.5, attention_scale=48**-0.5, sliding_window=64, global_every=6,
-                               rope_base=1e6, rope_local_base=1e4),
-    "gemma-3-270m": ModelConfig(family="gemma3", vocab_size=262144, context_length=32768, n_layers=18, n_heads=4,
-                                n_kv_heads=1, d_model=640, d_ff=2048, head_size=256, norm="rmsnorm", norm_eps=1e-6,
-                                norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-                                qk_norm="head", embedding_scale=640**0.5, attention_scale=256**-0.5,
-                                sliding_window=512, global_every=6, rope_base=1e6, rope_local_base=1e4),
-    "gemma-3-1b": ModelConfig(family="gemma3", vocab_size=262144, context_length=32768, n_layers=26, n_heads=4,
-                              n_kv_heads=1, d_model=1152, d_ff=6912, head_size=256, norm="rmsnorm", norm_eps=1e-6,
-                              norm_placement="sandwich", ffn="geglu", positions="rope", bias=False, qk_norm="head",
-                              embedding_scale=1152**0.5, attention_scale=256**-0.5, sliding_window=512,
-                              global_every=6, rope_base=1e6, rope_local_base=1e4),
     "smollm2-135m": _llama(vocab_size=49152, context_length=8192, n_layers=30, n_heads=9, n_kv_heads=3,
                            d_model=576, d_ff=1536, rope_base=100000.0, tie_embeddings=True),
-    "qwen3-tiny": _llama_like("qwen3", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
-                              d_model=128, d_ff=352, qk_norm="head", head_size=48, rope_base=1e6, norm_eps=1e-6),
-    "qwen3-0.6b": _llama_like("qwen3", vocab_size=151936, context_length=40960, n_layers=28, n_heads=16,
-                              n_kv_heads=8, d_model=1024, d_ff=3072, qk_norm="head", head_size=128, rope_base=1e6,
-                              norm_eps=1e-6, tie_embeddings=True),
-    "olmo2-tiny": _llama_like("olmo2", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
-                              d_model=128, d_ff=352, norm_placement="output", qk_norm="all", rope_base=5e5,
-                              norm_eps=1e-6, tie_embeddings=False),
-    "olmo-2-1b": _llama_like("olmo2", vocab_size=100352, context_length=4096, n_layers=16, n_heads=16, n_kv_heads=16,
-                             d_model=2048, d_ff=8192, norm_placement="output", qk_norm="all", rope_base=5e5,
-                             norm_eps=1e-6, tie_embeddings=False),
-    "phi3-tiny": _llama_like("phi3", vocab_size=4096, context_length=256, n_layers=4, n_heads=4, n_kv_heads=2,
-                             d_model=128, d_ff=352, sliding_window=64, tie_embeddings=False),
-    "phi-3-mini-4k": _llama_like("phi3", vocab_size=32064, context_length=4096, n_layers=32, n_heads=32,
-                                 n_kv_heads=32, d_model=3072, d_ff=8192, sliding_window=2047, tie_embeddings=False),
 }
 
 
