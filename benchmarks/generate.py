@@ -41,6 +41,8 @@ all alike; the load average before and after is recorded. Usage:
   python benchmarks/generate.py --quick            # a smoke test, not a benchmark
   python benchmarks/generate.py --threads 1        # steadier on a machine other jobs share
   python benchmarks/generate.py --device cuda --new-tokens 256
+  python benchmarks/generate.py --families --threads 1 # decode per family at int4: fused, modules, llama.cpp
+                                                      # (generate_families.py; writes generate_families.json)
 """
 
 import argparse
@@ -96,6 +98,10 @@ def parse_args() -> argparse.Namespace:
                    help="torch intra-op threads (default: torch's choice); on a busy shared machine 1 is steadier")
     p.add_argument("--quick", action="store_true", help="few tokens, one round: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--families", action="store_true",
+                   help="instead: decode tokens/s per family at int4 (lmlab fused, lmlab modules, llama.cpp on one "
+                        "GGUF file each; generate_families.py)")
+    p.add_argument("--family", action="append", help="with --families: only this family (repeatable)")
     p.add_argument("--rss", metavar="IMPL", help=argparse.SUPPRESS)  # the child process of `fresh_process`
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -301,6 +307,9 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.families:
+        from generate_families import run_families  # here: it imports this module's neighbours, not the zoo model
+        return run_families(args)
     device = torch.device(args.device)
     path = downloaded(MODEL)
     if args.rss:
