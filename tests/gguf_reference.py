@@ -13,7 +13,7 @@ from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
 from lmlab.modules.kv_cache import KVCache
 
-from gguf_files import write_gguf
+from gguf_files import logits, write_gguf
 
 GGUF_PY_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0)  # the block types gguf.quants.quantize writes
 FTYPES = {  # the block type -> the llama.cpp file type whose default (with `pure`) it is
@@ -99,3 +99,14 @@ def greedy(model, prompt: list[int], n: int) -> list[int]:
             new.append(ids.item())
     return new
 
+
+def assert_same_choices_but_ties(model, reference, ids: list[int], start: int):
+    """Teacher-forced on `ids` (the reference's greedy continuation from `start`): at every position `model`
+    picks the reference's token unless the reference's logits for the two picks differ by less than twice
+    the largest logit error there (a tie within the quantization's error)."""
+    batch = torch.tensor([ids])
+    ours, theirs = logits(model, batch)[0, start - 1:-1], logits(reference, batch)[0, start - 1:-1]  # (T, V)
+    picked, expected = ours.argmax(-1), theirs.argmax(-1)
+    margin = theirs.gather(-1, expected[:, None]) - theirs.gather(-1, picked[:, None])  # (T, 1)
+    tolerance = 2 * (ours - theirs).abs().amax(-1, keepdim=True)
+    assert ((picked == expected)[:, None] | (margin <= tolerance)).all(), (picked, expected)
