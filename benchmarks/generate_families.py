@@ -83,7 +83,9 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
         extracted_converter(root / "llama.cpp")
         (root / "run_converter.py").write_text(RUN_CONVERTER)
     hf_dir, f32, q4 = root / family, root / f"{family}-f32.gguf", root / f"{family}-q4_0.gguf"
-    hf_model(family_config(family)).save_pretrained(hf_dir)
+    model = hf_model(family_config(family))
+    model.config.bos_token_id, model.config.eos_token_id = 1, 2  # inside the vocabulary (OLMo 2's default is not)
+    model.save_pretrained(hf_dir)
     tokenizer_files(family, hf_dir, root, trained)
     run = subprocess.run([sys.executable, str(root / "run_converter.py"), str(converter.parent), "gpt-2", str(hf_dir),
                           "--outfile", str(f32), "--outtype", "f32"], capture_output=True, text=True, timeout=600)
