@@ -112,8 +112,10 @@ def tokenizer_files(family: str, hf_dir: Path, root: Path, trained) -> None:
     if not model.is_file():
         trained(root, "llama")
     shutil.copy(model, hf_dir / "tokenizer.model")
-    (hf_dir / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+    config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    if family == "phi3":  # llama.cpp's Phi-3 vocabulary check wants Phi-3's end-of-text token
+        config["added_tokens_decoder"] = {str(SHAPE.vocab_size - 1): {"content": "<|endoftext|>", "special": True}}
+    (hf_dir / "tokenizer_config.json").write_text(json.dumps(config))
 
 
 class Lmlab:
