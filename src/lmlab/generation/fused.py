@@ -72,7 +72,7 @@ def fused_step(model: nn.Module) -> Step | None:
 
 
 def fused_step_refusal(model: nn.Module) -> str | None:
-    """Why the fused step does not run `model`, as the end of a sentence ("… runs through the modules"), or
+    """Why the fused step does not run `model`, as a clause ("its norms are not RMSNorm (LayerNorm: GPT-2)"), or
     None when it does. `lmlab generate --dtype int8/int4` prints it once, so a user sees which part of the
     model keeps it on the slower path."""
     if type(model) is not TransformerDecoder or not len(model.blocks):
