@@ -48,10 +48,10 @@ FAMILIES = {
     "qwen3": dict(qk_norm="head", rope_base=1e6, norm_eps=1e-6),
     "olmo2": dict(qk_norm="all", norm_placement="output", rope_base=5e5, norm_eps=1e-6, tie_embeddings=False),
     "phi3": dict(sliding_window=2047, tie_embeddings=False),
-    "gemma2": dict(ffn="geglu", norm_placement="sandwich", norm_eps=1e-6, embedding_scale=576 ** 0.5,
+    "gemma2": dict(ffn="geglu", norm_placement="sandwich", norm_eps=1e-6, scale_embeddings=True,
                    attention_scale=64 ** -0.5, attention_softcap=50.0, logit_softcap=30.0, sliding_window=4096,
                    global_every=2),
-    "gemma3": dict(ffn="geglu", norm_placement="sandwich", norm_eps=1e-6, qk_norm="head", embedding_scale=576 ** 0.5,
+    "gemma3": dict(ffn="geglu", norm_placement="sandwich", norm_eps=1e-6, qk_norm="head", scale_embeddings=True,
                    attention_scale=64 ** -0.5, sliding_window=512, global_every=6, rope_base=1e6, rope_local_base=1e4),
 }
 PROMPT = [7, 93, 41, 250, 12, 5, 300, 42]

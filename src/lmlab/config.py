@@ -72,7 +72,7 @@ class ModelConfig(AttentionSettings):
     qk_norm: Literal["none", "head", "all"] = "none"
     head_size: int | None = None  # each head's width (None: d_model / n_heads; Gemma and Qwen3 set their own)
     tie_embeddings: bool = True  # the LM head shares the token embedding's weights
-    embedding_scale: float = 1.0  # token embeddings are multiplied by this (Gemma: sqrt(d_model))
+    scale_embeddings: bool = False  # token embeddings are multiplied by sqrt(d_model) (Gemma)
     attention_scale: float | None = None  # scores are q.k times this (None: 1/sqrt(head size); Gemma: its own)
     attention_softcap: float | None = None  # scores pass through cap * tanh(score / cap) (Gemma 2)
     logit_softcap: float | None = None  # the final logits likewise (Gemma 2)
@@ -103,7 +103,7 @@ class ModelConfig(AttentionSettings):
         at_most(self, self.context_length, "trained_context")
         at_most(self, MAX_LAYERS, "n_layers", "global_every")
         at_most(self, MAX_WIDTH, "d_model", "d_ff", "head_size")
-        positive(self, "norm_eps", "rope_base", "rope_local_base", "embedding_scale", "attention_scale",
+        positive(self, "norm_eps", "rope_base", "rope_local_base", "attention_scale",
                  "attention_softcap", "logit_softcap", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                  "rope_beta_fast", "rope_beta_slow", "rope_attention_factor")
         at_most(self, MAX_EPS, "norm_eps")

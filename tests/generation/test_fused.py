@@ -41,9 +41,9 @@ SETTINGS = {
     "q/k norms per head, own head size (Qwen3)": dict(qk_norm="head", head_size=24),
     "q/k norms over all heads, output norms (OLMo 2)": dict(qk_norm="all", norm_placement="output", n_kv_heads=4),
     "sliding window (Mistral, Phi-3)": dict(sliding_window=5, tie_embeddings=False),
-    "Gemma 2": dict(ffn="geglu", norm_placement="sandwich", embedding_scale=8.0, attention_scale=0.3,
+    "Gemma 2": dict(ffn="geglu", norm_placement="sandwich", scale_embeddings=True, attention_scale=0.3,
                     attention_softcap=0.5, logit_softcap=0.8, sliding_window=4, global_every=2, head_size=32),
-    "Gemma 3": dict(ffn="geglu", norm_placement="sandwich", qk_norm="head", embedding_scale=8.0, attention_scale=0.15,
+    "Gemma 3": dict(ffn="geglu", norm_placement="sandwich", qk_norm="head", scale_embeddings=True, attention_scale=0.15,
                     sliding_window=4, global_every=3, rope_local_base=1e2, head_size=32, n_kv_heads=1),
     "yarn RoPE scaling": dict(rope_scaling="yarn", rope_factor=4.0, rope_original_context=16),
 }

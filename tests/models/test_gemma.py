@@ -61,7 +61,7 @@ def test_gemma3s_older_keys_read_as_transformers_reads_them():
     cfg = family("gemma3_text").config_from_hf(old)
     assert [cfg.layer_window(i) for i in range(6)] == [8, 8, None, 8, 8, None]
     assert (cfg.rope_base, cfg.rope_local_base, cfg.rope_scaling, cfg.rope_factor) == (50000.0, 500.0, "linear", 8.0)
-    assert (cfg.attention_scale, cfg.embedding_scale, cfg.logit_softcap) == (256 ** -0.5, 32 ** 0.5, None)
+    assert (cfg.attention_scale, cfg.scale_embeddings, cfg.logit_softcap) == (256 ** -0.5, True, None)
     new = transformers.Gemma3TextConfig(**{k: v for k, v in old.items() if k != "model_type"}).to_dict()
     assert set(new["rope_parameters"]) == {"full_attention", "sliding_attention"}
     assert family("gemma3_text").config_from_hf(new) == cfg
@@ -107,20 +107,31 @@ def test_what_transformers_computes_otherwise_is_refused_in_one_line(hf, message
     assert "\n" not in str(refused.value)
 
 
-@pytest.mark.parametrize("name,changes,message", [
-    ("gemma2-tiny", dict(d_model=96), "embedding_scale is sqrt\\(d_model\\) = 9.79"),
-    ("gemma2-tiny", dict(attention_scale=0.07), "set --attention-scale 0.07001"),
-    ("gemma2-tiny", dict(qk_norm="head"), "qk_norm='head', but a gemma2 model has qk_norm='none'"),
-    ("gemma3-tiny", dict(attention_softcap=50.0), "attention_softcap=50.0, but a gemma3 model has"),
-    ("gemma2-tiny", dict(attention_scale=None), "not None; set --attention-scale 0.1443"),
-    ("gemma3-tiny", dict(rope_local_base=None), "set --rope-local-base"),
+@pytest.mark.parametrize("name,changes,flag", [
+    ("gemma2-tiny", dict(attention_scale=0.07), "--attention-scale 0.07"),  # not query_pre_attn_scalar ** -0.5
+    ("gemma2-tiny", dict(qk_norm="head"), "--qk-norm head"),
+    ("gemma3-tiny", dict(attention_softcap=50.0), "--attention-softcap 50.0"),
+    ("gemma2-tiny", dict(norm_placement="pre"), "--norm-placement pre"),
 ])
-def test_a_config_transformers_would_compute_otherwise_is_refused_before_it_is_built(name, changes, message):
-    cfg = preset(name).replace(**changes)
-    with pytest.raises(LmlabError, match=message):
-        build(cfg)
-    with pytest.raises(LmlabError, match=message):
-        family(cfg.family).config_to_hf(cfg)
+def test_a_config_transformers_would_compute_otherwise_is_not_saved(name, changes, flag, tmp_path):
+    model = build(preset(name).replace(**changes))
+    with pytest.raises(LmlabError, match=re.escape(flag)):
+        save_hf_dir(model, tmp_path / "model")
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("name,changes", [
+    ("gemma2-tiny", dict(d_model=96)),  # the embedding scale follows d_model
+    ("gemma2-tiny", dict(attention_scale=None)),  # 1 / sqrt(head size): query_pre_attn_scalar = head size
+    ("gemma3-tiny", dict(rope_local_base=None)),  # the local layers share the global base
+])
+def test_a_config_transformers_computes_the_same_saves_and_loads_back(name, changes, tmp_path):
+    model = build(preset(name).replace(**changes)).eval()
+    save_hf_dir(model, tmp_path / "model")
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "model", attn_implementation="eager")
+    ids = torch.randint(0, model.config.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (reloaded.eval()(ids).logits - model(ids)).abs().max().item() <= 1e-4
 
 
 @pytest.mark.usefixtures("one_thread")

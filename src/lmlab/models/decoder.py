@@ -67,7 +67,7 @@ def build_decoder(cfg: ModelConfig) -> TransformerDecoder:
     lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
     final_norm = norm() if cfg.norm_placement != "post" else nn.Identity()
     model = TransformerDecoder(embedding, blocks, final_norm, lm_head, positions, rotary, cfg.dropout,
-                               cfg.embedding_scale, cfg.logit_softcap,
+                               cfg.d_model ** 0.5 if cfg.scale_embeddings else 1.0, cfg.logit_softcap,
                                tuple(cfg.layer_window(i) for i in range(cfg.n_layers)), local_rotary)
     model.config = cfg
     if model.token_embedding.weight.device.type != "meta":  # a meta model is built to receive loaded weights

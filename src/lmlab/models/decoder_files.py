@@ -60,11 +60,12 @@ def check_hf_form(cfg: ModelConfig) -> None:
 
 def _spelled_out(cfg: ModelConfig) -> dict:
     """`cfg`'s fields as the model they make, so two configs of one model compare equal: n_kv_heads None is
-    n_heads, head_size None is d_model / n_heads, the window settings are each layer's window, and the local
-    layers' RoPE base counts only where a layer is local."""
+    n_heads, head_size None is d_model / n_heads, attention_scale None is 1 / sqrt(head size), the window
+    settings are each layer's window, and the local layers' RoPE base counts only where a layer is local."""
     windows = tuple(cfg.layer_window(i) for i in range(cfg.n_layers))
     local = any(w is not None for w in windows)
     return dataclasses.asdict(cfg) | {"n_kv_heads": cfg.n_kv_heads or cfg.n_heads, "head_size": cfg.head_dim,
+                                      "attention_scale": cfg.attention_scale or cfg.head_dim ** -0.5,
                                       "sliding_window": windows, "global_every": None,
                                       "rope_local_base": (cfg.rope_local_base or cfg.rope_base) if local else None}
 

@@ -52,7 +52,7 @@ def gemma_settings(hf: dict, every: int) -> dict:
         window, global_every = None, 0
     elif window is None:
         raise LmlabError(f"layer_types has {LOCAL} layers but sliding_window is null; set their window")
-    return dict(norm_placement="sandwich", ffn="geglu", embedding_scale=hf["hidden_size"] ** 0.5,
+    return dict(norm_placement="sandwich", ffn="geglu", scale_embeddings=True,
                 attention_scale=hf["query_pre_attn_scalar"] ** -0.5, sliding_window=window,
                 global_every=global_every)
 
@@ -76,42 +76,18 @@ def layer_types(every: int, n_layers: int) -> list[str]:
     return [GLOBAL if every and (i + 1) % every == 0 else LOCAL for i in range(n_layers)]
 
 
-# The settings Gemma2ForCausalLM computes whatever its config.json says (Gemma 3 changes a few)
-FIXED = dict(norm="rmsnorm", norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-             qkv_bias=False, qk_norm="none", rope_local_base=None)
-
-
-def check_config(cfg: ModelConfig, fixed: dict = FIXED) -> None:
-    """Refuse a Gemma config that its transformers class cannot compute (a preset's width changed without
-    its embedding scale, say), before a model is built or saved: its `fixed` settings, an embedding scale of
-    sqrt(d_model), and a query scale that is query_pre_attn_scalar ** -0.5 for a whole query_pre_attn_scalar
-    (config.json has that key only, so the scale is always set)."""
-    for name, value in fixed.items():
-        if getattr(cfg, name) != value:
-            raise LmlabError(f"{name}={getattr(cfg, name)!r}, but a {cfg.family} model has {name}={value!r} (what "
-                             "transformers computes for it); drop that setting, or pick another family")
-    if cfg.embedding_scale != cfg.d_model ** 0.5:
-        raise LmlabError(f"a {cfg.family} model's embedding_scale is sqrt(d_model) = {cfg.d_model ** 0.5!r}, not "
-                         f"{cfg.embedding_scale!r}; set --embedding-scale {cfg.d_model ** 0.5!r}")
-    scalar = round((cfg.attention_scale or cfg.head_dim ** -0.5) ** -2)
-    if cfg.attention_scale is None or scalar ** -0.5 != cfg.attention_scale:
-        raise LmlabError(f"a {cfg.family} model's attention_scale is query_pre_attn_scalar ** -0.5 for a whole "
-                         f"number, not {cfg.attention_scale!r}; set --attention-scale {scalar ** -0.5!r}")
-
-
 def gemma_to_hf(cfg: ModelConfig, architecture: str, model_type: str) -> dict:
     """The config.json keys Gemma 2 and 3 share. transformers builds both masks whatever the layers, so a
     model without local layers still gets a sliding_window (its context, which no layer uses)."""
     return llama.decoder_config_to_hf(cfg, architecture, model_type) | {
         "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False,
-        "query_pre_attn_scalar": round(cfg.attention_scale ** -2),
+        "query_pre_attn_scalar": round((cfg.attention_scale or cfg.head_dim ** -0.5) ** -2),
         "sliding_window": cfg.sliding_window or cfg.context_length,
         "layer_types": layer_types(cfg.global_every if cfg.sliding_window else 1, cfg.n_layers),
         "final_logit_softcapping": cfg.logit_softcap}
 
 
 def config_to_hf(cfg: ModelConfig) -> dict:
-    check_config(cfg)
     return gemma_to_hf(cfg, "Gemma2ForCausalLM", "gemma2") | {"attn_logit_softcapping": cfg.attention_softcap}
 
 

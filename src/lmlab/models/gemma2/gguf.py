@@ -38,7 +38,7 @@ def gemma_settings(meta: dict, arch: str, pattern: int, large: int, window: int 
     n_layers, d_model = llama.key(meta, arch, "block_count", int), llama.key(meta, arch, "embedding_length", int)
     n_heads = llama.key(meta, arch, "attention.head_count", int)
     scalar = d_model // n_heads if n_layers == large else llama.head_size(meta, arch)  # query_pre_attn_scalar
-    return dict(norm_placement="sandwich", ffn="geglu", embedding_scale=d_model ** 0.5, attention_scale=scalar ** -0.5,
+    return dict(norm_placement="sandwich", ffn="geglu", scale_embeddings=True, attention_scale=scalar ** -0.5,
                 **llama.window_settings(meta, arch, n_layers, pattern, window))
 
 

@@ -20,9 +20,6 @@ FIXED_KEYS = gemma2.FIXED_KEYS | {"use_bidirectional_attention": (False, None)} 
 DEFAULTS = gemma2.DEFAULTS | {"final_logit_softcapping": None}  # transformers' defaults where Gemma 2's differ
 GLOBAL_BASE, LOCAL_BASE = 1e6, 1e4  # transformers' RoPE bases of the global and local layers, if none is given
 ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "rope_local_base_freq")
-# what Gemma3ForCausalLM computes whatever its config.json says (see gemma2.check_config)
-FIXED = {k: v for k, v in gemma2.FIXED.items() if k != "rope_local_base"} | {"qk_norm": "head",
-                                                                             "attention_softcap": None}
 
 
 def config_from_hf(hf: dict) -> ModelConfig:
@@ -61,17 +58,7 @@ def rope_by_layer_type(hf: dict) -> tuple[dict, dict]:
     return global_rope, local_rope
 
 
-def check_config(cfg: ModelConfig) -> None:
-    """Refuse a config Gemma3ForCausalLM cannot compute (`gemma2.check_config`), or local layers without a
-    RoPE base of their own (config.json always gives them one, and they never share the global layers' scaling)."""
-    gemma2.check_config(cfg, FIXED)
-    if cfg.sliding_window is not None and cfg.rope_local_base is None:
-        raise LmlabError(f"a gemma3 model's local layers have a RoPE base of their own; set --rope-local-base "
-                         f"({LOCAL_BASE} in Gemma 3)")
-
-
 def config_to_hf(cfg: ModelConfig) -> dict:
-    check_config(cfg)
     return gemma2.gemma_to_hf(cfg, "Gemma3ForCausalLM", "gemma3_text") | {
         "rope_local_base_freq": cfg.rope_local_base or cfg.rope_base, "use_bidirectional_attention": False}
 

@@ -7,32 +7,26 @@ from lmlab.models.family import LOAD, Family
 from lmlab.models.gemma3 import convert, gguf
 
 
-def build(cfg: ModelConfig):
-    """A fresh Gemma 3 network, once `cfg` is one transformers' Gemma3ForCausalLM computes (so that a run
-    is refused before it trains, not when it saves)."""
-    convert.check_config(cfg)
-    return build_decoder(cfg)
-
 
 PRESETS = {
     "gemma3-tiny": ModelConfig(family="gemma3", vocab_size=4096, context_length=256, n_layers=6, n_heads=4,
                                n_kv_heads=1, d_model=128, d_ff=384, head_size=48, norm="rmsnorm", norm_eps=1e-6,
                                norm_placement="sandwich", ffn="geglu", positions="rope", bias=False, qk_norm="head",
-                               embedding_scale=128**0.5, attention_scale=48**-0.5, sliding_window=64, global_every=6,
+                               scale_embeddings=True, attention_scale=48**-0.5, sliding_window=64, global_every=6,
                                rope_base=1e6, rope_local_base=1e4),
     "gemma-3-270m": ModelConfig(family="gemma3", vocab_size=262144, context_length=32768, n_layers=18, n_heads=4,
                                 n_kv_heads=1, d_model=640, d_ff=2048, head_size=256, norm="rmsnorm", norm_eps=1e-6,
                                 norm_placement="sandwich", ffn="geglu", positions="rope", bias=False,
-                                qk_norm="head", embedding_scale=640**0.5, attention_scale=256**-0.5,
+                                qk_norm="head", scale_embeddings=True, attention_scale=256**-0.5,
                                 sliding_window=512, global_every=6, rope_base=1e6, rope_local_base=1e4),
     "gemma-3-1b": ModelConfig(family="gemma3", vocab_size=262144, context_length=32768, n_layers=26, n_heads=4,
                               n_kv_heads=1, d_model=1152, d_ff=6912, head_size=256, norm="rmsnorm", norm_eps=1e-6,
                               norm_placement="sandwich", ffn="geglu", positions="rope", bias=False, qk_norm="head",
-                              embedding_scale=1152**0.5, attention_scale=256**-0.5, sliding_window=512,
+                              scale_embeddings=True, attention_scale=256**-0.5, sliding_window=512,
                               global_every=6, rope_base=1e6, rope_local_base=1e4),
 }
 
 
-FAMILY = Family("gemma3", "decoder", LOAD, ModelConfig, "pretrain", build=build, convert=convert, gguf=gguf,
+FAMILY = Family("gemma3", "decoder", LOAD, ModelConfig, "pretrain", build=build_decoder, convert=convert, gguf=gguf,
                 objective="causal_lm", model_type="gemma3_text",
                 presets=PRESETS)
