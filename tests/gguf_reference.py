@@ -14,6 +14,7 @@ from lmlab.models.presets import preset
 from lmlab.modules.kv_cache import KVCache
 
 from gguf_files import logits, write_gguf
+from llama_cpp_converter import llama_cpp as llama_cpp_module
 
 GGUF_PY_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0)  # the block types gguf.quants.quantize writes
 FTYPES = {  # the block type -> the llama.cpp file type whose default (with `pure`) it is
@@ -55,7 +56,7 @@ def written_as(directory: Path, model, tokenizer, qtype: Q) -> Path:
 def quantized_by_llama_cpp(source: Path, out: Path, ftype: str, pure: bool = False) -> Path:
     """`source` quantized by llama.cpp's quantizer (llama-cpp-python's `llama_model_quantize`) into the llama.cpp
     file type `ftype` ("LLAMA_FTYPE_MOSTLY_Q4_K_M", …), requantizing quantized tensors if needed."""
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = llama_cpp_module()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, ftype)
     params.allow_requantize = True

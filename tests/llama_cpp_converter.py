@@ -1,11 +1,11 @@
 """llama.cpp's own converter (convert_hf_to_gguf.py) as the reference writer of GGUF files.
 
-It is taken from the llama-cpp-python source distribution, which vendors llama.cpp (`pip download
-llama-cpp-python --no-deps --no-binary :all:`), never committed: the file LMLAB_LLAMA_CPP_SDIST names, else
-the newest /tmp/lcpp/llama_cpp_python-*.tar.gz, else one in `download_to` (pytest's cache), downloaded there
-with pip when a test gives that folder; a test that needs it is skipped without one. Only the
-converter, its `conversion` package and llama.cpp's own gguf-py (which it puts first on its path) are
-extracted. It runs in a subprocess (it needs torch, numpy, transformers and sentencepiece)."""
+It is taken from the llama-cpp-python source distribution, which vendors llama.cpp, never committed: the
+file LMLAB_LLAMA_CPP_SDIST names (`.ci/run` fetches it with `pip download llama-cpp-python==VERSION --no-deps
+--no-binary :all:` before the tests, which run offline), else the newest /tmp/lcpp/llama_cpp_python-*.tar.gz.
+Without one a test that needs it is skipped, and fails under CI (`missing`). Only the converter, its
+`conversion` package and llama.cpp's own gguf-py (which it puts first on its path) are extracted. It runs in
+a subprocess (it needs torch, numpy, transformers and sentencepiece)."""
 
 import glob
 import os
@@ -23,14 +23,28 @@ PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
 TIMEOUT_S = 300
 
 
-def extracted_converter(directory: Path, download_to: Path | None = None) -> Path:
-    """llama.cpp's convert_hf_to_gguf.py (with what it imports) extracted under `directory`; the test is skipped
-    when there is no source distribution (and none can be downloaded into `download_to`)."""
+def missing(reason: str):
+    """Skip the test for want of a reference; under CI (`.ci/run` installs every reference) fail it instead."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def llama_cpp():
+    """The `llama_cpp` module (llama-cpp-python, in the test extra), or `missing`."""
+    try:
+        import llama_cpp
+    except ImportError:
+        missing("llama.cpp's own run needs llama-cpp-python (the test extra)")
+    return llama_cpp
+
+
+def extracted_converter(directory: Path) -> Path:
+    """llama.cpp's convert_hf_to_gguf.py (with what it imports) extracted under `directory`; `missing` when
+    there is no source distribution."""
     found = os.environ.get("LMLAB_LLAMA_CPP_SDIST") or max(glob.glob(SDIST_GLOB), default=None)
-    if found is None and download_to is not None:
-        found = _downloaded(download_to)
     if found is None or not Path(found).is_file():
-        pytest.skip("llama.cpp's converter needs the llama-cpp-python sdist (set LMLAB_LLAMA_CPP_SDIST)")
+        missing("llama.cpp's converter needs the llama-cpp-python sdist (set LMLAB_LLAMA_CPP_SDIST)")
     marker = directory / "extracted-from"  # a folder kept between sessions is extracted once per sdist
     if marker.is_file() and marker.read_text() == str(Path(found).resolve()):
         return directory / PARTS[0]
@@ -45,19 +59,6 @@ def extracted_converter(directory: Path, download_to: Path | None = None) -> Pat
             target.write_bytes(sdist.extractfile(member).read())
     marker.write_text(str(Path(found).resolve()))
     return directory / PARTS[0]
-
-
-def _downloaded(folder: Path) -> str | None:
-    """The newest llama-cpp-python sdist in `folder`, downloaded there by pip if there is none (None if pip
-    cannot: no network, say)."""
-    pattern = str(folder / "llama_cpp_python-*.tar.gz")
-    if not glob.glob(pattern):
-        try:
-            subprocess.run([sys.executable, "-m", "pip", "download", "llama-cpp-python", "--no-deps", "--no-binary",
-                            ":all:", "-d", str(folder)], capture_output=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return None
-    return max(glob.glob(pattern), default=None)
 
 
 def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:

@@ -26,7 +26,7 @@ from lmlab.models.presets import preset
 from lmlab.models.qwen2 import gguf as qwen2_gguf
 
 from hf_models import FAMILY_TINY, hf_model
-from llama_cpp_converter import TIMEOUT_S, extracted_converter
+from llama_cpp_converter import TIMEOUT_S, extracted_converter, llama_cpp as llama_cpp_module
 from sentencepiece_models import trained
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
@@ -77,7 +77,7 @@ def converted(tmp_path_factory, request):
     """case -> (HF directory, GGUF file llama.cpp's converter wrote from it), each converted once per module."""
     root = tmp_path_factory.mktemp("gguf-families")
     cache = request.config.cache
-    converter = extracted_converter(cache.mkdir("llama-cpp-converter"), cache.mkdir("llama-cpp-python")).parent
+    converter = extracted_converter(cache.mkdir("llama-cpp-converter")).parent
     (root / "run_converter.py").write_text(RUN_CONVERTER)
     done = {}
 
@@ -145,7 +145,7 @@ def test_a_converted_file_loads_with_transformers_logits(converted, case):
 
 @pytest.mark.parametrize("case", cases())
 def test_greedy_tokens_equal_llama_cpps_on_the_file(converted, case):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama.cpp's own run of the file needs llama-cpp-python")
+    llama_cpp = llama_cpp_module()
     _, path = converted(case)
     model, _ = lmlab.load(path)
     ours, theirs = list(PROMPT), list(PROMPT)

@@ -14,6 +14,8 @@ from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.gguf import CONTROL, NORMAL, PRE_TOKENIZERS, tokenizer_from_gguf
 
+from llama_cpp_converter import llama_cpp as llama_cpp_module
+
 # The split patterns as published in each family's tokenizer.json.
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
           r"|\s+(?!\S)|\s+")
@@ -142,7 +144,7 @@ def vocabulary_gguf(path, meta: dict):
 @pytest.mark.parity
 @pytest.mark.parametrize("pre", sorted(set(PRE_TOKENIZERS) - {"default"}))  # "default": transformers' reading
 def test_gguf_tokenizer_gives_llama_cpps_ids(tmp_path, pre):
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = llama_cpp_module()
     meta = gguf_metadata(trained(split_nothing), pre)
     reference = llama_cpp.Llama(model_path=str(vocabulary_gguf(tmp_path / "vocab.gguf", meta)), vocab_only=True,
                                 verbose=False)
