@@ -57,19 +57,19 @@ class ModelConfig(AttentionSettings):
     n_kv_heads: int | None = None  # None = n_heads (multi-head); 1 = multi-query
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # the normalisation layer
     norm_eps: float = 1e-5  # the epsilon inside each norm
-    # where the norms sit: before each sublayer (pre: GPT-2, Llama), after the residual add (post: the original
-    # Transformer), before and after each sublayer inside the residual (sandwich: Gemma 2/3), or on each
-    # sublayer's output only, inside the residual (output: OLMo 2)
-    norm_placement: Literal["pre", "post", "sandwich", "output"] = "pre"
-    # the feed-forward layer: a GELU MLP, SwiGLU's gated one (Llama), or the gated tanh-GELU (GeGLU: Gemma)
-    ffn: Literal["gelu", "swiglu", "geglu"] = "gelu"
+    norm_placement: Literal["pre", "post", "sandwich", "output"] = dataclasses.field(default="pre", metadata={
+        "help": "where the norms sit: before each sublayer (pre: GPT-2, Llama), after the residual add (post: the "
+                "original Transformer), before and after each sublayer inside the residual (sandwich: Gemma 2/3), or "
+                "on each sublayer's output only (output: OLMo 2)"})
+    ffn: Literal["gelu", "swiglu", "geglu"] = dataclasses.field(default="gelu", metadata={
+        "help": "the feed-forward layer: a GELU MLP, SwiGLU's gated one (Llama), or the gated tanh-GELU (Gemma)"})
     positions: Literal["learned", "sinusoidal", "rope"] = "learned"  # how token positions enter the model
     rope_base: float = 10000.0  # the base of rotary positions' frequencies
     bias: bool = True  # biases in the linear layers
     qkv_bias: bool = False  # biases on the query, key and value projections even without `bias` (Qwen2)
-    # RMSNorm on queries and keys before the rotation: each head's own (head: Qwen3, Gemma 3) or over all
-    # heads at once (all: OLMo 2)
-    qk_norm: Literal["none", "head", "all"] = "none"
+    qk_norm: Literal["none", "head", "all"] = dataclasses.field(default="none", metadata={
+        "help": "RMSNorm on queries and keys before the rotation: each head's own (head: Qwen3, Gemma 3) or over "
+                "all heads at once (all: OLMo 2)"})
     head_size: int | None = None  # each head's width (None: d_model / n_heads; Gemma and Qwen3 set their own)
     tie_embeddings: bool = True  # the LM head shares the token embedding's weights
     scale_embeddings: bool = False  # token embeddings are multiplied by sqrt(d_model) (Gemma)
@@ -79,9 +79,9 @@ class ModelConfig(AttentionSettings):
     sliding_window: int | None = None  # local layers attend to this many latest keys, their own included (Mistral)
     global_every: int = 0  # with a window, every this-many-th layer attends to all keys (Gemma 2: 2); 0: none do
     rope_local_base: float | None = None  # the RoPE base of the local layers (Gemma 3); None: rope_base
-    # RoPE beyond its trained context (`modules/rope_scaling.py`): none, linear (positions / factor), llama3
-    # (Llama 3.1's per-frequency blend) or yarn (NTK-by-parts with an attention temperature)
-    rope_scaling: Literal["none", "linear", "llama3", "yarn"] = "none"
+    rope_scaling: Literal["none", "linear", "llama3", "yarn"] = dataclasses.field(default="none", metadata={
+        "help": "RoPE beyond its trained context: linear (positions / factor), llama3 (Llama 3.1's per-frequency "
+                "blend) or yarn (NTK-by-parts with an attention temperature)"})
     rope_factor: float = 1.0  # how many times the trained context the scaled RoPE reaches
     rope_original_context: int | None = None  # llama3, yarn: the context the unscaled model was trained for
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths above original_context / this are scaled whole
