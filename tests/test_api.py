@@ -12,6 +12,13 @@ from lmlab.errors import LmlabError
 from lmlab.models.load import load
 from lmlab.models.elmo.config import ELMO_PRESETS
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
+from lmlab.models.gemma2.family import PRESETS as GEMMA2_PRESETS
+from lmlab.models.gemma3.family import PRESETS as GEMMA3_PRESETS
+from lmlab.models.mistral.family import PRESETS as MISTRAL_PRESETS
+from lmlab.models.olmo2.family import PRESETS as OLMO2_PRESETS
+from lmlab.models.phi3.family import PRESETS as PHI3_PRESETS
+from lmlab.models.qwen2.family import PRESETS as QWEN2_PRESETS
+from lmlab.models.qwen3.family import PRESETS as QWEN3_PRESETS
 from lmlab.models.ngram.model import NGRAM_PRESETS
 from lmlab.models.presets import names
 from lmlab.models.rnn.config import RNN_PRESETS, RNNConfig
@@ -59,8 +66,9 @@ def test_one_preset_registry_serves_every_kind(capsys):
     assert isinstance(lmlab.preset("bert-tiny", n_layers=1), EncoderConfig) and lmlab.preset("bert-tiny", n_layers=1).n_layers == 1
     assert isinstance(lmlab.preset("t5-tiny"), EncoderDecoderConfig)
     assert isinstance(lmlab.preset("lstm-small"), RNNConfig) and lmlab.preset("lstm-small").cell == "lstm"
-    tables = [DECODER_PRESETS, ENCODER_PRESETS, ENCODER_DECODER_PRESETS, NGRAM_PRESETS, WINDOW_PRESETS, RNN_PRESETS,
-              SEQ2SEQ_PRESETS, ELMO_PRESETS, WORD2VEC_PRESETS]
+    tables = [DECODER_PRESETS, MISTRAL_PRESETS, QWEN2_PRESETS, QWEN3_PRESETS, GEMMA2_PRESETS, GEMMA3_PRESETS,
+              PHI3_PRESETS, OLMO2_PRESETS, ENCODER_PRESETS, ENCODER_DECODER_PRESETS, NGRAM_PRESETS, WINDOW_PRESETS,
+              RNN_PRESETS, SEQ2SEQ_PRESETS, ELMO_PRESETS, WORD2VEC_PRESETS]
     assert set(names()) == set().union(*tables) and len(names()) == sum(len(table) for table in tables)
     with pytest.raises(LmlabError, match="lmlab list --presets"):
         lmlab.preset("gpt5")

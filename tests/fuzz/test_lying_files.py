@@ -332,13 +332,13 @@ GGUF = {  # case -> (metadata overrides, may the output change?, a valid file th
     "expert_count=0": ({"llama.expert_count": (0, U32)}, False, True),
     "expert_used_count=2": ({"llama.expert_used_count": (2, U32)}, False, False),
     "rope_scaling=linear": ({"llama.rope.scaling.type": ("linear", STR), "llama.rope.scaling.factor": (2.0, F32)},
-                            False, False),
+                            True, True),  # honoured: positions / 2, as llama.cpp computes them
     "rope_scaling=yarn": ({"llama.rope.scaling.type": ("yarn", STR)}, False, False),
     "rope_scaling=none": ({"llama.rope.scaling.type": ("none", STR)}, False, True),
     "rope_scaling_factor=4": ({"llama.rope.scaling.factor": (4.0, F32)}, False, False),
     "rope_scaling_original_context": ({"llama.rope.scaling.original_context_length": (32, U32)}, False, True),
     "rope_dimension_count=8": ({"llama.rope.dimension_count": (8, U32)}, False, False),
-    "sliding_window=4": ({"llama.attention.sliding_window": (4, U32)}, False, False),
+    "sliding_window=4": ({"llama.attention.sliding_window": (4, U32)}, True, True),  # honoured: read as Mistral
     "attn_logit_softcapping": ({"llama.attn_logit_softcapping": (50.0, F32)}, False, False),
     "final_logit_softcapping": ({"llama.final_logit_softcapping": (30.0, F32)}, False, False),
     "layer_norm_epsilon": ({"llama.attention.layer_norm_epsilon": (1e-5, F32)}, False, False),
@@ -352,14 +352,13 @@ GGUF = {  # case -> (metadata overrides, may the output change?, a valid file th
     "pre=llama3": ({"tokenizer.ggml.pre": ("llama3", STR)}, True, True),
     "pre=smollm": ({"tokenizer.ggml.pre": ("smollm", STR)}, True, True),
     "pre=unknown": ({"tokenizer.ggml.pre": ("made-up", STR)}, False, False),
-    "pre=tekken": ({"tokenizer.ggml.pre": ("tekken", STR)}, False, False),
+    "pre=tekken": ({"tokenizer.ggml.pre": ("tekken", STR)}, True, True),  # Mistral Nemo's split, read since #36
     "pre=deepseek-llm": ({"tokenizer.ggml.pre": ("deepseek-llm", STR)}, False, False),
     "pre=empty": ({"tokenizer.ggml.pre": ("", STR)}, False, False),
 }
-HONOURED_ONLY = {"key_length=64", "value_length=8", "expert_count=8", "expert_used_count=2", "rope_scaling=linear",
-                 "rope_scaling=yarn", "rope_scaling_factor=4", "rope_dimension_count=8", "sliding_window=4",
-                 "attn_logit_softcapping", "final_logit_softcapping", "layer_norm_epsilon", "unknown_llama_key",
-                 "pre=unknown", "pre=tekken"}  # a variant lmlab does not compute: only a refusal is right
+HONOURED_ONLY = {"key_length=64", "value_length=8", "expert_count=8", "expert_used_count=2", "rope_scaling=yarn",
+                 "rope_scaling_factor=4", "rope_dimension_count=8", "attn_logit_softcapping",
+                 "final_logit_softcapping", "layer_norm_epsilon", "unknown_llama_key", "pre=unknown"}  # a variant lmlab does not compute: only a refusal is right
 
 
 @pytest.mark.parametrize("case", list(GGUF))

@@ -49,13 +49,18 @@ def check_hf_form(cfg: ModelConfig) -> None:
     except (LmlabError, KeyError, ValueError) as e:
         raise LmlabError(f"a {cfg.family} model with these settings has no Hugging Face form ({e}); keep the "
                          f"{cfg.family} preset's settings or start from a preset of a family that has them") from None
-    ours, theirs = _spelled_out(cfg), _spelled_out(back)
-    lost = [name for name, value in ours.items() if name not in LMLAB_ONLY and theirs[name] != value]
+    lost = differences(cfg, back)
     if lost:
         flags = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in lost)
         raise LmlabError(f"a {cfg.family} model cannot hold {flags} in its Hugging Face form (transformers would "
                          f"compute another model); drop it, or start from a preset of a family that has it "
                          "(`lmlab list --families`)")
+
+
+def differences(ours: ModelConfig, theirs: ModelConfig) -> list[str]:
+    """The settings (beyond `LMLAB_ONLY`) in which two configs make different models."""
+    a, b = _spelled_out(ours), _spelled_out(theirs)
+    return [name for name, value in a.items() if name not in LMLAB_ONLY and b[name] != value]
 
 
 def _spelled_out(cfg: ModelConfig) -> dict:
@@ -110,10 +115,22 @@ def read_hf_config(directory: str | Path) -> ModelConfig:
 
 def agreeing(cfg: ModelConfig, hf: dict) -> ModelConfig:
     """`cfg` (config.json's "lmlab" section) once the file's HF keys are checked against it: each key
-    transformers reads holds a value lmlab computes, and each one lmlab writes agrees with the section."""
+    transformers reads holds a value lmlab computes, each one lmlab writes agrees with the section, and the
+    model transformers builds from the keys is the section's (a switch only the section holds, flipped, would
+    make lmlab compute another model than transformers)."""
     convert = registry.lookup(cfg.family, kind="decoder").convert
     convert.check_hf_keys(hf)
     check_lmlab_section(hf, unless_efficient(convert.config_to_hf(cfg), cfg))
+    if "model_type" in hf:  # what transformers reads (an efficient method's directory has none: it refuses it)
+        try:
+            theirs = convert.config_from_hf(hf)
+        except KeyError:  # keys transformers needs are missing: it refuses the file, so it misreads nothing
+            return cfg
+        lost = differences(cfg, theirs)
+        if lost:
+            raise LmlabError(f"config.json's \"lmlab\" section sets {', '.join(f'{n}={getattr(cfg, n)!r}' for n in lost)}"
+                             ", which its Hugging Face keys do not say: transformers would compute another model than "
+                             "lmlab; fix config.json or save the model again")
     return cfg
 
 
