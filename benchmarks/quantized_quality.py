@@ -2,7 +2,7 @@
 continuations, each against the fp32 model of the same GGUF file.
 
 Modes: fp32 (the GGUF dequantized, lmlab's default), bf16, int4 and int8 straight from the GGUF (Q4_1 blocks
-kept as int4 with "int4", Q8_0 kept as int8, the Q4_1 matrices re-quantized to int8 per channel with
+kept as int4 with "int4", Q8_0 kept as int8, the Q4_1 matrices re-quantized to int8 in groups of 32 with
 "int8"), and int8 / int4 quantized from the fp32 model by `quantize_model` (per channel; groups of 32).
 
   perplexity  exp(mean NLL) over the first --tokens tokens of the Python standard library's sources

@@ -36,7 +36,8 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
 
     `dtype`: None (fp32, or a quantized directory as saved), a torch float dtype, or one of "fp32", "bf16",
     "int8", "int4". int8 / int4 give a decoder with quantized linear layers (`models/quantize.py`): a GGUF
-    file keeps its quantized blocks (Q4 as int4 with "int4", Q8_0 as int8; `quantized_gguf.py`), a float
+    file keeps its quantized blocks where a kernel holds them exactly (Q4 types as int4 with "int4"; Q8_0, Q5_0,
+    Q6_K, Q3_K and IQ4 as int8; `quantized_gguf.py`), a float
     model is quantized after loading (int4 in groups of `group_size`)."""
     dtype = checked_dtype(dtype)
     path = zoo_or_path(name_or_path)

@@ -93,9 +93,9 @@ def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokeni
 
 
 def convert_gguf_quantized(contents: GGUFContents, mode: str) -> tuple[TransformerDecoder, TextTokenizer]:
-    """Build our model with its matrices kept quantized (`quantized_gguf.py`: Q4 blocks as int4 for mode
-    "int4", Q8_0 and Q6_K as int8, the rest int8 per channel) and tokenizer, with the same checks as
-    `convert_gguf`: no fp32 copy is made of a matrix kept as it is stored."""
+    """Build our model with its matrices kept quantized (`quantized_gguf.py`'s table `KEPT`: each block type on
+    the kernel that holds its numbers exactly, the rest re-quantized to int8 in groups) and tokenizer, with the
+    same checks as `convert_gguf`: no fp32 copy is made of a matrix kept as it is stored."""
     cfg, family, tokenizer = _checked(contents)
     shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
     packed = [repack(t, mode, dequantize_tensor) for t in contents.tensors.values()]
