@@ -33,12 +33,13 @@ def compiled_decoder(model: nn.Module) -> nn.Module:
     return view
 
 
-def _compiled_step(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor | None, cache) -> torch.Tensor:
+def _compiled_step(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor | None, cache,
+                   positions: torch.Tensor | None = None) -> torch.Tensor:
     """`last_logits`, compiled. Floats (norm eps, dropout p) stay constants: with dynamic=True dynamo would
     first trace them as symbols, find it cannot, and trace the whole model again (~half the compile time)."""
     compiled = _compiled_last_logits()  # before torch._dynamo is first imported (which fixes inductor's cache)
     with torch._dynamo.config.patch(specialize_float=True):
-        return compiled(model, ids, mask, cache)
+        return compiled(model, ids, mask, cache, positions)
 
 
 @functools.cache

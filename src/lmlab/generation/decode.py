@@ -39,7 +39,9 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     N = config.max_new_tokens
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
-    cache = new_cache(model, B, T + N)
+    window = sliding_window(model)
+    # every layer local: the cache holds the prompt or the window, and as many steps again before `keep_last`
+    cache = new_cache(model, B, T + N if window is None else min(T + N, max(T, window) + window))
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
@@ -48,11 +50,16 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
 
     def advance(token: torch.Tensor) -> torch.Tensor:
+        if cache.length == cache.max_len:  # only a windowed model's cache fills up: keep what the window reads
+            cache.keep_last(window - 1)
+        positions = [cache.offset + cache.length - pad for pad in padding]
         if fused is not None:
-            logits = fused(token, cache.k, cache.v, [cache.length - pad for pad in padding], [cache.length] * B)
+            logits = fused(token, cache.k, cache.v, positions, [cache.length] * B)
             cache.advance(1)
             return logits  # (B, V)
-        return step(step_model, token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
+        columns = mask[:, cache.offset:cache.offset + cache.length + 1]  # the cached keys' and the new token's
+        return step(step_model, token[:, None], columns if padded else None, cache,
+                    torch.tensor(positions, device=device)[:, None] if cache.offset else None)
 
     yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
 
@@ -92,10 +99,18 @@ def generations(steps: Iterable[torch.Tensor], stop_ids: tuple[int, ...], batch_
     return [Generation(ids, "length" if stop is None else "stop", stop) for ids, stop in zip(token_ids, stops)]
 
 
+def sliding_window(model: torch.nn.Module) -> int | None:
+    """The window every layer of `model` attends over, or None when some layer sees every key (or none has one)."""
+    cfg = model.config
+    windows = {cfg.layer_window(i) for i in range(cfg.n_layers)}
+    return windows.pop() if len(windows) == 1 else None
+
+
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
+                cache: KVCache | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
     """Run ids (B, T) through the model, filling `cache` when given; the float logits (B, V) of the last
     position only (the LM head on one position instead of T: a long prompt with a big vocabulary costs
-    much less). Decoding, continuation scoring and the analysis tools all read the next token here."""
-    hidden = model.hidden_states(ids, mask, kv_cache=cache)  # (B, T, C)
+    much less). Decoding, continuation scoring and the analysis tools all read the next token here.
+    `positions` (B, T): where the new tokens are, when the mask's columns do not count it (`keep_last`)."""
+    hidden = model.hidden_states(ids, mask, positions, kv_cache=cache)  # (B, T, C)
     return model.logits(hidden[:, -1]).float()  # (B, V)

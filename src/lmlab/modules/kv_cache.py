@@ -1,7 +1,9 @@
 """The key/value cache that makes decoding one token at a time cost O(T) instead of O(T^2).
 
 Buffers are preallocated for `max_len` positions; each forward pass writes its new keys and
-values at `length` and the model then advances `length`. Beam search reorders the batch.
+values at `length` and the model then advances `length`. Beam search reorders the batch. A model
+whose every layer attends over a sliding window needs only the newest keys: `keep_last` drops the
+rest, so its cache stays about the window's size however long it decodes.
 """
 
 import torch
@@ -16,7 +18,8 @@ class KVCache:
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.max_len = max_len
-        self.length = 0
+        self.length = 0  # filled columns
+        self.offset = 0  # positions dropped from the front (`keep_last`): column c holds position offset + c
 
     def layer(self, i: int) -> "LayerKV":
         """The view that layer `i`'s attention writes to and reads from (until the next `advance`)."""
@@ -25,6 +28,17 @@ class KVCache:
     def advance(self, n: int) -> None:
         """Mark `n` more positions as filled (called once per forward pass, after every layer)."""
         self.length += n
+
+    def keep_last(self, n: int) -> None:
+        """Keep only the newest `n` positions, moved to the front of the buffers (a model with a sliding window
+        of n + 1 keys on every layer reads no older ones)."""
+        drop = self.length - n
+        if drop <= 0:
+            return
+        for buffers in (self.k, self.v):
+            for t in buffers:
+                t[:, :, :n] = t[:, :, drop:self.length].clone()  # (B, H_kv, n, D): the regions overlap
+        self.length, self.offset = n, self.offset + drop
 
     def reorder(self, batch_indices: torch.Tensor) -> None:
         """Keep rows `batch_indices` of the batch (beam search picks which hypotheses survive)."""

@@ -198,10 +198,15 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && static_cast<int64_t>(columns.size()) == B,
               "decoder_step: ", B, " positions and columns expected");
   const int64_t tables = std::min(cos.size(0), local_cos.size(0));
-  for (int64_t b = 0; b < B; ++b)
-    TORCH_CHECK(positions[b] >= 0 && positions[b] <= columns[b] && columns[b] < max_len && positions[b] < tables,
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(positions[b] >= 0 && columns[b] >= 0 && columns[b] < max_len && positions[b] < tables,
                 "decoder_step: position ", positions[b], " at column ", columns[b], " is past the cache (", max_len,
                 ") or the rotary tables (", tables, ")");
+    for (int64_t l = 0; l < L; ++l)  // a cache that dropped old keys (`KVCache.keep_last`) holds every window
+      TORCH_CHECK(columns[b] >= positions[b] || (windows[l] && columns[b] >= windows[l] - 1),
+                  "decoder_step: position ", positions[b], " at column ", columns[b], " needs keys layer ", l,
+                  " no longer has");
+  }
   for (int64_t l = 0; l < L; ++l)
     TORCH_CHECK(k_cache[l].is_contiguous() && v_cache[l].is_contiguous() && k_cache[l].scalar_type() == at::kFloat &&
                 slots >= B && k_cache[l].sizes() == at::IntArrayRef({slots, Hkv, max_len, D}) &&
