@@ -18,7 +18,6 @@ import dataclasses
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,18 +54,6 @@ FAMILIES = {
                    attention_scale=64 ** -0.5, sliding_window=512, global_every=6, rope_base=1e6, rope_local_base=1e4),
 }
 PROMPT = [7, 93, 41, 250, 12, 5, 300, 42]
-# The converter, run with the pre-tokenizer name of a vocabulary it does not know given (as test_gguf_families)
-RUN_CONVERTER = """
-import runpy, sys
-root, pre = sys.argv.pop(1), sys.argv.pop(1)
-sys.path[:0] = [root, root + "/gguf-py"]
-from conversion.base import TextModel
-TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
-sys.argv[0] = root + "/convert_hf_to_gguf.py"
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 def family_config(family: str) -> ModelConfig:
     return dataclasses.replace(SHAPE, family=family, **FAMILIES[family])
 
@@ -75,22 +62,18 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
     """(HF directory, Q4_0 GGUF file) of a random-weight model of `family` on SmolLM2's shape."""
     import llama_cpp
     from hf_models import hf_model
-    from llama_cpp_converter import extracted_converter
+    from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
     from sentencepiece_models import trained
 
     converter = root / "llama.cpp" / "convert_hf_to_gguf.py"
     if not converter.is_file():
         extracted_converter(root / "llama.cpp")
-        (root / "run_converter.py").write_text(RUN_CONVERTER)
     hf_dir, f32, q4 = root / family, root / f"{family}-f32.gguf", root / f"{family}-q4_0.gguf"
     model = hf_model(family_config(family))
     model.config.bos_token_id, model.config.eos_token_id = 1, 2  # inside the vocabulary (OLMo 2's default is not)
     model.save_pretrained(hf_dir)
     tokenizer_files(family, hf_dir, root, trained)
-    run = subprocess.run([sys.executable, str(root / "run_converter.py"), str(converter.parent), "gpt-2", str(hf_dir),
-                          "--outfile", str(f32), "--outtype", "f32"], capture_output=True, text=True, timeout=600)
-    if run.returncode != 0:
-        raise RuntimeError(f"llama.cpp's converter failed on {family}: {run.stderr[-500:]}")
+    convert_hf_to_gguf(converter, hf_dir, f32, pre="gpt-2")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
     if llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params) != 0:

@@ -61,9 +61,24 @@ def extracted_converter(directory: Path) -> Path:
     return directory / PARTS[0]
 
 
-def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:
-    """The HF model directory `hf_dir` written as the GGUF file `out` by llama.cpp's converter."""
-    done = subprocess.run([sys.executable, str(converter), str(hf_dir), "--outfile", str(out), "--outtype", outtype],
+# The converter run with the pre-tokenizer name given: it names a byte-level BPE vocabulary's split from a hash
+# of how its own tokenizer splits a fixed text, which a vocabulary trained in a test never matches.
+WITH_PRE = """
+import runpy, sys
+converter, pre = sys.argv.pop(1), sys.argv.pop(1)
+sys.path[:0] = [str(__import__("pathlib").Path(converter).parent), str(__import__("pathlib").Path(converter).parent / "gguf-py")]
+from conversion.base import TextModel
+TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+sys.argv[0] = converter
+runpy.run_path(converter, run_name="__main__")
+"""
+
+
+def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = "f32", pre: str | None = None) -> Path:
+    """The HF model directory `hf_dir` written as the GGUF file `out` by llama.cpp's converter (`pre`: the
+    pre-tokenizer name to write, for a byte-level BPE vocabulary it does not know)."""
+    command = [str(converter)] if pre is None else ["-c", WITH_PRE, str(converter), pre]
+    done = subprocess.run([sys.executable, *command, str(hf_dir), "--outfile", str(out), "--outtype", outtype],
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"llama.cpp's converter failed on {hf_dir}:\n{done.stderr[-3000:]}")

@@ -12,8 +12,6 @@ converter's own. The other families carry a SentencePiece tokenizer.model traine
 import dataclasses
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -26,7 +24,7 @@ from lmlab.models.presets import preset
 from lmlab.models.qwen2 import gguf as qwen2_gguf
 
 from hf_models import FAMILY_TINY, hf_model
-from llama_cpp_converter import TIMEOUT_S, extracted_converter, llama_cpp as llama_cpp_module
+from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, llama_cpp as llama_cpp_module
 from sentencepiece_models import trained
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
@@ -55,18 +53,6 @@ PROMPT, NEW_TOKENS = [7, 93, 41, 250, 12], 8
 # Gemmas' logits differ from lmlab's (and transformers') by up to 5e-4, the others' by 3e-7
 LLAMA_CPP_ATOL = {"gemma2": 1e-3, "gemma3": 1e-3}
 
-# The converter, run with the pre-tokenizer name of a vocabulary it does not know given (see above)
-RUN_CONVERTER = """
-import runpy, sys
-root, pre = sys.argv.pop(1), sys.argv.pop(1)
-sys.path[:0] = [root, root + "/gguf-py"]
-from conversion.base import TextModel
-TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
-sys.argv[0] = root + "/convert_hf_to_gguf.py"
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 def config(case: str):
     name, settings = CASES[case]
     return preset(name, **settings | {"vocab_size": BPE_VOCAB if case == "olmo2" else SPM_VOCAB})
@@ -77,8 +63,7 @@ def converted(tmp_path_factory, request):
     """case -> (HF directory, GGUF file llama.cpp's converter wrote from it), each converted once per module."""
     root = tmp_path_factory.mktemp("gguf-families")
     cache = request.config.cache
-    converter = extracted_converter(cache.mkdir("llama-cpp-converter")).parent
-    (root / "run_converter.py").write_text(RUN_CONVERTER)
+    converter = extracted_converter(cache.mkdir("llama-cpp-converter"))
     done = {}
 
     def convert(case: str):
@@ -90,11 +75,7 @@ def converted(tmp_path_factory, request):
             model.generation_config.bos_token_id, model.generation_config.eos_token_id = bos, eos
             model.save_pretrained(hf_dir)
             tokenizer(case, hf_dir, root)
-            run = subprocess.run([sys.executable, str(root / "run_converter.py"), str(converter), "gpt-2", str(hf_dir),
-                                  "--outfile", str(out), "--outtype", "f32"],
-                                 capture_output=True, text=True, timeout=TIMEOUT_S)
-            assert run.returncode == 0, run.stderr[-3000:]
-            done[case] = hf_dir, out
+            done[case] = hf_dir, convert_hf_to_gguf(converter, hf_dir, out, pre="gpt-2")
         return done[case]
 
     return convert
