@@ -1,12 +1,12 @@
 """A model whose every layer attends over a sliding window decodes with a cache of about the window's size
 (`KVCache.keep_last`), and gives the tokens a cache of every position gives: through the modules, the fused
-int4 step, a left-padded batch, sampling with a seed."""
+int4 step, a left-padded batch, sampling with a seed, beam search."""
 
 import pytest
 import torch
 
 from lmlab.generation import GenerationConfig, generate_batch
-from lmlab.generation import decode
+from lmlab.generation import batch
 from lmlab.models.presets import preset
 from lmlab.models.quantize import quantize_model
 from lmlab.models.registry import build
@@ -16,17 +16,24 @@ PROMPTS = [[5, 9, 41, 3, 17, 22, 8], [12, 70]]
 
 def full_cache(monkeypatch):
     """Decoding with the window switched off for the cache only (every position kept): the reference."""
-    monkeypatch.setattr(decode, "sliding_window", lambda model: None)
+    monkeypatch.setattr(batch, "sliding_window", lambda model: None)
 
 
 def tiny(window: int = 4):
+    """A windowed model whose attention is sharp, so a key or a position out of place changes its tokens (at
+    initialisation every score is near 0 and attention near uniform, blind to both)."""
     torch.manual_seed(0)
-    return build(preset("mistral-tiny", vocab_size=97, context_length=96, n_layers=2, d_model=32, n_heads=4,
-                        d_ff=64, sliding_window=window)).eval()
+    model = build(preset("mistral-tiny", vocab_size=97, context_length=96, n_layers=2, d_model=32, n_heads=4,
+                         d_ff=64, sliding_window=window)).eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attention.qkv.weight.mul_(40.0)
+    return model
 
 
 @pytest.mark.parametrize("quantized", [False, True], ids=["modules", "fused-int4"])
-@pytest.mark.parametrize("settings", [dict(), dict(temperature=0.9, top_k=20, seed=3)], ids=["greedy", "sampled"])
+@pytest.mark.parametrize("settings", [dict(), dict(temperature=0.9, top_k=20, seed=3), dict(num_beams=3)],
+                         ids=["greedy", "sampled", "beams"])
 def test_the_windowed_cache_gives_the_full_caches_tokens(monkeypatch, quantized, settings):
     model = tiny()
     if quantized:
@@ -41,9 +48,9 @@ def test_the_windowed_cache_gives_the_full_caches_tokens(monkeypatch, quantized,
 
 def test_the_cache_stays_the_windows_size(monkeypatch):
     made = []
-    monkeypatch.setattr(decode, "new_cache", lambda model, B, max_len: made.append(max_len) or
-                        decode.KVCache(model.config.n_layers, B, model.config.n_kv_heads, model.config.head_dim,
-                                       max_len))
+    monkeypatch.setattr(batch, "new_cache", lambda model, B, max_len: made.append(max_len) or
+                        batch.KVCache(model.config.n_layers, B, model.config.n_kv_heads, model.config.head_dim,
+                                      max_len))
     generate_batch(tiny(window=4), PROMPTS, GenerationConfig(max_new_tokens=60))
     assert made == [7 + 4]  # the prompt (7 tokens, more than the window) and one window of steps, not 7 + 60
 
@@ -51,5 +58,5 @@ def test_the_cache_stays_the_windows_size(monkeypatch):
 def test_a_model_with_a_global_layer_keeps_every_position():
     model = build(preset("gemma3-tiny", vocab_size=97, context_length=64, n_layers=2, sliding_window=4,
                          global_every=2))
-    assert decode.sliding_window(model) is None
-    assert decode.sliding_window(tiny(window=4)) == 4
+    assert batch.sliding_window(model) is None
+    assert batch.sliding_window(tiny(window=4)) == 4

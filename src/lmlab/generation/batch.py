@@ -58,6 +58,31 @@ def is_padded(mask: torch.Tensor) -> bool:
     return not bool(mask.all())
 
 
+def sliding_window(model: torch.nn.Module) -> int | None:
+    """The window every layer of `model` attends over, or None when some layer sees every key (or none has one)."""
+    cfg = model.config
+    windows = {cfg.layer_window(i) for i in range(cfg.n_layers)}
+    return windows.pop() if len(windows) == 1 else None
+
+
+def decoding_cache(model: torch.nn.Module, batch_size: int, T: int, N: int) -> KVCache:
+    """The cache for prompts of T columns and N steps: every position, or, for a model whose every layer has a
+    window, the prompt or the window and as many steps again (`step_inputs` then drops what no layer reads)."""
+    window = sliding_window(model)
+    return new_cache(model, batch_size, T + N if window is None else min(T + N, max(T, window) + window))
+
+
+def step_inputs(model: torch.nn.Module, cache: KVCache, mask: torch.Tensor, padding: list[int]
+                ) -> tuple[torch.Tensor | None, list[int]]:
+    """Make room in a full `cache` for one more step (only a windowed model's fills up: it keeps the keys its
+    window reads, `KVCache.keep_last`); then the step's mask, the padding mask (B, T + N)'s columns of the
+    cached keys and the new token (None without padding), and each row's position (after its `padding`)."""
+    if cache.length == cache.max_len:
+        cache.keep_last(sliding_window(model) - 1)
+    columns = mask[:, cache.offset:cache.offset + cache.length + 1] if is_padded(mask) else None
+    return columns, [cache.offset + cache.length - pad for pad in padding]
+
+
 def new_cache(model: torch.nn.Module, batch_size: int, max_len: int) -> KVCache:
     """An empty KV cache for `batch_size` rows of up to `max_len` positions, on the model's device/dtype."""
     cfg, weight = model.config, next(model.parameters())

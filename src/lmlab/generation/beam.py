@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import torch
 
-from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
+from lmlab.generation.batch import check_prompts, decoding_cache, is_padded, left_pad, step_inputs
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.decode import last_logits
+from lmlab.generation.decode import last_logits, positioned
 from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import Generation
@@ -39,14 +39,16 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
     B, T = ids.shape
     ids = ids.repeat_interleave(K, dim=0)  # (B*K, T): row b*K + k is beam k of prompt b
     mask = mask.repeat_interleave(K, dim=0)  # (B*K, T + N)
-    cache = new_cache(model, B * K, T + N)
+    cache = decoding_cache(model, B * K, T, N)
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B*K, V)
     step_model = decoding_view(model)
+    padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
 
     def advance(new_token: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        cache.reorder(rows)
-        return last_logits(step_model, new_token[:, None], mask[:, :cache.length + 1] if padded else None, cache)
+        cache.reorder(rows)  # rows of one prompt: the same padding
+        step_mask, positions = step_inputs(model, cache, mask, padding)
+        return last_logits(step_model, new_token[:, None], step_mask, cache, positioned(positions, cache, device))
 
     return beam_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, K, N)
 

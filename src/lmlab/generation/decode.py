@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-from lmlab.generation.batch import check_prompts, is_padded, left_pad, new_cache
+from lmlab.generation.batch import check_prompts, decoding_cache, is_padded, left_pad, step_inputs
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.fused import fused_step
 from lmlab.generation.history import History
@@ -39,9 +39,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     N = config.max_new_tokens
     ids, mask = left_pad(prompts, N, device)  # (B, T), (B, T + N)
     B, T = ids.shape
-    window = sliding_window(model)
-    # every layer local: the cache holds the prompt or the window, and as many steps again before `keep_last`
-    cache = new_cache(model, B, T + N if window is None else min(T + N, max(T, window) + window))
+    cache = decoding_cache(model, B, T, N)
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
@@ -50,16 +48,12 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
 
     def advance(token: torch.Tensor) -> torch.Tensor:
-        if cache.length == cache.max_len:  # only a windowed model's cache fills up: keep what the window reads
-            cache.keep_last(window - 1)
-        positions = [cache.offset + cache.length - pad for pad in padding]
+        step_mask, positions = step_inputs(model, cache, mask, padding)
         if fused is not None:
             logits = fused(token, cache.k, cache.v, positions, [cache.length] * B)
             cache.advance(1)
             return logits  # (B, V)
-        columns = mask[:, cache.offset:cache.offset + cache.length + 1]  # the cached keys' and the new token's
-        return step(step_model, token[:, None], columns if padded else None, cache,
-                    torch.tensor(positions, device=device)[:, None] if cache.offset else None)
+        return step(step_model, token[:, None], step_mask, cache, positioned(positions, cache, device))
 
     yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
 
@@ -99,11 +93,10 @@ def generations(steps: Iterable[torch.Tensor], stop_ids: tuple[int, ...], batch_
     return [Generation(ids, "length" if stop is None else "stop", stop) for ids, stop in zip(token_ids, stops)]
 
 
-def sliding_window(model: torch.nn.Module) -> int | None:
-    """The window every layer of `model` attends over, or None when some layer sees every key (or none has one)."""
-    cfg = model.config
-    windows = {cfg.layer_window(i) for i in range(cfg.n_layers)}
-    return windows.pop() if len(windows) == 1 else None
+def positioned(positions: list[int], cache: KVCache, device: torch.device) -> torch.Tensor | None:
+    """The rows' positions (B, 1) for a step, once the cache has dropped keys (`keep_last`): the mask's columns
+    then no longer count them. None before, when the model counts them itself."""
+    return torch.tensor(positions, device=device)[:, None] if cache.offset else None
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None,
