@@ -1,12 +1,15 @@
 """A model whose every layer attends over a sliding window decodes with a cache of about the window's size
 (`KVCache.keep_last`), and gives the tokens a cache of every position gives: through the modules, the fused
-int4 step, a left-padded batch, sampling with a seed, beam search."""
+int4 step, a left-padded batch, sampling with a seed, beam search, and the serving engine's slots (each row
+dropping its own keys at its own length)."""
 
 import pytest
 import torch
 
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation import batch
+from lmlab.inference import slots
+from lmlab.inference.engine import Engine
 from lmlab.models.presets import preset
 from lmlab.models.quantize import quantize_model
 from lmlab.models.registry import build
@@ -60,3 +63,21 @@ def test_a_model_with_a_global_layer_keeps_every_position():
                          global_every=2))
     assert batch.sliding_window(model) is None
     assert batch.sliding_window(tiny(window=4)) == 4
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("quantized", [False, True], ids=["modules", "fused-int4"])
+def test_the_engines_slots_keep_what_the_window_reads(monkeypatch, quantized):
+    model = tiny()
+    if quantized:
+        model = quantize_model(model, "int4")
+    monkeypatch.setattr(slots, "FIRST_CAPACITY", 8)  # two windows: rows drop keys within a few steps
+    prompts = [[5, 9, 41, 3, 17, 22, 8], [12, 70], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [33]]
+    configs = [GenerationConfig(max_new_tokens=n) for n in (30, 45, 12, 60)]
+    with Engine(model, None, slots=3, prefix_budget=0) as engine:
+        requests = [engine.submit(p, c) for p, c in zip(prompts, configs)]
+        results = [[t for chunk in r for t in chunk.token_ids] for r in requests]
+        assert engine.cache.capacity == 16 and max(engine.cache.offsets) > 0
+    with monkeypatch.context() as m:
+        full_cache(m)
+        assert results == [generate_batch(model, [p], c)[0].token_ids for p, c in zip(prompts, configs)]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.generation.batch import check_prompts
+from lmlab.generation.batch import check_prompts, sliding_window
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import last_logits
 from lmlab.generation.fused import fused_step
@@ -76,7 +76,7 @@ class Engine:
         self.max_len = min(max_len or cfg.context_length, cfg.context_length)
         weight = next(p for p in model.parameters() if p.is_floating_point())
         self.cache = SlotCache(cfg.n_layers, slots, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, self.max_len,
-                               weight.dtype, weight.device)
+                               weight.dtype, weight.device, sliding_window(model))
         self.prefixes = PrefixCache(prefix_budget)
         self._waiting: deque[Request] = deque()
         self._running: list[_Running] = []  # row i of the cache is _running[i]
@@ -195,7 +195,7 @@ class Engine:
     def _prefill(self, row: int, prompt: list[int]) -> torch.Tensor:
         """Fill `row` with the prompt's keys and values (reusing a stored prefix); the logits (V,) after it."""
         cache = self.cache
-        cache.lengths[row] = 0
+        cache.clear(row)
         hit = self.prefixes.lookup(prompt)
         if hit is not None:
             cache.write_prefix(row, hit[1], hit[2])
@@ -213,7 +213,8 @@ class Engine:
         view = self.cache.step_view(rows)
         tokens = torch.tensor([[entry.token] for entry in self._running], device=view.at.device)  # (B, 1)
         if self._fused is not None:
-            logits = self._fused(tokens[:, 0], self.cache.k, self.cache.v, self.cache.lengths[:rows])  # (B, V)
+            logits = self._fused(tokens[:, 0], self.cache.k, self.cache.v, self.cache.positions(rows),
+                                 self.cache.lengths[:rows])  # (B, V)
             view.advance(1)
         else:
             hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, 1, C)

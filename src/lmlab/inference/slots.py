@@ -7,6 +7,8 @@ last one (one row copied), so a decoding step reads the first B rows as plain vi
 
 Rows grow on demand: the buffers start short and double (up to `max_len`) when a request needs
 more room, so memory follows the longest running request instead of slots x the model's context.
+A model whose every layer attends over a sliding window stops growing at two windows: a full row then
+keeps the newest keys its window reads (`make_room`), and its positions run on past its columns.
 
 Two views drive the model (`TransformerDecoder.run_stack` reads them like a `KVCache`):
 `RowKV` fills one row from a position on (a prompt's prefill) and `StepKV` appends one token to
@@ -24,12 +26,15 @@ class SlotCache:
     """Keys and values (slots, H_kv, capacity, D) per layer, and each row's filled length."""
 
     def __init__(self, n_layers: int, slots: int, n_kv_heads: int, head_dim: int, max_len: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None):
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                 window: int | None = None):
         self.shape = (slots, n_kv_heads, min(FIRST_CAPACITY, max_len), head_dim)
         self.k = [torch.zeros(self.shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v = [torch.zeros(self.shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.max_len = max_len
-        self.lengths = [0] * slots  # filled positions of each row
+        self.lengths = [0] * slots  # filled columns of each row
+        self.offsets = [0] * slots  # positions a row dropped from its front: its column c holds position offset + c
+        self.window = window  # every layer's sliding window, or None
 
     @property
     def capacity(self) -> int:
@@ -48,13 +53,34 @@ class SlotCache:
                 new[:, :, :old.size(2)] = old
                 buffers[i] = new
 
+    def make_room(self, rows: int) -> None:
+        """Room for one more position in each of the first `rows` rows: the buffers grow, except that with a
+        window, once they hold two windows, a full row keeps its newest window - 1 keys instead."""
+        for row in range(rows):
+            n = self.lengths[row]
+            if self.window is not None and n + 1 > self.capacity >= 2 * self.window:
+                keep = self.window - 1
+                for buffers in (self.k, self.v):
+                    for layer in buffers:
+                        layer[row, :, :keep] = layer[row, :, n - keep:n].clone()  # (H_kv, keep, D): they overlap
+                self.lengths[row], self.offsets[row] = keep, self.offsets[row] + n - keep
+        self.reserve(max(self.lengths[:rows]) + 1)
+
+    def clear(self, row: int) -> None:
+        """Empty `row` for a new request."""
+        self.lengths[row] = self.offsets[row] = 0
+
+    def positions(self, rows: int) -> list[int]:
+        """The position of the next token of each of the first `rows` rows."""
+        return [offset + n for offset, n in zip(self.offsets[:rows], self.lengths[:rows])]
+
     def move(self, source: int, target: int) -> None:
-        """Copy row `source`'s keys, values and length into row `target` (compacting the running rows)."""
+        """Copy row `source`'s keys, values, length and offset into row `target` (compacting the running rows)."""
         n = self.lengths[source]
         for buffers in (self.k, self.v):
             for layer in buffers:
                 layer[target, :, :n] = layer[source, :, :n]
-        self.lengths[target] = n
+        self.lengths[target], self.offsets[target] = n, self.offsets[source]
 
     def write_prefix(self, row: int, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
         """Put a stored prefix (per layer (H_kv, n, D)) at the start of `row`; its length becomes n."""
@@ -64,7 +90,7 @@ class SlotCache:
             layer[row, :, :n] = k
         for layer, v in zip(self.v, values):
             layer[row, :, :n] = v
-        self.lengths[row] = n
+        self.lengths[row], self.offsets[row] = n, 0
 
     def read_prefix(self, row: int, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Copies of the first `n` positions of `row`, per layer (H_kv, n, D), for the prefix cache."""
@@ -105,9 +131,10 @@ class StepKV:
     def __init__(self, cache: SlotCache, rows: int):
         self.cache, self.rows = cache, rows
         device = cache.k[0].device
-        self.at = torch.tensor(cache.lengths[:rows], device=device)  # (B,) where each new token goes
+        cache.make_room(rows)
+        self.at = torch.tensor(cache.lengths[:rows], device=device)  # (B,) the column each new token goes to
         self.end = max(cache.lengths[:rows]) + 1  # keys read: S
-        cache.reserve(self.end)
+        self.position = torch.tensor(cache.positions(rows), device=device)  # (B,) its position
         self.batch = torch.arange(rows, device=device)
 
     @property
@@ -118,7 +145,7 @@ class StepKV:
     @property
     def positions(self) -> torch.Tensor:
         """(B, 1): the position of each row's new token."""
-        return self.at[:, None]
+        return self.position[:, None]
 
     @property
     def mask(self) -> torch.Tensor | None:
