@@ -26,9 +26,9 @@ EXCEPTIONS: dict[str, str] = {
     "cli/train_neural.py": "the flags --arch window and --arch rnn|lstm|gru accept: the CLI's names for its choices",
     "experiments/classic_vs_neural.py": "the experiment's arms (ngram, window, lstm, transformer) are its own names",
     "tokenizers/gguf.py": "tokenizer.ggml.model values ('gpt2' byte-level BPE, 'llama' SentencePiece), not families",
-    "config.py": "ModelConfig.family and EncoderConfig.family are Literals of the families' names, and EncoderConfig "
-                 "checks and sizes its variants by name (the lead's file in issue 36; family: str, checked by "
-                 "registry.lookup, would remove the Literals)",
+    "config.py": "EncoderConfig.family is a Literal of the encoder families' names and EncoderConfig checks and sizes "
+                 "its variants by name (ModelConfig.family is a str the registry checks; the encoders' variants "
+                 "belong in settings of their own)",
     "tokenizers/seq2seq.py": "FAMILY_SPECIALS: the special tokens of a from-scratch BPE per encoder-decoder family "
                              "(tokenizers/ is SPM's in issue 36; belongs in the Family record, passed in by the caller)",
     "models/encoder_decoder/config.py": "EncoderDecoderConfig.family's Literal and T5's rescaled tied logits",
