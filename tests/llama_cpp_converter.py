@@ -64,9 +64,10 @@ def extracted_converter(directory: Path) -> Path:
 # The converter run with the pre-tokenizer name given: it names a byte-level BPE vocabulary's split from a hash
 # of how its own tokenizer splits a fixed text, which a vocabulary trained in a test never matches.
 WITH_PRE = """
-import runpy, sys
+import pathlib, runpy, sys
 converter, pre = sys.argv.pop(1), sys.argv.pop(1)
-sys.path[:0] = [str(__import__("pathlib").Path(converter).parent), str(__import__("pathlib").Path(converter).parent / "gguf-py")]
+root = pathlib.Path(converter).parent
+sys.path[:0] = [str(root), str(root / "gguf-py")]
 from conversion.base import TextModel
 TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 sys.argv[0] = converter

@@ -120,7 +120,8 @@ class ModelConfig(AttentionSettings):
         if self.positions == "rope" and self.head_dim % 2:
             raise LmlabError(f"rotary positions need an even head size, but this model's is {self.head_dim}; pick "
                              "other --d-model, --n-heads or --head-size")
-        check_parameters(self.n_layers * (4 * self.d_model * self.n_heads * self.head_dim + 3 * self.d_model * self.d_ff)
+        attention = 4 * self.d_model * self.n_heads * self.head_dim
+        check_parameters(self.n_layers * (attention + 3 * self.d_model * self.d_ff)
                          + (self.vocab_size + self.context_length) * self.d_model)
 
     def _check_windows(self) -> None:

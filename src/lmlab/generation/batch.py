@@ -72,14 +72,15 @@ def decoding_cache(model: torch.nn.Module, batch_size: int, T: int, N: int) -> K
     return new_cache(model, batch_size, T + N if window is None else min(T + N, max(T, window) + window))
 
 
-def step_inputs(model: torch.nn.Module, cache: KVCache, mask: torch.Tensor, padding: list[int]
+def step_inputs(model: torch.nn.Module, cache: KVCache, mask: torch.Tensor | None, padding: list[int]
                 ) -> tuple[torch.Tensor | None, list[int]]:
     """Make room in a full `cache` for one more step (only a windowed model's fills up: it keeps the keys its
     window reads, `KVCache.keep_last`); then the step's mask, the padding mask (B, T + N)'s columns of the
-    cached keys and the new token (None without padding), and each row's position (after its `padding`)."""
+    cached keys and the new token (None for a batch without padding), and each row's position (after its
+    `padding`)."""
     if cache.length == cache.max_len:
         cache.keep_last(sliding_window(model) - 1)
-    columns = mask[:, cache.offset:cache.offset + cache.length + 1] if is_padded(mask) else None
+    columns = mask[:, cache.offset:cache.offset + cache.length + 1] if mask is not None else None
     return columns, [cache.offset + cache.length - pad for pad in padding]
 
 

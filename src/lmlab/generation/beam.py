@@ -47,7 +47,7 @@ def beam_search(model: torch.nn.Module, prompts: list[list[int]], config: Genera
 
     def advance(new_token: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         cache.reorder(rows)  # rows of one prompt: the same padding
-        step_mask, positions = step_inputs(model, cache, mask, padding)
+        step_mask, positions = step_inputs(model, cache, mask if padded else None, padding)
         return last_logits(step_model, new_token[:, None], step_mask, cache, positioned(positions, cache, device))
 
     return beam_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, K, N)

@@ -48,7 +48,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
 
     def advance(token: torch.Tensor) -> torch.Tensor:
-        step_mask, positions = step_inputs(model, cache, mask, padding)
+        step_mask, positions = step_inputs(model, cache, mask if padded else None, padding)
         if fused is not None:
             logits = fused(token, cache.k, cache.v, positions, [cache.length] * B)
             cache.advance(1)

@@ -28,7 +28,9 @@ def build_decoder(cfg: ModelConfig) -> TransformerDecoder:
     def feed_forward() -> nn.Module:
         if cfg.ffn == "geglu":
             return GatedMLP(cfg.d_model, cfg.d_ff, cfg.bias, "gelu_tanh")
-        return GeluMLP(cfg.d_model, cfg.d_ff, cfg.bias) if cfg.ffn == "gelu" else SwiGLU(cfg.d_model, cfg.d_ff, cfg.bias)
+        if cfg.ffn == "gelu":
+            return GeluMLP(cfg.d_model, cfg.d_ff, cfg.bias)
+        return SwiGLU(cfg.d_model, cfg.d_ff, cfg.bias)
 
     def attention(i: int) -> SelfAttention:
         q_norm = k_norm = None
@@ -38,8 +40,9 @@ def build_decoder(cfg: ModelConfig) -> TransformerDecoder:
             q_norm = AllHeadsRMSNorm(cfg.n_heads * cfg.head_dim, cfg.norm_eps)
             k_norm = AllHeadsRMSNorm((cfg.n_kv_heads or cfg.n_heads) * cfg.head_dim, cfg.norm_eps)
         return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias, cfg.dropout, cfg.head_dim,
-                             cfg.attention_scale, attention_core(cfg, causal=True, layer=i), qkv_bias=cfg.bias or cfg.qkv_bias,
-                             q_norm=q_norm, k_norm=k_norm, softcap=cfg.attention_softcap)
+                             cfg.attention_scale, attention_core(cfg, causal=True, layer=i),
+                             qkv_bias=cfg.bias or cfg.qkv_bias, q_norm=q_norm, k_norm=k_norm,
+                             softcap=cfg.attention_softcap)
 
     def block(i: int) -> nn.Module:
         if cfg.norm_placement == "post":

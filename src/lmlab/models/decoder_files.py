@@ -128,8 +128,8 @@ def agreeing(cfg: ModelConfig, hf: dict) -> ModelConfig:
             return cfg
         lost = differences(cfg, theirs)
         if lost:
-            raise LmlabError(f"config.json's \"lmlab\" section sets {', '.join(f'{n}={getattr(cfg, n)!r}' for n in lost)}"
-                             ", which its Hugging Face keys do not say: transformers would compute another model than "
+            settings = ", ".join(f"{n}={getattr(cfg, n)!r}" for n in lost)
+            raise LmlabError(f"config.json's \"lmlab\" section sets {settings}, which its Hugging Face keys do not say: transformers would compute another model than "
                              "lmlab; fix config.json or save the model again")
     return cfg
 

@@ -114,7 +114,8 @@ class SelfAttention(nn.Module):
                 kv_cache: LayerKV | None = None) -> torch.Tensor:
         B, T, _ = x.shape
         qkv = self.qkv(x).view(B, T, self.n_heads + 2 * self.n_kv_heads, self.head_dim).transpose(1, 2)
-        qk, v = qkv.split([self.n_heads + self.n_kv_heads, self.n_kv_heads], dim=1)  # (B, H + H_kv, T, D), (B, H_kv, T, D)
+        # (B, H + H_kv, T, D), (B, H_kv, T, D)
+        qk, v = qkv.split([self.n_heads + self.n_kv_heads, self.n_kv_heads], dim=1)
         if self.q_norm is not None:
             q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)
             qk = torch.cat([self.q_norm(q), self.k_norm(k)], dim=1)

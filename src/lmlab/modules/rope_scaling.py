@@ -56,7 +56,8 @@ def _yarn(inv_freq: torch.Tensor, head_dim: int, base: float, s: RopeScaling) ->
 
     low = max(math.floor(dimension(s.beta_fast)), 0)
     high = min(math.ceil(dimension(s.beta_slow)), head_dim - 1)
-    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32, device=inv_freq.device) - low) / max(high - low, 0.001)).clamp(0, 1)  # (D/2,)
+    pairs = torch.arange(head_dim // 2, dtype=torch.float32, device=inv_freq.device)  # (D/2,)
+    ramp = ((pairs - low) / max(high - low, 0.001)).clamp(0, 1)
     kept = 1 - ramp  # 1 for the fast pairs (extrapolated as they are), 0 for the slow (interpolated)
     mixed = inv_freq / s.factor * (1 - kept) + inv_freq * kept
     attention = s.attention_factor

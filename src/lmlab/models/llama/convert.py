@@ -100,7 +100,8 @@ def rope_settings(hf: dict, params: dict | None = None) -> dict:
     """Our rope_scaling fields for config.json `hf`'s RoPE (transformers 5's `rope_parameters` or the older
     `rope_scaling`; `params` when the caller picked a layer type's own), refusing a kind lmlab does not compute."""
     if params is None:
-        params = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else hf.get("rope_scaling") or {}
+        params = hf.get("rope_parameters")  # transformers 5 reads it over the older rope_scaling
+        params = params if isinstance(params, dict) else hf.get("rope_scaling") or {}
     if not isinstance(params, dict):
         raise LmlabError(f"rope_parameters={params!r} is not a mapping; fix config.json")
     kind = params.get("rope_type", params.get("type", "default"))
