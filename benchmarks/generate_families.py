@@ -62,8 +62,7 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
     """(HF directory, Q4_0 GGUF file) of a random-weight model of `family` on SmolLM2's shape."""
     import llama_cpp
     from hf_models import hf_model
-    from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
-    from sentencepiece_models import trained
+    from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, tokenizer_files
 
     converter = root / "llama.cpp" / "convert_hf_to_gguf.py"
     if not converter.is_file():
@@ -72,7 +71,7 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
     model = hf_model(family_config(family))
     model.config.bos_token_id, model.config.eos_token_id = 1, 2  # inside the vocabulary (OLMo 2's default is not)
     model.save_pretrained(hf_dir)
-    tokenizer_files(family, hf_dir, root, trained)
+    tokenizer_files(family, hf_dir, root, SHAPE.vocab_size)
     convert_hf_to_gguf(converter, hf_dir, f32, pre="gpt-2")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
@@ -80,25 +79,6 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
         raise RuntimeError(f"llama.cpp could not quantize {f32}")
     f32.unlink()
     return hf_dir, q4
-
-
-def tokenizer_files(family: str, hf_dir: Path, root: Path, trained) -> None:
-    """What the converter reads for the vocabulary (the speed does not depend on it): OLMo 2's BPE
-    tokenizer.json, the others a SentencePiece tokenizer.model (padded to the vocabulary by the converter)."""
-    if family == "olmo2":
-        from gguf_files import TEXTS
-        from lmlab.tokenizers.bpe import train_bpe
-        train_bpe(TEXTS * 20, vocab_size=300).save(str(hf_dir / "tokenizer.json"))
-        (hf_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
-        return
-    model = root / "llama.model"
-    if not model.is_file():
-        trained(root, "llama")
-    shutil.copy(model, hf_dir / "tokenizer.model")
-    config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-    if family == "phi3":  # llama.cpp's Phi-3 vocabulary check wants Phi-3's end-of-text token
-        config["added_tokens_decoder"] = {str(SHAPE.vocab_size - 1): {"content": "<|endoftext|>", "special": True}}
-    (hf_dir / "tokenizer_config.json").write_text(json.dumps(config))
 
 
 class Lmlab:

@@ -8,6 +8,7 @@ Without one a test that needs it is skipped, and fails under CI (`missing`). Onl
 a subprocess (it needs torch, numpy, transformers and sentencepiece)."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -84,3 +85,26 @@ def convert_hf_to_gguf(converter: Path, hf_dir: Path, out: Path, outtype: str = 
     if done.returncode != 0:
         raise RuntimeError(f"llama.cpp's converter failed on {hf_dir}:\n{done.stderr[-3000:]}")
     return out
+
+
+def tokenizer_files(family: str, hf_dir: Path, work: Path, vocab_size: int) -> None:
+    """The tokenizer files llama.cpp's converter reads beside a model of `family` in `hf_dir`: OLMo 2's byte-level
+    BPE tokenizer.json (run the converter with `pre`, as it knows no hash of a vocabulary trained here), else a
+    SentencePiece tokenizer.model trained once into `work` (the converter pads it to `vocab_size`)."""
+    from gguf_files import TEXTS
+    from lmlab.tokenizers.bpe import train_bpe
+    from sentencepiece_models import trained
+
+    if family == "olmo2":
+        train_bpe(TEXTS * 20, vocab_size=vocab_size).save(str(hf_dir / "tokenizer.json"))
+        (hf_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+        return
+    model = work / "llama.model"
+    if not model.is_file():
+        trained(work, "llama")
+    shutil.copy(model, hf_dir / "tokenizer.model")
+    # llama.cpp finds Phi-3's <|endoftext|> by name: a Phi-3 vocabulary must hold it
+    added = {str(vocab_size - 1): {"content": "<|endoftext|>", "special": True}} if family == "phi3" else {}
+    (hf_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+         "added_tokens_decoder": added}))

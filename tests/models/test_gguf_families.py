@@ -10,8 +10,6 @@ to "gpt-2" (the split of the vocabulary trained here); the weights and the archi
 converter's own. The other families carry a SentencePiece tokenizer.model trained here."""
 
 import dataclasses
-import json
-import shutil
 
 import pytest
 import torch
@@ -24,8 +22,8 @@ from lmlab.models.presets import preset
 from lmlab.models.qwen2 import gguf as qwen2_gguf
 
 from hf_models import FAMILY_TINY, hf_model
-from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, llama_cpp as llama_cpp_module
-from sentencepiece_models import trained
+from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, llama_cpp as llama_cpp_module, \
+    tokenizer_files
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
 
@@ -74,30 +72,11 @@ def converted(tmp_path_factory, request):
             model.config.bos_token_id, model.config.eos_token_id = bos, eos
             model.generation_config.bos_token_id, model.generation_config.eos_token_id = bos, eos
             model.save_pretrained(hf_dir)
-            tokenizer(case, hf_dir, root)
+            tokenizer_files(config(case).family, hf_dir, root, config(case).vocab_size)
             done[case] = hf_dir, convert_hf_to_gguf(converter, hf_dir, out, pre="gpt-2")
         return done[case]
 
     return convert
-
-
-def tokenizer(case: str, hf_dir, root) -> None:
-    """The tokenizer files the converter reads: a SentencePiece tokenizer.model, or OLMo 2's tokenizer.json."""
-    if case == "olmo2":
-        from lmlab.tokenizers.bpe import train_bpe
-        from gguf_files import TEXTS
-        train_bpe(TEXTS * 20, vocab_size=BPE_VOCAB).save(str(hf_dir / "tokenizer.json"))
-        (hf_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
-        return
-    model = root / "llama.model"
-    if not model.is_file():
-        trained(root, "llama")
-    shutil.copy(model, hf_dir / "tokenizer.model")
-    # llama.cpp marks Phi-3's <|endoftext|> (its id 32000) by name: a Phi-3 vocabulary must hold it
-    added = {"499": {"content": "<|endoftext|>", "special": True}} if case == "phi3" else {}
-    (hf_dir / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-         "added_tokens_decoder": added}))
 
 
 def cases():
