@@ -5,6 +5,7 @@ inside its Ctrl-C guard, so an interrupt during start-up ends as quietly as one 
 """
 
 import argparse
+from importlib.metadata import version
 
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, serve, sft, tokenizer, train
@@ -27,13 +28,24 @@ NOT_COMPUTING = {"list", "download"}  # commands that run no model: no --threads
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lmlab", description="Build, train, inspect and use language models.")
+    parser.add_argument("--version", action="version", version=f"lmlab {version('lmlab')}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(subparsers)
     for name, command in leaf_parsers(parser):
         if name.split()[0] not in NOT_COMPUTING:
             command.add_argument("--threads", type=int, metavar="N", help=VOCABULARY["--threads"])
+        command.set_defaults(command_parser=command)  # where an unknown flag is reported (`parse`)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; a flag the command does not know is one error pointing to that command's own
+    help (`lmlab generate --help`), not to `lmlab --help`."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def leaf_parsers(parser: argparse.ArgumentParser, path: str = ""):

@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         signal.signal(signal.SIGINT, _interrupt_outside_imports)
     try:
-        from lmlab.cli.commands import build_parser
+        from lmlab.cli.commands import build_parser, parse
         from lmlab.cli.output_paths import check_outputs
 
-        args = build_parser().parse_args(argv)
+        args = parse(build_parser(), argv)
         check_outputs(args)
         _set_threads(getattr(args, "threads", None))
         with warnings.catch_warnings():
