@@ -1,10 +1,14 @@
-"""What a new user meets first: `lmlab --version`, and an unknown flag pointing to the command's own help."""
+"""What a new user meets first: `lmlab --version`, an unknown flag pointing to the command's own help, and `--help`
+showing each flag by one name (the old spellings still parse, with a warning: tests/cli/test_vocabulary.py)."""
 
 import subprocess
 import sys
 from importlib.metadata import version
 
 import pytest
+
+from lmlab.cli.commands import build_parser, leaf_parsers
+from lmlab.cli.vocabulary import DEPRECATED
 
 from conftest import lmlab
 
@@ -25,3 +29,17 @@ def test_an_unknown_flag_points_to_the_commands_own_help(capsys, argv, help_of):
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and len(err.splitlines()) == 1
     assert "unrecognized arguments" in err and err.endswith(f"(see `{help_of} --help`)")
+
+
+def test_help_shows_each_flag_by_its_current_name_only():
+    shown = {command: parser.format_help() for command, parser in leaf_parsers(build_parser())}
+    old = {(command, name) for command, text in shown.items() for name in DEPRECATED
+           if f"{name} " in text or f"{name}," in text or f"{name}\n" in text}
+    assert not old, old
+    assert "--data DATA" in shown["eval perplexity"] and "--max-steps" in shown["quickstart"]
+
+
+def test_a_missing_required_flag_is_named_by_its_current_name(capsys):
+    with pytest.raises(SystemExit):
+        lmlab("eval", "perplexity", "--model", "m")
+    assert "--data (see" in capsys.readouterr().err

@@ -5,13 +5,14 @@ inside its Ctrl-C guard, so an interrupt during start-up ends as quietly as one 
 """
 
 import argparse
+import contextlib
 from importlib.metadata import version
 
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, serve, sft, tokenizer, train
 from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, quantize, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
-from lmlab.cli.vocabulary import VOCABULARY
+from lmlab.cli.vocabulary import DEPRECATED, VOCABULARY
 
 COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
             embed, similarity, eval_cmd, inspect, experiment, quantize, download, list_cmd, ngram, seq2seq, word2vec,
@@ -19,8 +20,31 @@ COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, pp
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's own usage errors: one line, exit 2
+    def error(self, message):  # argparse's own usage errors: one line, exit 2, naming flags by their current names
+        for old in DEPRECATED:
+            message = message.replace(f"/{old}", "")
         self.exit(2, f"lmlab: error: {message} (see `{self.prog} --help`)\n")
+
+    def format_help(self) -> str:  # each flag by its current name; the old ones (`DEPRECATED`) parse, unlisted
+        with current_spellings(self):
+            return super().format_help()
+
+    def format_usage(self) -> str:
+        with current_spellings(self):
+            return super().format_usage()
+
+
+@contextlib.contextmanager
+def current_spellings(parser: argparse.ArgumentParser):
+    """While the block runs, `parser`'s flags show only their current spellings, not the `DEPRECATED` ones."""
+    kept = [(action, action.option_strings) for action in parser._actions]
+    for action, spellings in kept:
+        action.option_strings = [s for s in spellings if s not in DEPRECATED]
+    try:
+        yield
+    finally:
+        for action, spellings in kept:
+            action.option_strings = spellings
 
 
 NOT_COMPUTING = {"list", "download"}  # commands that run no model: no --threads

@@ -48,7 +48,8 @@ def _summaries(parser: argparse.ArgumentParser, path: str = "") -> dict[str, str
 
 
 def _row(action: argparse.Action) -> str:
-    names = ", ".join(f"`{name}`" for name in action.option_strings) or f"`{action.metavar or action.dest}`"
+    current = [name for name in action.option_strings if name not in DEPRECATED]
+    names = ", ".join(f"`{name}`" for name in current) or f"`{action.metavar or action.dest}`"
     help_text = (action.help or "") % {"default": action.default} if "%(default)" in (action.help or "") \
         else (action.help or "")
     if action.choices is not None:
