@@ -14,6 +14,7 @@ from conftest import lmlab, one_line_error
 from lmlab.data.markov import markov_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.eval.perplexity import perplexity
+from lmlab.experiments import classic_vs_neural
 from lmlab.models.load import load
 from lmlab.tokenizers.bpe import load_tokenizer
 from png_files import read_png
@@ -107,3 +108,16 @@ def test_refusals_are_one_line_and_write_nothing(comparison, corpus_file, tmp_pa
                  tmp_path / "missing.txt", *SMOKE) == 2
     one_line_error(capsys, "missing.txt")
     assert not fresh.exists()
+
+
+@pytest.mark.parametrize("flags, held_out", [
+    (["--data", "mine.txt"], None),  # your own text: scored on its own held-out blocks, no Bible needed
+    (["--data", "kjv"], "kjv-held-out"),  # kjv: the books none of the models trained on
+    (["--data", "mine.txt", "--held-out", "other.txt"], "other.txt"),
+    (["--data", "kjv", "--held-out", "none"], None),
+])
+def test_the_held_out_text_follows_the_data(monkeypatch, flags, held_out):
+    seen = []
+    monkeypatch.setattr(classic_vs_neural, "compare_classic_neural", lambda out, s: seen.append(s))
+    assert lmlab("experiment", "classic-vs-neural", "--out", "o", *flags) == 0
+    assert seen[0].held_out == held_out

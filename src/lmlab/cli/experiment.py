@@ -165,9 +165,9 @@ def _add_classic_vs_neural(sub) -> None:
                     help=f"language models to compare, from {', '.join(LABELS)} (default: all)")
     cn.add_argument("--data", default=d.data, help=f"text file, directory, JSONL or one of {list(EMBEDDED)} "
                                                    f"(default {d.data})")
-    cn.add_argument("--held-out", default=d.held_out,
+    cn.add_argument("--held-out",
                     help=f"the scored text: a corpus as --data takes, or 'none' for --data's own validation "
-                         f"blocks (default {d.held_out})")
+                         f"blocks (default: {d.held_out} for --data {d.data}, else none)")
     _settings_flags(cn, d, int, "N", (
         ("max_steps", "training steps of each neural model"),
         ("points", "points on each curve (checkpoints of each neural run)"), ("vocab_size", "BPE vocabulary"),
@@ -207,6 +207,8 @@ def run_attention(args) -> None:
 
 
 def run_classic_vs_neural(args) -> None:
+    if args.held_out is None:  # kjv's held-out books go with kjv; other text is scored on its own held-out blocks
+        args.held_out = ClassicVsNeuralSettings.held_out if args.data == ClassicVsNeuralSettings.data else "none"
     args.held_out = None if args.held_out == "none" else args.held_out
     report = classic_vs_neural.compare_classic_neural(args.out, _settings(args, ClassicVsNeuralSettings))
     if report is None:  # stopped by Ctrl-C: the CLI exits 130
