@@ -1,4 +1,4 @@
-"""The dependency direction of ARCHITECTURE.md, enforced: every `lmlab` import in src/lmlab is parsed
+"""The dependency direction of docs/development.md ("Layout of src/lmlab/"), enforced: every `lmlab` import in src/lmlab is parsed
 and an import a package may not make fails the test, unless it is a listed exception with its reason.
 
     cli -> experiments -> recipes -> training -> (eval, inspect, inference) -> generation -> (losses, objectives)
