@@ -17,7 +17,7 @@ each of the first B rows at that row's own length (a decoding step).
 
 import torch
 
-from lmlab.modules.kv_cache import LayerKV
+from lmlab.modules.kv_cache import LayerKV, move_to_front
 
 FIRST_CAPACITY = 256  # positions per row before the first growth
 
@@ -60,9 +60,7 @@ class SlotCache:
             n = self.lengths[row]
             if self.window is not None and n + 1 > self.capacity >= 2 * self.window:
                 keep = self.window - 1
-                for buffers in (self.k, self.v):
-                    for layer in buffers:
-                        layer[row, :, :keep] = layer[row, :, n - keep:n].clone()  # (H_kv, keep, D): they overlap
+                move_to_front(self.k + self.v, row, n - keep, n)
                 self.lengths[row], self.offsets[row] = keep, self.offsets[row] + n - keep
         self.reserve(max(self.lengths[:rows]) + 1)
 

@@ -35,15 +35,20 @@ class KVCache:
         drop = self.length - n
         if drop <= 0:
             return
-        for buffers in (self.k, self.v):
-            for t in buffers:
-                t[:, :, :n] = t[:, :, drop:self.length].clone()  # (B, H_kv, n, D): the regions overlap
+        move_to_front(self.k + self.v, slice(None), drop, self.length)
         self.length, self.offset = n, self.offset + drop
 
     def reorder(self, batch_indices: torch.Tensor) -> None:
         """Keep rows `batch_indices` of the batch (beam search picks which hypotheses survive)."""
         self.k = [k.index_select(0, batch_indices) for k in self.k]
         self.v = [v.index_select(0, batch_indices) for v in self.v]
+
+
+def move_to_front(buffers: list[torch.Tensor], rows: slice | int, start: int, end: int) -> None:
+    """Move columns [start, end) of `rows` of every buffer (B, H_kv, S, D) to its front, for a cache that drops
+    the keys no layer reads any more (`KVCache.keep_last`, the serving engine's slots); the regions may overlap."""
+    for t in buffers:
+        t[rows, :, :end - start] = t[rows, :, start:end].clone()
 
 
 class LayerKV:
