@@ -47,7 +47,8 @@ def fused_step(model: nn.Module) -> Step | None:
     or the kernels are not built. k and v are the cache's per-layer buffers (rows >= B, H_kv, max_len, D):
     row b's new token sits at position positions[b], its key and value go to column columns[b] of its row
     (default: the position; the caller then advances the cache), and it attends to the positions[b] + 1
-    columns ending there (the latest `window` of them in a layer with a sliding window). Used by
+    columns ending there, or in a layer with a sliding window to the latest `window` of them, which is all a
+    cache that dropped older keys holds (`KVCache.keep_last`: a column is then behind its position). Used by
     `decode_steps` (every row at the cache's length, left-padded rows starting later) and by the serving
     engine (each slot at its own length)."""
     if fused_step_refusal(model) is not None:
