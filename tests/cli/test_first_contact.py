@@ -43,3 +43,18 @@ def test_a_missing_required_flag_is_named_by_its_current_name(capsys):
     with pytest.raises(SystemExit):
         lmlab("eval", "perplexity", "--model", "m")
     assert "--data (see" in capsys.readouterr().err
+
+
+SMALL_MODEL = ["--context-length", "32", "--n-layers", "1", "--n-heads", "2", "--d-model", "16", "--d-ff", "32"]
+RUN = ["--max-steps", "1", "--batch-size", "2", "--block-size", "16", "--eval-every", "1"]
+
+
+@pytest.mark.parametrize("asked, warned", [([], False), (["--vocab-size", "2000"], True)])
+def test_a_vocabulary_the_text_cannot_fill_is_said_only_when_the_user_asked_for_it(tmp_path, capsys, asked, warned):
+    data = tmp_path / "small.txt"
+    data.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 40)  # far fewer merges than 2000 or the preset's 4096
+    assert lmlab("train", "--model", "gpt2-tiny", *SMALL_MODEL, *asked, *RUN, "--data", data,
+                 "--out", tmp_path / "run") == 0
+    err = capsys.readouterr().err
+    assert ("asked for a vocabulary of 2000 tokens, but the text gives only" in err) == warned, err
+    assert "vocabulary of 4096" not in err  # gpt2-tiny's own size is a ceiling nobody asked for

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.io.outputs import check_file_output
-from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe, warn_if_smaller
 from lmlab.tokenizers.wordpiece import train_wordpiece
 
 
@@ -31,6 +31,7 @@ def run(args) -> None:
         tokenizer = train_wordpiece(texts, args.vocab_size, lowercase=not args.cased, strip_accents=args.strip_accents)
     else:
         tokenizer = train_bpe(texts, args.vocab_size)
+    warn_if_smaller(tokenizer.get_vocab_size(), args.vocab_size)
     path = save_tokenizer(tokenizer, args.out)
     kind = "WordPiece" if args.kind == "wordpiece" else "byte-level BPE"
     print(f"trained a {tokenizer.get_vocab_size()}-token {kind}; saved {path}")

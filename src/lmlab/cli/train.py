@@ -77,7 +77,7 @@ def run_decoder(args) -> None:
     train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                       stop_after=args.stop_after, device=args.device)
-    print_result(result, args.out)
+    print_result(result, args)
 
 
 def run_encoder_preset(args) -> None:

@@ -5,6 +5,7 @@ adds these flags and hands encoder presets to `run_encoder`."""
 import dataclasses
 
 from lmlab.cli.config_flags import config_overrides
+from lmlab.cli.train_result import say_vocabulary_shortfall
 from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
 from lmlab.models.presets import names, preset
 from lmlab.errors import LmlabError
@@ -42,6 +43,7 @@ def run_encoder(args) -> None:
                               objective=args.objective, whole_word=bool(args.whole_word_masking), masking=args.masking,
                               tokenizer=args.tokenizer, resume=args.resume, stop_after=args.stop_after,
                               device=args.device)
+    say_vocabulary_shortfall(args)
     if not result.finished:
         print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "
               f"Continue with: lmlab train … --out {args.out} --resume")

@@ -72,4 +72,4 @@ def _train(model_cfg: WindowConfig | RNNConfig, args) -> None:
     train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = train_neural_lm(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                              stop_after=args.stop_after, device=args.device)
-    print_result(result, args.out)
+    print_result(result, args)

@@ -51,4 +51,4 @@ def run_encoder_decoder(args) -> None:
     result = pretrain_seq2seq(model_cfg, TrainConfig(**config_overrides(args, TrainConfig)), args.data, args.out,
                               objective=args.objective, tokenizer=args.tokenizer, resume=args.resume,
                               stop_after=args.stop_after, device=args.device, span_noise=SpanNoise(**span))
-    print_result(result, args.out)
+    print_result(result, args)

@@ -47,8 +47,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
 
     `special_tokens` take ids 0, 1, … in order (encoder-decoders pass their own: T5's sentinels,
     BART's <mask>). `split_digits` keeps every digit a token of its own (as Llama does), so that a
-    number is read and written digit by digit. The vocabulary can end up smaller when the texts
-    have fewer distinct pairs to merge; that is said with a warning.
+    number is read and written digit by digit. `vocab_size` is a ceiling: the vocabulary ends up
+    smaller when the texts have fewer distinct pairs to merge (a preset's size on a small text), and
+    the model is built for the size it gets; a command that took the size from the user says so
+    (`warn_if_smaller`).
     """
     if vocab_size < N_BYTES + len(special_tokens) + 1:
         raise LmlabError(
@@ -67,7 +69,6 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
         show_progress=False,
     )
     tokenizer.train_from_iterator(training_words(texts), trainer)
-    warn_if_smaller(tokenizer, vocab_size)
     return tokenizer
 
 
@@ -85,13 +86,15 @@ def _cut(run: re.Match) -> str:
     return "\n".join(word[i:i + LONGEST_WORD] for i in range(0, len(word), LONGEST_WORD))
 
 
-def warn_if_smaller(tokenizer: Tokenizer, vocab_size: int) -> None:
-    """Say (a warning, one line in the CLI) when training stopped short of `vocab_size` tokens: the
-    text had no more pairs worth merging. The model is then built for the smaller vocabulary."""
-    size = tokenizer.get_vocab_size()
+def warn_if_smaller(size: int, vocab_size: int) -> None:
+    """Say (a warning, one line in the CLI) that a tokenizer trained to the `vocab_size` the user asked
+    for (`--vocab-size`) stopped short at `size` tokens: the text had no more pairs worth merging.
+    Only the commands that took the size from the user call it: a preset's size is a ceiling nobody
+    asked for, so falling short of it is not news."""
     if size < vocab_size:
         warnings.warn(f"asked for a vocabulary of {vocab_size} tokens, but the text gives only {size}; "
-                      f"using {size} (more text would give more; or ask for {size} or fewer)", stacklevel=3)
+                      f"using {size} (more text would give more; or ask for {size} or fewer with --vocab-size)",
+                      stacklevel=2)
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:

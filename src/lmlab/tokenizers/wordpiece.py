@@ -20,7 +20,7 @@ from tokenizers.processors import TemplateProcessing
 from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words, warn_if_smaller
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words
 from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.panics import library_panics
 from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
@@ -91,8 +91,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
                          "(the special tokens, the characters of the text and some pieces)")
     tokenizer = _bert_pipeline(Tokenizer(WordPiece(unk_token="[UNK]")), lowercase, strip_accents)
     trainer = WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
-    tokenizer.train_from_iterator(training_words(texts), trainer)  # long runs cut, as for BPE
-    warn_if_smaller(tokenizer, vocab_size)
+    tokenizer.train_from_iterator(training_words(texts), trainer)  # long runs cut, as for BPE (a ceiling, too)
     return _with_template(tokenizer)
 
 
