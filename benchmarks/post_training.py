@@ -67,9 +67,11 @@ from unittest import mock
 import torch
 import transformers
 
+from lmlab.config import LoopConfig
 from lmlab.recipes import dpo as dpo_recipe
 from lmlab.recipes import sft as sft_recipe
 from lmlab.training.finetune import TASK, FinetuneConfig, batch_indices, split_examples
+from lmlab.training.preference_data import load_pairs
 
 from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
 
@@ -126,11 +128,12 @@ def finetune_config(job: Job) -> FinetuneConfig:
     """lmlab's config for `job`; TRL's arguments are set from it. No held-out part (val_fraction 0),
     so neither side evaluates; max_steps is one more than the steps run (see the module docstring)."""
     return FinetuneConfig(peft="lora", lora_rank=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0,
-                          lora_targets=LMLAB_TARGETS, max_steps=job.steps + 1, batch_size=job.batch_size,
+                          lora_targets=LMLAB_TARGETS,
+                          loop=LoopConfig(max_steps=job.steps + 1, batch_size=job.batch_size, eval_every=job.steps + 1,
+                                          checkpoint_every=job.steps + 1, keep_checkpoints=2, log_every=1),
                           block_size=job.max_length, optim=FinetuneConfig.optim.replace(lr=LR, beta2=ADAM_BETA2),
-                          val_fraction=0.0, eval_every=job.steps + 1,
-                          checkpoint_every=job.steps + 1, task_size=job.batch_size * job.steps,
-                          task_max_operand=99, task_eval_size=1)
+                          val_fraction=0.0, task_size=job.batch_size * job.steps, task_max_operand=99,
+                          task_eval_size=1)
 
 
 def resident_kb(field: str) -> int:
@@ -191,7 +194,8 @@ def run_lmlab(job: Job, memory: PeakMemory) -> dict:
         if job.method == "sft":
             recipe.sft(MODEL, TASK, out, cfg, stop_after=job.steps, device=job.device, show_progress=False)
         else:
-            recipe.dpo(MODEL, TASK, out, cfg, beta=BETA, stop_after=job.steps, device=job.device, show_progress=False)
+            recipe.dpo(MODEL, TASK, out, cfg, recipe.DPOConfig(beta=BETA), stop_after=job.steps, device=job.device,
+                       show_progress=False)
         peak, total = memory.growth_mb(), memory.peak_mb()
         logged = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rows = [row for row in logged if "step_s" in row]
@@ -226,10 +230,11 @@ class StepClock(transformers.TrainerCallback):
 def trl_rows(job: Job, cfg: FinetuneConfig) -> list[dict]:
     """The task's examples as TRL reads them, in the order lmlab's batches take them."""
     if job.method == "sft":
-        examples = split_examples(sft_recipe.load_chats(TASK, cfg), cfg.val_fraction, cfg.seed)[0]
+        examples = split_examples(sft_recipe.load_chats(TASK, cfg), cfg.val_fraction, cfg.loop.seed)[0]
     else:
-        examples = split_examples(dpo_recipe.load_pairs(TASK, cfg), cfg.val_fraction, cfg.seed)[0]
-    order = [i for step in range(job.steps) for i in batch_indices(len(examples), cfg.batch_size, step, cfg.seed)]
+        examples = split_examples(load_pairs(TASK, cfg), cfg.val_fraction, cfg.loop.seed)[0]
+    order = [i for step in range(job.steps)
+             for i in batch_indices(len(examples), cfg.loop.batch_size, step, cfg.loop.seed)]
     if job.method == "sft":  # conversational prompt-completion: the loss falls on the reply only
         return [{"prompt": examples[i][:-1], "completion": examples[i][-1:]} for i in order]
     return [{"prompt": prompt, "chosen": [{"role": "assistant", "content": chosen}],
@@ -276,7 +281,7 @@ def run_trl(job: Job, memory: PeakMemory) -> dict:
             lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": cfg.optim.min_lr_ratio},
             warmup_steps=cfg.optim.warmup_steps, gradient_checkpointing=False, bf16=False, use_cpu=device.type == "cpu",
             train_sampling_strategy="sequential", dataloader_num_workers=0, eval_strategy="no", save_strategy="no",
-            report_to="none", logging_steps=job.steps + 1, logging_first_step=True, disable_tqdm=True, seed=cfg.seed)
+            report_to="none", logging_steps=job.steps + 1, logging_first_step=True, disable_tqdm=True, seed=cfg.loop.seed)
         data = datasets.Dataset.from_list(trl_rows(job, cfg))
         if job.method == "sft":
             trainer = trl.SFTTrainer(model=model, args=trl.SFTConfig(**settings), train_dataset=data,
@@ -405,7 +410,7 @@ def main() -> None:
                 "schedule": f"{cfg.optim.warmup_steps} warmup steps, cosine to {cfg.optim.min_lr_ratio} of lr",
                 "grad_clip": cfg.optim.grad_clip, "dpo_beta": BETA, "steps": args.steps, "warmup": args.warmup,
                 "rounds": args.rounds, "quick": args.quick, "threads": args.threads,
-                "data": f"addition task, max operand {cfg.task_max_operand}, {cfg.task_size} drawn, seed {cfg.seed}",
+                "data": f"addition task, max operand {cfg.task_max_operand}, {cfg.task_size} drawn, seed {cfg.loop.seed}",
                 "trl_sft_format": "conversational prompt-completion (completion-only loss); assistant_only_loss "
                                   "needs {% generation %} markers that SmolLM2's chat template lacks",
                 "lmlab_config": asdict(cfg)}

@@ -8,16 +8,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.recipes.dpo import dpo, load_pairs
+from lmlab.recipes.dpo import DPOConfig, dpo
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
+from lmlab.training.preference_data import load_pairs, sampled_pairs
 
 from conftest import lmlab, one_line_error
 from chat_models import TINY_FLAGS, TINY_RUN, ascii_letters, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3)
+RUN = TINY_RUN.replace(loop=TINY_RUN.loop.replace(max_steps=6, eval_every=3, checkpoint_every=3))
 LR = {"lora": 1e-2, "none": 3e-3}
 
 
@@ -38,7 +39,8 @@ def test_dpo_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path, met
 
 @pytest.mark.parametrize("method", ["lora", "none"])
 def test_dpo_starts_at_log_2_and_learns_to_prefer_the_chosen_answers(base, tmp_path, method):
-    result = dpo(base, "task", tmp_path / "r", RUN.replace(peft=method, optim=RUN.optim.replace(lr=LR[method]), max_steps=8), beta=0.5,
+    result = dpo(base, "task", tmp_path / "r", RUN.replace(peft=method, optim=RUN.optim.replace(lr=LR[method]),
+                                                           loop=RUN.loop.replace(max_steps=8)), DPOConfig(beta=0.5),
                  show_progress=False)
     assert result.before["val_loss"] == pytest.approx(math.log(2), abs=1e-4)
     assert result.before["val_margin"] == pytest.approx(0.0, abs=1e-4)
@@ -82,9 +84,10 @@ def test_cli_dpo_bad_beta_and_repeated_answers_are_one_line_exit_2(base, tmp_pat
 
 
 def test_dpo_continuing_a_saved_adapter_takes_it_as_the_reference(base, tmp_path):
-    sft(base, "task", tmp_path / "sft", TINY_RUN.replace(peft="adapter", adapter_bottleneck=4, max_steps=2),
+    sft(base, "task", tmp_path / "sft", TINY_RUN.replace(peft="adapter", adapter_bottleneck=4,
+                                                         loop=TINY_RUN.loop.replace(max_steps=2)),
         show_progress=False)
-    result = dpo(base, "task", tmp_path / "dpo", RUN.replace(max_steps=2), adapter=tmp_path / "sft" / "adapter",
+    result = dpo(base, "task", tmp_path / "dpo", RUN.replace(loop=RUN.loop.replace(max_steps=2)), adapter=tmp_path / "sft" / "adapter",
                  show_progress=False)
     assert result.before["val_loss"] == pytest.approx(math.log(2), abs=1e-4)  # the reference is the SFT adapter
     state = load_checkpoint(list_checkpoints(tmp_path / "dpo" / "checkpoints")[-1])["state"]
@@ -93,7 +96,6 @@ def test_dpo_continuing_a_saved_adapter_takes_it_as_the_reference(base, tmp_path
 
 def test_sampled_pairs_put_the_better_reply_first(base):
     from lmlab.models.load import load
-    from lmlab.training.rewards import sampled_pairs
     model, tokenizer = load(base)
     prompts = load_pairs("task", RUN)[:6]
     pairs = sampled_pairs(model, tokenizer, [p for p, _, _ in prompts], ascii_letters, k=4, max_new_tokens=6)
@@ -106,7 +108,7 @@ def test_sampled_pairs_put_the_better_reply_first(base):
 def test_a_reference_reply_is_chosen_over_the_models_mistakes(base):
     from lmlab.data.tasks import perfect_reply, reward
     from lmlab.models.load import load
-    from lmlab.training.rewards import prompts_and_replies, sampled_pairs
+    from lmlab.training.rewards import prompts_and_replies
     model, tokenizer = load(base)
     rows = prompts_and_replies("task", RUN)[:6]
     assert all(reward(prompt, reply) == 1.0 and reply == perfect_reply(prompt) for prompt, reply in rows)
@@ -119,7 +121,8 @@ def test_a_reference_reply_is_chosen_over_the_models_mistakes(base):
 
 def test_dpo_on_sampled_pairs_learns_and_resumes_exactly(base, tmp_path):
     cfg = RUN.replace(peft="lora", optim=RUN.optim.replace(lr=LR["lora"]))
-    kwargs = dict(beta=0.5, sample_pairs=4, sample_max_new_tokens=8, reward_fn="chat_models:ascii_letters", show_progress=False)
+    kwargs = dict(dpo_cfg=DPOConfig(beta=0.5, sample_pairs=4, sample_max_new_tokens=8),
+                  reward_fn="chat_models:ascii_letters", show_progress=False)
     full = dpo(base, "task", tmp_path / "full", cfg, **kwargs)
     dpo(base, "task", tmp_path / "split", cfg, stop_after=2, **kwargs)
     dpo(base, "task", tmp_path / "split", cfg, resume=True, **kwargs)

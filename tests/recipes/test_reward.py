@@ -14,18 +14,21 @@ from lmlab.errors import LmlabError
 from lmlab.heads.reward import RewardModel, last_token_index
 from lmlab.losses.bradley_terry import bradley_terry_loss
 from lmlab.models.decoder import build_decoder
-from lmlab.recipes.reward import load_rankings, ranking_loss, reward
-from lmlab.training.finetune import split_examples, with_reply
+from lmlab.recipes.reward import reward
+from lmlab.training.finetune import split_examples
 from lmlab.training.loop import evaluated
 from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
-from lmlab.training.reward_model import chat_rewards
+from lmlab.training.preference import ranking_chats
+from lmlab.training.preference_data import load_rankings
+from lmlab.training.reward_model import chat_rewards, ranking_loss
 
 from conftest import lmlab, one_line_error
 from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-RUN = TINY_RUN.replace(max_steps=6, eval_every=3, checkpoint_every=3, optim=TINY_RUN.optim.replace(lr=3e-2))
+RUN = TINY_RUN.replace(loop=TINY_RUN.loop.replace(max_steps=6, eval_every=3, checkpoint_every=3),
+                       optim=TINY_RUN.optim.replace(lr=3e-2))
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +68,11 @@ def test_reward_model_learns_to_order_held_out_answers_and_loads_back(base, tmp_
     assert result.after["val_loss"] < result.before["val_loss"]
     assert (out / REWARD_HEAD_FILE).is_file() and (out / ("adapter" if method == "lora" else "model")).is_dir()
     reward_model, tokenizer = load_reward_model(out)
-    _, val = split_examples(load_rankings("task", RUN, 4), RUN.val_fraction, RUN.seed)
+    _, val = split_examples(load_rankings("task", RUN, 4), RUN.val_fraction, RUN.loop.seed)
 
     def accuracy():
-        chats = [with_reply(prompt, answer) for prompt, answers in val for answer in answers]
-        return ranking_loss(chat_rewards(reward_model, tokenizer, chats, RUN.block_size), [4] * len(val))[1].mean()
+        return ranking_loss(chat_rewards(reward_model, tokenizer, ranking_chats(val), RUN.block_size),
+                            [4] * len(val))[1].mean()
     assert evaluated(reward_model, accuracy).item() == pytest.approx(result.after["val_accuracy"], abs=1e-6)
 
 
@@ -111,7 +114,7 @@ def test_load_reward_model_of_a_directory_without_one_is_one_clear_error(tmp_pat
 ])
 def test_a_damaged_reward_head_is_refused_in_one_line(base, tmp_path, damage, message):
     out = tmp_path / "rm"
-    reward(base, "task", out, RUN.replace(max_steps=1, eval_every=1, checkpoint_every=1), show_progress=False)
+    reward(base, "task", out, RUN.replace(loop=RUN.loop.replace(max_steps=1, eval_every=1, checkpoint_every=1)), show_progress=False)
     save_file(damage(load_file(out / REWARD_HEAD_FILE)), out / REWARD_HEAD_FILE)
     with pytest.raises(LmlabError, match="^[^\n]*$") as error:
         load_reward_model(out)

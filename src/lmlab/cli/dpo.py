@@ -2,8 +2,9 @@
 
 import argparse
 
+from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.cli.finetuning import PREFERENCE_FILE, add_finetune_args, add_reward_args, recipe_args, report
-from lmlab.recipes.dpo import dpo
+from lmlab.recipes.dpo import DPOConfig, dpo
 
 
 def add_parser(subparsers) -> None:
@@ -18,27 +19,13 @@ def add_parser(subparsers) -> None:
                "  lmlab dpo --model runs/sft --data task --sample-pairs 4 --out runs/dpo   # on-policy pairs",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_finetune_args(p, PREFERENCE_FILE)
-    p.add_argument("--beta", type=float, default=0.1,
-                   help="strength of the pull to the reference model (default 0.1)")
-    p.add_argument("--sample-pairs", type=int, default=0, metavar="K",
-                   help="make the pairs from K replies the model samples per prompt (--data is then prompts, as "
-                        "for ppo): the best and the worst by the reward below, when they differ")
-    p.add_argument("--sample-max-new-tokens", type=int, default=32, metavar="N",
-                   help="--sample-pairs: the longest reply sampled, in tokens (default 32)")
-    p.add_argument("--sample-temperature", type=float, default=1.0, metavar="T",
-                   help="--sample-pairs: sampling temperature (default 1; lower gives pairs nearer the greedy replies)")
-    p.add_argument("--sample-with-reference", action="store_true",
-                   help="--sample-pairs: the data's own reply (the task's right answer, a JSONL example's assistant "
-                        "message) joins the sampled candidates, so a question the model gets wrong pairs the right "
-                        "reply with the model's own mistake")
+    add_config_flags(p.add_argument_group("DPO settings (unset ones keep their defaults)"), DPOConfig)
     add_reward_args(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
-    result = dpo(**recipe_args(args), beta=args.beta, sample_pairs=args.sample_pairs,
-                 sample_max_new_tokens=args.sample_max_new_tokens, sample_temperature=args.sample_temperature,
-                 sample_with_reference=args.sample_with_reference, reward_fn=args.reward_fn,
+    result = dpo(**recipe_args(args), dpo_cfg=DPOConfig(**config_overrides(args, DPOConfig)), reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("dpo", args, result, {"val_accuracy": "held-out preference accuracy", "val_margin": "held-out margin",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})

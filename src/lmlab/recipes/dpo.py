@@ -3,10 +3,11 @@
 Read top to bottom: preferences (a JSONL file of prompt + chosen/rejected, or prompt + ranked
 answers, which become all their pairs; or the embedded addition task; or, with `sample_pairs`,
 the best and worst of K replies the model itself samples for each prompt, graded by a reward
-function: on-policy pairs) -> a training and a held-out part -> the model with a PEFT method applied -> per pair, log p(answer | prompt) of the
-chosen and the rejected answer under the policy and under the reference (the model as training
-starts) -> the DPO sigmoid loss (`losses.dpo`) -> AdamW steps, checkpoints that resume exactly ->
-the adapter (for LoRA also the merged model) or the whole model.
+function: on-policy pairs; `training.preference_data`) -> a training and a held-out part -> the
+model with a PEFT method applied -> per pair, log p(answer | prompt) of the chosen and the
+rejected answer under the policy and under the reference (the model as training starts;
+`training.preference`) -> the DPO sigmoid loss (`losses.dpo`) -> AdamW steps, checkpoints that
+resume exactly -> the adapter (for LoRA also the merged model) or the whole model.
 
 The reference costs no second model: with a fresh adapter it is the same network with its
 adapters switched off (`adapters_disabled`). Without PEFT (or when continuing a saved adapter)
@@ -17,131 +18,128 @@ Logged: the implicit rewards' margin beta * (log-ratio chosen - log-ratio reject
 grow, and the share of pairs it orders right; on the task, the reward of greedy replies to
 held-out questions before and after.
 """
-
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from lmlab.data.tasks import preference_pairs
+from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types
 from lmlab.errors import LmlabError
-from lmlab.losses.bradley_terry import pairwise_accuracy, ranked_pairs
-from lmlab.losses.dpo import dpo_loss, sequence_logprobs
-from lmlab.modules.peft import adapters_disabled
-from lmlab.objectives.sft import sft_batch
+from lmlab.losses.bradley_terry import pairwise_accuracy
+from lmlab.losses.dpo import dpo_loss
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     read_preferences, run_settings, split_examples, start_tuning, trim_padding,
-                                     unique, with_reply)
-from lmlab.training.loop import evaluated, log_before, part_of, run_steps
-from lmlab.training.rewards import prompts_and_replies, reward_source, sampled_pairs
+from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, Tunable, batch_indices, finish,
+                                     load_tunable, run_settings, split_examples, start_tuning, unique)
+from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.preference import pair_logprobs, pair_reference
+from lmlab.training.preference_data import Pair, load_pairs, sampled_pairs
+from lmlab.training.rewards import RewardFn, prompts_and_replies, reward_source
 from lmlab.training.task_score import task_score
 
-Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected answer)
+
+@dataclass(frozen=True)
+class DPOConfig:
+    """DPO's own settings (the rest, batch size included, is `FinetuneConfig`)."""
+
+    beta: float = 0.1  # strength of the pull to the reference model
+    sample_pairs: int = dataclasses.field(default=0, metadata={"help": (
+        "K: make the pairs from K replies the model samples per prompt (--data is then prompts, as for ppo): the "
+        "best and the worst by the reward (--reward-fn, --reward-model), when they differ")})
+    sample_max_new_tokens: int = 32  # --sample-pairs: the longest reply sampled, in tokens
+    sample_temperature: float = 1.0  # --sample-pairs: sampling temperature; lower gives pairs nearer the greedy replies
+    sample_with_reference: bool = dataclasses.field(default=False, metadata={"help": (
+        "--sample-pairs: the data's own reply (the task's right answer, a JSONL example's assistant message) joins "
+        "the sampled candidates, so a question the model gets wrong pairs the right reply with the model's own "
+        "mistake")})
+
+    def __post_init__(self):
+        check_types(self)
+        if not self.beta > 0:
+            raise LmlabError(f"--beta {self.beta} must be positive (0.1 is usual; larger keeps closer to the "
+                             "reference)")
+        at_least(self, 0, "sample_pairs", "sample_temperature")
+        at_least(self, 1, "sample_max_new_tokens")
+        at_most(self, MAX_BATCH, "sample_pairs")
+        at_most(self, MAX_CONTEXT, "sample_max_new_tokens")
 
 
-def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), beta: float = 0.1,
-        sample_pairs: int = 0, sample_max_new_tokens: int = 32, sample_temperature: float = 1.0,
-        sample_with_reference: bool = False, reward_fn: str | None = None,
-        reward_model: str | Path | None = None, adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
+def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(),
+        dpo_cfg: DPOConfig = DPOConfig(), reward_fn: str | None = None, reward_model: str | Path | None = None,
+        adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
         device: str = "auto", show_progress: bool = True) -> FinetuneResult:
     """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
-    JSONL file, or "task") into the run directory `out`; `beta` scales the implicit reward (larger:
-    stay closer to the reference). With `sample_pairs` = K, `data` holds prompts instead (as for
-    PPO) and the pairs are made from K replies of at most `sample_max_new_tokens` tokens the model
-    samples for each (at `sample_temperature`), graded by `reward_fn`
-    or `reward_model` (on the task, its own reward); `sample_with_reference` adds the data's own
-    reply for each prompt (the task's right answer) to the candidates. `adapter`, `stop_after` and `resume` work as
-    for `recipes.sft.sft`."""
-    if beta <= 0:
-        raise LmlabError(f"--beta {beta} must be positive (0.1 is usual; larger keeps closer to the reference)")
+    JSONL file, or "task") into the run directory `out`; `dpo_cfg.beta` scales the implicit reward
+    (larger: stay closer to the reference). With `dpo_cfg.sample_pairs` = K, `data` holds prompts
+    instead (as for PPO) and the pairs are made from K replies the model samples for each, graded by
+    `reward_fn` or `reward_model` (on the task, its own reward). `adapter`, `stop_after` and `resume`
+    work as for `recipes.sft.sft`."""
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
-    if sample_pairs:
+    if dpo_cfg.sample_pairs:
         rows = prompts_and_replies(data, cfg)
         score = reward_source(data, reward_fn, reward_model, cfg.block_size)
-        train_rows, val_rows = split_examples(rows, cfg.val_fraction, cfg.seed)
-        val_prompts = [prompt for prompt, _ in val_rows]
+        train_rows, val_rows = split_examples(rows, cfg.val_fraction, cfg.loop.seed)
         tuned = load_tunable(model, cfg, adapter, device)
-        train, val = (sampled_pairs(tuned.model, tuned.tokenizer, [prompt for prompt, _ in part], score, sample_pairs,
-                                    sample_max_new_tokens, sample_temperature, seed=cfg.seed + i,
-                                    references=[reply for _, reply in part] if sample_with_reference else None,
-                                    show_progress=show_progress)
+        train, val = (sampled_part(tuned, part, score, dpo_cfg, cfg.loop.seed + i, show_progress)
                       for i, part in enumerate((train_rows, val_rows)))
         if not train:
-            raise LmlabError(f"none of the {sample_pairs} replies sampled per prompt differ in reward, so there "
-                             "are no pairs; sample more replies (--sample-pairs) or use more prompts")
+            raise LmlabError(f"none of the {dpo_cfg.sample_pairs} replies sampled per prompt differ in reward, so "
+                             "there are no pairs; sample more replies (--sample-pairs) or use more prompts")
+        val_prompts = [prompt for prompt, _ in val_rows]
     else:
-        pairs = load_pairs(data, cfg)
-        train, val = split_examples(pairs, cfg.val_fraction, cfg.seed)
+        train, val = split_examples(load_pairs(data, cfg), cfg.val_fraction, cfg.loop.seed)
         val_prompts = unique([prompt for prompt, _, _ in val])
         tuned = load_tunable(model, cfg, adapter, device)
-    settings = run_settings("dpo", tuned, data, train + val, cfg, adapter, beta=beta, sample_pairs=sample_pairs,
-                            sample_max_new_tokens=sample_max_new_tokens, sample_temperature=sample_temperature,
-                            sample_with_reference=sample_with_reference, reward_fn=reward_fn,
-                            reward_model=str(reward_model) if reward_model else None)
+    settings = run_settings("dpo", tuned, data, train + val, cfg, adapter, **dataclasses.asdict(dpo_cfg),
+                            reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
     session = start_tuning(out, tuned.model, cfg, settings, ckpt)
-    adapters_off_is_reference = tuned.method != "none" and adapter is None
+    splits = {"train": train, "val": val}
+    reference = pair_reference(session, tuned, adapter, splits, cfg.block_size, cfg.loop.batch_size)
     prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []
 
-    def logprobs(rows: list[Pair]) -> torch.Tensor:
-        """log p(answer | prompt) of the chosen and the rejected answers: (B, 2)."""
-        chosen = [with_reply(prompt, answer) for prompt, answer, _ in rows]
-        rejected = [with_reply(prompt, answer) for prompt, _, answer in rows]
-        inputs, targets = trim_padding(*sft_batch(tuned.tokenizer, chosen + rejected, cfg.block_size))  # (2B, T)
-        logps = sequence_logprobs(tuned.model(inputs.to(tuned.device)), targets.to(tuned.device))  # (2B,)
-        return logps.view(2, len(rows)).T  # (B, 2)
-
-    def reference(rows: list[Pair], part: str, indices: list[int]) -> torch.Tensor:
-        """The reference's log-probs (B, 2) of `rows`, examples `indices` of part train or val."""
-        if adapters_off_is_reference:
-            with torch.no_grad(), adapters_disabled(tuned.model):
-                return logprobs(rows)
-        return session.state["reference"][part][indices].to(tuned.device)
-
-    def all_logprobs(rows: list[Pair]) -> torch.Tensor:  # (N, 2), in batches
-        chunks = [logprobs(rows[i:i + cfg.batch_size]).cpu() for i in range(0, len(rows), cfg.batch_size)]
-        return torch.cat(chunks) if chunks else torch.empty(0, 2)
-
-    def preference_loss(rows: list[Pair], ref: torch.Tensor) -> tuple[torch.Tensor, dict]:
-        policy = logprobs(rows)  # (B, 2)
-        loss, chosen, rejected = dpo_loss(policy[:, 0], policy[:, 1], ref[:, 0], ref[:, 1], beta)
-        margin, accuracy = (chosen - rejected).mean(), pairwise_accuracy(chosen, rejected)
-        return loss, {"margin": margin.item(), "accuracy": accuracy.item()}
+    def pairs_loss(part: str, indices: list[int]) -> tuple[torch.Tensor, dict]:
+        """The DPO loss of pairs `indices` of part train or val, and what it logs."""
+        ref = reference(part, indices)  # (B, 2)
+        pairs = [splits[part][i] for i in indices]
+        return dpo_pairs_loss(pair_logprobs(tuned.model, tuned.tokenizer, pairs, cfg.block_size, tuned.device), ref,
+                              dpo_cfg.beta)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
-        rows = [train[i] for i in indices]
-        return preference_loss(rows, reference(rows, "train", indices))
+        return pairs_loss("train", part_of(batch_indices(len(train), cfg.loop.batch_size, step, cfg.loop.seed),
+                                           part, parts))
 
     def validate() -> dict:  # held-out loss, margin and accuracy, averaged over the pairs
         totals = {"loss": 0.0, "margin": 0.0, "accuracy": 0.0}
-        for start in range(0, len(val), cfg.batch_size):
-            indices = list(range(start, min(start + cfg.batch_size, len(val))))
-            rows = [val[i] for i in indices]
-            loss, logged = preference_loss(rows, reference(rows, "val", indices))
+        for start in range(0, len(val), cfg.loop.batch_size):
+            indices = list(range(start, min(start + cfg.loop.batch_size, len(val))))
+            loss, logged = pairs_loss("val", indices)
             for name, value in ({"loss": loss.item()} | logged).items():
-                totals[name] += value * len(rows)
+                totals[name] += value * len(indices)
         return {f"val_{name}": total / len(val) for name, total in totals.items()} if val else {}
 
     def graded() -> dict:
         return task_score(tuned.model, tuned.tokenizer, prompts) if prompts else {}
 
-    if not adapters_off_is_reference and "reference" not in session.state:
-        session.state["reference"] = evaluated(tuned.model, lambda: {"train": all_logprobs(train),
-                                                                     "val": all_logprobs(val)})
     log_before(session, lambda: validate() | graded())
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, ylabel="DPO loss")
     return finish(session, tuned, finished, graded)
 
 
-def load_pairs(data: str, cfg: FinetuneConfig) -> list[Pair]:
-    """(prompt, chosen, rejected) triples: a JSONL file's pairs, and every (better, worse) pair of
-    its rankings; or for "task", the task's pairs (each question once)."""
-    if data == TASK:
-        pairs = preference_pairs(cfg.task_size, cfg.seed, cfg.task_max_operand)
-        return unique(pairs, key=lambda pair: pair[0])
-    pairs = []
-    for prompt, answers in read_preferences(data):
-        better, worse = ranked_pairs(len(answers))
-        pairs += [(prompt, answers[i], answers[j]) for i, j in zip(better.tolist(), worse.tolist())]
-    return pairs
+def dpo_pairs_loss(policy: torch.Tensor, reference: torch.Tensor, beta: float) -> tuple[torch.Tensor, dict]:
+    """The DPO loss of a batch of pairs from the policy's and the reference's log-probs, each (B, 2)
+    (chosen, rejected), and what is logged: the implicit rewards' mean margin, which should grow,
+    and the share of pairs they order right."""
+    loss, chosen, rejected = dpo_loss(policy[:, 0], policy[:, 1], reference[:, 0], reference[:, 1], beta)
+    margin, accuracy = (chosen - rejected).mean(), pairwise_accuracy(chosen, rejected)
+    return loss, {"margin": margin.item(), "accuracy": accuracy.item()}
+
+
+def sampled_part(tuned: Tunable, rows: list[tuple[list[dict], str | None]], score: RewardFn, dpo_cfg: DPOConfig,
+                 seed: int, show_progress: bool) -> list[Pair]:
+    """The on-policy pairs of one part's (prompt, the data's reply) rows (`sampled_pairs`), sampled
+    and graded as `dpo_cfg` says."""
+    return sampled_pairs(tuned.model, tuned.tokenizer, [prompt for prompt, _ in rows], score, dpo_cfg.sample_pairs,
+                         dpo_cfg.sample_max_new_tokens, dpo_cfg.sample_temperature, seed=seed,
+                         references=[reply for _, reply in rows] if dpo_cfg.sample_with_reference else None,
+                         show_progress=show_progress)

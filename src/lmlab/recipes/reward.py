@@ -14,17 +14,15 @@ from pathlib import Path
 
 import torch
 
-from lmlab.data.tasks import ranked_answers
 from lmlab.heads.reward import RewardModel
-from lmlab.losses.bradley_terry import bradley_terry_loss, ranked_pairs
+from lmlab.models.tuned_files import save_reward_head
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     read_preferences, run_settings, split_examples, start_tuning, unique, with_reply)
+                                     run_settings, split_examples, start_tuning)
 from lmlab.training.loop import log_before, part_of, run_steps
-from lmlab.models.tuned_files import save_reward_head
-from lmlab.training.reward_model import chat_rewards
-
-Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
+from lmlab.training.preference import ranking_chats
+from lmlab.training.preference_data import Ranking, load_rankings
+from lmlab.training.reward_model import chat_rewards, ranking_loss
 
 
 def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), k: int = 4,
@@ -36,26 +34,25 @@ def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = 
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
     rankings = load_rankings(data, cfg, k)
-    train, val = split_examples(rankings, cfg.val_fraction, cfg.seed)
+    train, val = split_examples(rankings, cfg.val_fraction, cfg.loop.seed)
     tuned = load_tunable(model, cfg, adapter, device)
     reward_model = RewardModel(tuned.model)  # the head's starting weights follow the seed, after PEFT's
     settings = run_settings("reward", tuned, data, rankings, cfg, adapter, k=k if data == TASK else None)
     session = start_tuning(out, reward_model, cfg, settings, ckpt)
 
     def batch_loss(rows: list[Ranking]) -> tuple[torch.Tensor, torch.Tensor]:  # all answers, one batch
-        chats = [with_reply(prompt, answer) for prompt, answers in rows for answer in answers]
-        scores = chat_rewards(reward_model, tuned.tokenizer, chats, cfg.block_size)  # (sum of K,)
+        scores = chat_rewards(reward_model, tuned.tokenizer, ranking_chats(rows), cfg.block_size)  # (sum of K,)
         return ranking_loss(scores, [len(answers) for _, answers in rows])
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
+        indices = part_of(batch_indices(len(train), cfg.loop.batch_size, step, cfg.loop.seed), part, parts)
         loss, correct = batch_loss([train[i] for i in indices])
         return loss, {"accuracy": correct.mean().item()}
 
     def validate() -> dict:  # held-out loss per prompt, and accuracy over every held-out pair
         losses, correct = [], []
-        for start in range(0, len(val), cfg.batch_size):
-            rows = val[start:start + cfg.batch_size]
+        for start in range(0, len(val), cfg.loop.batch_size):
+            rows = val[start:start + cfg.loop.batch_size]
             loss, right = batch_loss(rows)
             losses.append(loss.item() * len(rows))
             correct.append(right)
@@ -66,25 +63,3 @@ def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = 
     if finished and session.dist.is_main:
         save_reward_head(reward_model, out)
     return finish(session, tuned, finished, merge=False)
-
-
-def ranking_loss(scores: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """InstructGPT's reward-model loss over a batch of rankings: for each prompt, the Bradley-Terry
-    loss averaged over all K-choose-2 (better, worse) pairs of its K answers, then the mean over
-    prompts (so a prompt with many answers does not outweigh the others). Also, per pair, 1.0 where
-    the better answer scored higher. scores (sum of sizes,): each prompt's answers, best first."""
-    losses, correct = [], []
-    for rewards in scores.split(sizes):  # (K,) for one prompt
-        better, worse = ranked_pairs(len(rewards))  # (K*(K-1)/2,) each
-        losses.append(bradley_terry_loss(rewards[better], rewards[worse]))
-        correct.append((rewards[better] > rewards[worse]).float())
-    return torch.stack(losses).mean(), torch.cat(correct)
-
-
-def load_rankings(data: str, cfg: FinetuneConfig, k: int) -> list[Ranking]:
-    """The (prompt, answers best first) rows of a JSONL file, or for "task" `k` answers of distinct
-    rewards to each question (each question once)."""
-    if data == TASK:
-        rows = ranked_answers(cfg.task_size, k, cfg.seed, cfg.task_max_operand)
-        return unique(rows, key=lambda row: row[0])
-    return read_preferences(data)

@@ -1,5 +1,5 @@
-"""Where the reward of a reply comes from, for the recipes that sample replies (PPO, DPO on sampled pairs),
-and preference pairs made from sampled replies.
+"""Where the reward of a reply comes from, for the recipes that sample replies (PPO, DPO on sampled pairs;
+the pairs themselves are made in `training.preference_data.sampled_pairs`).
 
 A reward is a function (prompt messages, reply text) -> float: a Python function named on the
 command line as "module:function", the score of a reward model trained by `lmlab reward`, or, on
@@ -8,7 +8,6 @@ reply: the task's questions or a JSONL file's `messages`.
 """
 
 import importlib
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,11 +17,8 @@ from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.data.tasks import perfect_reply, task_prompts
 from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
-from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.objectives.sft import ROLES
-from lmlab.tokenizers.chat import chat_prompt
 from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
-from lmlab.progress import progress_bar
 from lmlab.models.tuned_files import load_reward_model
 from lmlab.training.reward_model import chat_rewards
 
@@ -39,7 +35,7 @@ def prompts_and_replies(data: str, cfg: FinetuneConfig) -> list[tuple[list[dict]
     """`load_prompts`, each with the reply the data gives for it: the task's perfect answer, a JSONL
     example's trailing assistant message, or None when the example ends with the question."""
     if data == TASK:
-        return [(prompt, perfect_reply(prompt)) for prompt in unique(task_prompts(cfg.task_size, cfg.seed,
+        return [(prompt, perfect_reply(prompt)) for prompt in unique(task_prompts(cfg.task_size, cfg.loop.seed,
                                                                                   cfg.task_max_operand))]
     rows = []
     for index, messages in enumerate(read_chat_jsonl(data)):
@@ -87,42 +83,3 @@ def import_function(spec: str) -> RewardFn:
     if not callable(function):
         raise LmlabError(f"{spec!r} is not a function; name a callable (prompt messages, reply) -> float")
     return function
-
-
-@torch.no_grad()
-def sampled_pairs(model: torch.nn.Module, tokenizer, prompts: list[list[dict]], score: RewardFn, k: int,
-                  max_new_tokens: int = 24, temperature: float = 1.0, seed: int = 0, batch_size: int = 32,
-                  references: list[str | None] | None = None, show_progress: bool = False
-                  ) -> list[tuple[list[dict], str, str]]:
-    """On-policy preference pairs: `k` sampled replies to each prompt, graded by `score`; the best
-    and the worst reply become (prompt, chosen, rejected) when their rewards differ (a prompt whose
-    replies all score alike gives no pair). Pairs from the model's own replies teach it about the
-    mistakes it actually makes, which fixed pairs may not show.
-
-    `references` (one per prompt, or None) join that prompt's candidates: a reply known to be good
-    then pairs with the model's own worst reply even when none of its samples is right."""
-    if k < 2:
-        raise LmlabError(f"sampling {k} replies per prompt gives no pairs; sample at least 2")
-    training = model.training
-    model.eval()
-    queries = [tokenizer.encode(chat_prompt(tokenizer, prompt)) for prompt in prompts for _ in range(k)]
-    replies: list[str] = []
-    bar = progress_bar(math.ceil(len(queries) / batch_size), desc="sampling pairs", disable=not show_progress)
-    for start in range(0, len(queries), batch_size):
-        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, eos_id=tokenizer.stop_ids,
-                                  seed=seed * 1_000_003 + start)
-        replies += [g.text for g in generate_batch(model, queries[start:start + batch_size], config, tokenizer)]
-        bar.update(1)
-    bar.close()
-    model.train(training)
-    pairs = []
-    for i, prompt in enumerate(prompts):
-        candidates = replies[i * k:(i + 1) * k]
-        if references is not None and references[i] is not None:
-            candidates.append(references[i])
-        graded = sorted(((score(prompt, reply), reply) for reply in candidates),
-                        key=lambda graded_reply: graded_reply[0])
-        (worst, rejected), (best, chosen) = graded[0], graded[-1]
-        if best > worst:
-            pairs.append((prompt, chosen, rejected))
-    return pairs
