@@ -4,11 +4,12 @@ Read top to bottom: prompts (a JSONL file of chats to reply to, or the embedded 
 -> the policy: the model with a PEFT method applied, and a value head on its hidden states ->
 every `ppo_epochs` steps a rollout: a sampled reply to each of `batch_size` prompts, scored by a
 reward function or a reward model; under the policy (old), the reference (the same network with
-its adapters off) and the value head, the log-probs and values of the sampled tokens -> per-token
-rewards (the score on the last token, -beta * log(pi / pi_ref) on each; `losses.kl`) -> GAE
-advantages (whitened) and returns (`losses.ppo`) -> `ppo_epochs` optimizer steps on that rollout,
-each minimising the clipped policy loss + vf_coef * the clipped value loss (+ ptx_coef * the LM
-loss on pre-training text: PPO-ptx) -> beta adapted towards a target KL, or fixed.
+its adapters off, or a frozen copy: `training.preference.frozen_reference`) and the value head, the
+log-probs and values of the sampled tokens (`rollout`) -> per-token rewards (the score on the last
+token, -beta * log(pi / pi_ref) on each; `losses.kl`) -> GAE advantages (whitened) and returns
+(`losses.ppo`) -> `ppo_epochs` optimizer steps on that rollout, each minimising the clipped policy
+loss + vf_coef * the clipped value loss (`ppo_loss`; + ptx_coef * the LM loss on pre-training text:
+PPO-ptx) -> beta adapted towards a target KL, or fixed.
 
 A rollout is made from the step number alone (its prompts by `batch_indices`, its samples by a
 seed derived from it) and kept in the checkpoint with beta, so a resumed run continues exactly.
@@ -17,9 +18,7 @@ tokens), beta, entropy, clip fraction, value loss, reply length; on the task, th
 reward before and after.
 """
 
-import copy
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,16 +36,16 @@ from lmlab.heads.reward import ScalarHead
 from lmlab.losses.cross_entropy import cross_entropy, token_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
 from lmlab.losses.ppo import entropy_from_logits, gae, ppo_policy_loss, ppo_value_loss, whiten
-from lmlab.modules.peft import adapters_disabled
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
+from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     run_settings, split_examples, start_tuning,
-                                     unique)
+                                     run_settings, split_examples, start_tuning, unique)
 from lmlab.training.loop import evaluated, log_before, part_of, run_steps
-from lmlab.training.rewards import load_prompts, reward_source
+from lmlab.training.preference import Logits, frozen_reference
+from lmlab.training.rewards import RewardFn, load_prompts, reward_source
 from lmlab.training.task_score import task_score
 
 
@@ -112,7 +111,7 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     ckpt = resume_checkpoint(out, resume)
     prompts = load_prompts(data, cfg)
     score = reward_source(data, reward_fn, reward_model, cfg.block_size)
-    train, val = split_examples(prompts, cfg.val_fraction, cfg.seed)
+    train, val = split_examples(prompts, cfg.val_fraction, cfg.loop.seed)
     tuned = load_tunable(model, cfg, adapter, device)
     agent = PolicyWithValue(tuned.model)
     reference = frozen_reference(tuned, adapter)
@@ -126,57 +125,26 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
                   if ppo_cfg.adaptive_kl else FixedKLController(ppo_cfg.kl_coef))
     kl_control.value = session.state.get("kl_coef", kl_control.value)
     ptx = ptx_blocks(ppo_cfg, tuned.tokenizer) if ppo_cfg.ptx_coef > 0 else None
-    device_ = tuned.device
-
-    def rollout(index: int) -> dict:
-        """Sample, score and evaluate one batch of replies (no gradients, eval mode)."""
-        rows = [train[i] for i in batch_indices(len(train), cfg.batch_size, index, cfg.seed)]
-        queries = [tuned.tokenizer.encode(chat_prompt(tuned.tokenizer, prompt)) for prompt in rows]
-        config = GenerationConfig(max_new_tokens=ppo_cfg.max_new_tokens, temperature=ppo_cfg.temperature,
-                                  eos_id=tuned.tokenizer.stop_ids, seed=cfg.seed * 1_000_003 + index)
-        replies = generate_batch(tuned.model, queries, config, tuned.tokenizer)
-        responses = [r.sampled_ids for r in replies]
-        inputs, targets, mask = response_batch(queries, responses, tuned.tokenizer)  # (B, T) each
-        inputs, targets, mask = inputs.to(device_), targets.to(device_), mask.to(device_)
-        scores = torch.tensor([score(prompt, r.text) for prompt, r in zip(rows, replies)], device=device_)
-        logits, values = agent(inputs)
-        old_logprobs = token_logprobs(logits / ppo_cfg.temperature, targets)  # (B, T), the sampling policy's
-        ref_logprobs = token_logprobs(reference(inputs) / ppo_cfg.temperature, targets)
-        rewards = shaped_rewards(scores, old_logprobs, ref_logprobs, mask, kl_control.value)
-        advantages, returns = gae(rewards, values, mask, ppo_cfg.gamma, ppo_cfg.lam)
-        kl = (torch.where(mask.bool(), kl_penalty(old_logprobs, ref_logprobs), 0.0).sum(1)).mean().item()
-        logged = {"reward": scores.mean().item(), "kl": kl, "kl_coef": kl_control.value,
-                  "reply_tokens": mask.sum(1).float().mean().item()}
-        kl_control.update(kl, len(rows))
-        return {"inputs": inputs, "targets": targets, "mask": mask, "old_logprobs": old_logprobs,
-                "old_values": values, "advantages": whiten(advantages, mask), "returns": returns,
-                "logged": logged, "index": index}
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
         """PPO's loss on part `part` of the step's rollout. Every process samples the whole rollout (the
         same replies: same weights, same seed) and trains on its part, so the KL controller stays in step."""
         index = step // ppo_cfg.ppo_epochs
         if session.state.get("rollout", {}).get("index") != index:
-            session.state["rollout"] = evaluated(agent, lambda: rollout(index))
+            rows = [train[i] for i in batch_indices(len(train), cfg.loop.batch_size, index, cfg.loop.seed)]
+            session.state["rollout"] = evaluated(agent, lambda: rollout(
+                agent, reference, tuned.tokenizer, rows, score, ppo_cfg, kl_control,
+                seed=cfg.loop.seed * 1_000_003 + index) | {"index": index})
             session.state["kl_coef"] = kl_control.value
         batch = {key: part_of(value, part, parts) if torch.is_tensor(value) else value
                  for key, value in session.state["rollout"].items()}
-        logits, values = agent(batch["inputs"])
-        logits = logits / ppo_cfg.temperature  # the policy PPO improves is the one that samples
-        logprobs = token_logprobs(logits, batch["targets"])
-        policy_loss, clip_fraction, approx_kl = ppo_policy_loss(
-            logprobs, batch["old_logprobs"], batch["advantages"], batch["mask"], ppo_cfg.clip)
-        value_loss = ppo_value_loss(values, batch["old_values"], batch["returns"], batch["mask"], ppo_cfg.value_clip)
-        loss = policy_loss + ppo_cfg.vf_coef * value_loss
-        logged = batch["logged"] | {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                                    "clip_fraction": clip_fraction.item(), "approx_kl": approx_kl.item(),
-                                    "entropy": entropy_from_logits(logits.detach(), batch["mask"]).item()}
+        loss, logged = ppo_loss(agent, batch, ppo_cfg)
         if ptx is not None:
             tokens, starts = ptx
-            block = gather(tokens, part_of(batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.seed), part, parts),
-                           ppo_cfg.ptx_block_size)
+            block = gather(tokens, part_of(batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.loop.seed), part,
+                                          parts), ppo_cfg.ptx_block_size)
             inputs, targets = causal_lm(block)  # (B, ptx_block_size) each
-            ptx_loss = cross_entropy(tuned.model(inputs.to(device_)), targets.to(device_))
+            ptx_loss = cross_entropy(tuned.model(inputs.to(tuned.device)), targets.to(tuned.device))
             loss = loss + ppo_cfg.ptx_coef * ptx_loss
             logged["ptx_loss"] = ptx_loss.item()
         return loss, logged
@@ -192,16 +160,48 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     return finish(session, tuned, finished, graded)
 
 
-def frozen_reference(tuned, adapter) -> Callable[[torch.Tensor], torch.Tensor]:
-    """input_ids -> the reference policy's logits: the network with its adapters off when it has a
-    fresh adapter (no second model), else a frozen copy of the starting model."""
-    model = tuned.model
-    if tuned.method != "none" and adapter is None:
-        def with_adapters_off(input_ids: torch.Tensor) -> torch.Tensor:
-            with adapters_disabled(model):
-                return model(input_ids)
-        return with_adapters_off
-    return copy.deepcopy(model).eval().requires_grad_(False)
+def rollout(agent: PolicyWithValue, reference: Logits, tokenizer: TextTokenizer, prompts: list[list[dict]],
+            score: RewardFn, ppo_cfg: PPOConfig, kl_control: AdaptiveKLController | FixedKLController,
+            seed: int) -> dict:
+    """Sample a reply to each prompt (at `seed`), score it, and evaluate it under the policy (old), the
+    reference and the value head: what `ppo_loss` trains on for `ppo_epochs` steps. Call it without
+    gradients, in eval mode (`evaluated`); it updates `kl_control` with the rollout's KL."""
+    device = next(agent.parameters()).device
+    queries = [tokenizer.encode(chat_prompt(tokenizer, prompt)) for prompt in prompts]
+    config = GenerationConfig(max_new_tokens=ppo_cfg.max_new_tokens, temperature=ppo_cfg.temperature,
+                              eos_id=tokenizer.stop_ids, seed=seed)
+    replies = generate_batch(agent.policy, queries, config, tokenizer)
+    responses = [r.sampled_ids for r in replies]
+    inputs, targets, mask = response_batch(queries, responses, tokenizer)  # (B, T) each
+    inputs, targets, mask = inputs.to(device), targets.to(device), mask.to(device)
+    scores = torch.tensor([score(prompt, r.text) for prompt, r in zip(prompts, replies)], device=device)
+    logits, values = agent(inputs)
+    old_logprobs = token_logprobs(logits / ppo_cfg.temperature, targets)  # (B, T), the sampling policy's
+    ref_logprobs = token_logprobs(reference(inputs) / ppo_cfg.temperature, targets)
+    rewards = shaped_rewards(scores, old_logprobs, ref_logprobs, mask, kl_control.value)
+    advantages, returns = gae(rewards, values, mask, ppo_cfg.gamma, ppo_cfg.lam)
+    kl = (torch.where(mask.bool(), kl_penalty(old_logprobs, ref_logprobs), 0.0).sum(1)).mean().item()
+    logged = {"reward": scores.mean().item(), "kl": kl, "kl_coef": kl_control.value,
+              "reply_tokens": mask.sum(1).float().mean().item()}
+    kl_control.update(kl, len(prompts))
+    return {"inputs": inputs, "targets": targets, "mask": mask, "old_logprobs": old_logprobs,
+            "old_values": values, "advantages": whiten(advantages, mask), "returns": returns, "logged": logged}
+
+
+def ppo_loss(agent: PolicyWithValue, batch: dict, ppo_cfg: PPOConfig) -> tuple[torch.Tensor, dict]:
+    """The clipped policy loss + vf_coef * the clipped value loss on (a part of) a rollout, and what
+    is logged: the rollout's own measures, both losses, the clip fraction, approximate KL, entropy."""
+    logits, values = agent(batch["inputs"])
+    logits = logits / ppo_cfg.temperature  # the policy PPO improves is the one that samples
+    logprobs = token_logprobs(logits, batch["targets"])
+    policy_loss, clip_fraction, approx_kl = ppo_policy_loss(
+        logprobs, batch["old_logprobs"], batch["advantages"], batch["mask"], ppo_cfg.clip)
+    value_loss = ppo_value_loss(values, batch["old_values"], batch["returns"], batch["mask"], ppo_cfg.value_clip)
+    loss = policy_loss + ppo_cfg.vf_coef * value_loss
+    logged = batch["logged"] | {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                                "clip_fraction": clip_fraction.item(), "approx_kl": approx_kl.item(),
+                                "entropy": entropy_from_logits(logits.detach(), batch["mask"]).item()}
+    return loss, logged
 
 
 def ptx_blocks(ppo_cfg: PPOConfig, tokenizer) -> tuple[np.ndarray, np.ndarray]:
