@@ -7,6 +7,7 @@ HF name, the whole directory written atomically.
 
 import json
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from safetensors import SafetensorError
@@ -17,13 +18,19 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.io.weight_checks import safetensors_header
-from lmlab.tokenizers.text import TextTokenizer
+
+
+class DirectoryTokenizer(Protocol):
+    """A tokenizer that writes its own files into a model directory: `lmlab.tokenizers.text.TextTokenizer`
+    (tokenizer.json and tokenizer_config.json). Named by what it does, so this format imports no tokenizer."""
+
+    def save(self, directory: Path) -> None: ...
 
 
 def write_hf_dir(directory: str | Path, hf_config: dict, hf_state: dict[str, torch.Tensor],
-                 tokenizer: Tokenizer | TextTokenizer | None = None) -> Path:
+                 tokenizer: Tokenizer | DirectoryTokenizer | None = None) -> Path:
     """Write `config.json`, `model.safetensors` (tensors by HF name) and, when given, the tokenizer
-    (`tokenizer.json`, and `tokenizer_config.json` for a `TextTokenizer`) as one directory, atomically:
+    (an HF `Tokenizer`'s `tokenizer.json`, or what a `DirectoryTokenizer` writes) as one directory, atomically:
     every model family's writer."""
     state = {k: v.detach().contiguous().cpu() for k, v in hf_state.items()}
     directory = Path(directory)
@@ -31,10 +38,10 @@ def write_hf_dir(directory: str | Path, hf_config: dict, hf_state: dict[str, tor
         tmp.mkdir()
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2))
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-        if isinstance(tokenizer, TextTokenizer):
-            tokenizer.save(tmp)
-        elif tokenizer is not None:
+        if isinstance(tokenizer, Tokenizer):
             tokenizer.save(str(tmp / "tokenizer.json"))
+        elif tokenizer is not None:
+            tokenizer.save(tmp)
     return directory
 
 
