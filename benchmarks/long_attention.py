@@ -27,9 +27,9 @@ from types import SimpleNamespace
 
 import torch
 
-from lmlab.eval.plot import save_line_plot
-from lmlab.modules.attention import SelfAttention
 from lmlab.config_checks import BIDIRECTIONAL_ATTENTION
+from lmlab.figures import save_line_plot
+from lmlab.modules.attention import SelfAttention
 from lmlab.modules.efficient_attention import METHODS, attention_core
 
 from machine import alternating, device_name, in_fresh_process, synchronize  # benchmarks/machine.py

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from lmlab.eval.heatmap import heatmap_image
+from lmlab.figures import heatmap_image
 from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.seq2seq import translate_ids

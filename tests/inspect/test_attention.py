@@ -14,7 +14,6 @@ from encoder_decoder_parity import lmlab_copy, randomized as randomized_seq2seq
 from encoder_parity import randomized
 from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
-from lmlab.eval.heatmap import axis_label, heatmap_grid, heatmap_image
 from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
@@ -147,19 +146,6 @@ def test_entropy_and_distance_of_known_patterns():
     assert head_distance(torch.eye(T)[None]).item() == 0
     assert head_distance(previous).item() == pytest.approx((T - 1) / T)
     assert head_distance(uniform).item() == pytest.approx(sum(abs(q - k) for q in range(T) for k in range(T)) / T**2)
-
-
-def test_grid_places_every_head_under_one_title():
-    maps = [heatmap_image(np.eye(3) * h, list("abc"), list("abc"), title=f"head {h}") for h in range(5)]
-    grid = heatmap_grid(maps, 3, "layer 1")
-    h, w, _ = maps[0].shape
-    assert grid.shape[0] > 2 * h and grid.shape[1] == 3 * w  # two rows of three slots, plus the title
-    assert np.array_equal(grid[-h:, :w], maps[3])  # head 3 starts the second row
-
-
-def test_axis_labels_show_spaces_and_hide_what_the_font_cannot_draw():
-    assert axis_label(" cat") == "_cat" and axis_label("\u0120dog") == "_dog" and axis_label("\u2581de") == "_de"
-    assert axis_label("caf\u00e9\n") == "caf?\\n"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ predict; the last layer is the model's own output; `lmlab inspect logit-lens` pr
 import copy
 import json
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -13,8 +12,6 @@ from conftest import lmlab, one_line_error
 from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
-from lmlab.eval.heatmap import heatmap_image
-from lmlab.eval.plot import _WHITE
 from lmlab.inspect.logit_lens import logit_lens
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.decoder_files import save_hf_dir
@@ -66,20 +63,6 @@ def test_models_without_a_single_decoder_stack_are_refused():
         logit_lens(seq2seq, torch.tensor([[3, 4]]))
     with pytest.raises(LmlabError, match="--top 98"):
         logit_lens(random_llama(), torch.tensor([[3, 4]]), top_k=98)
-
-
-def test_cell_text_widens_the_cells_and_writes_light_on_dark():
-    plain = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0))
-    table = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0), cell_text=[["Paris", "Rome"]])
-    assert table.shape[1] > plain.shape[1]
-    blank = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0), cell_text=[["Paris", "    "]])
-    assert blank.shape == table.shape
-    letters = (table != blank).any(axis=2)  # where "Rome" was written: in the dark cell, in white
-    assert letters.any()
-    assert (table[letters] == np.array(_WHITE, dtype=np.uint8)).all()
-    assert (blank[letters] == blank[letters][0]).all() and blank[letters][0].sum() < 300
-    with pytest.raises(ValueError, match="cell texts"):
-        heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], cell_text=[["Paris"]])
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ the same way; `lmlab inspect saliency` prints JSON or a table and draws escaped 
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,7 +13,6 @@ from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inspect.saliency import classifier_saliency, next_token_saliency, saliency
 from lmlab.inspect.subject import load_subject
-from lmlab.inspect.token_strip import token_colours, token_html, token_strip_image
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoders import build
 
@@ -79,26 +77,6 @@ def test_classifier_head_is_explained_for_its_predicted_label_or_a_named_one():
     named = classifier_saliency(head, encoder.embeddings.token, ids, list("abcde"), labels, "neu")
     assert named.target == "neu" and named.f_x == pytest.approx(float(log_probs[1]), abs=1e-5)
     assert named.completeness_gap < 0.01 and named.scores[0] != 0  # [CLS] is scored too
-
-
-def test_colours_are_red_for_positive_blue_for_negative_and_full_at_the_largest():
-    colours = token_colours([2.0, -1.0, 0.0]).tolist()
-    assert colours[0] == [214, 39, 40] and colours[2] == [255, 255, 255]
-    assert colours[1][2] > colours[1][0]  # half-way to blue
-
-
-def test_html_escapes_tokens_and_needs_no_other_file():
-    page = token_html(["<script>", " a&b", '"q"'], [1.0, -0.5, 0.1], "log p('<x>')")
-    assert "<script>" not in page and "&lt;script&gt;" in page and " a&amp;b" in page and "&quot;q&quot;" in page
-    assert "&lt;x&gt;" in page and "src=" not in page and "href=" not in page
-
-
-def test_png_strip_wraps_long_texts_onto_more_rows():
-    short = token_strip_image(["a", "b"], [1.0, -1.0], "t")
-    long = token_strip_image([" token"] * 60, [0.5] * 60, "t")
-    assert short.dtype == np.uint8 and short.ndim == 3
-    assert long.shape[0] > short.shape[0] and long.shape[1] <= 1200
-    assert (short == [214, 39, 40]).all(-1).any() and (short == [31, 119, 180]).all(-1).any()
 
 
 def test_json_has_a_score_per_token_and_the_figures_are_written(decoder_dir, capsys, tmp_path):

@@ -6,8 +6,8 @@ import json
 from lmlab.cli.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
-from lmlab.eval.plot import save_line_plot
 from lmlab.eval.prompt_tasks import TASKS, load_task
+from lmlab.figures import save_line_plot
 from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.models.load import load
 from lmlab.io.outputs import check_file_output

@@ -13,8 +13,7 @@ import math
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.eval.heatmap import axis_label, heatmap_grid, heatmap_image
-from lmlab.eval.plot import write_png
+from lmlab.figures import axis_label, heatmap_grid, heatmap_image, write_png
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_seq2seq
 from lmlab.inspect.attention import AttentionMaps, attention_maps, head_distance, head_entropy

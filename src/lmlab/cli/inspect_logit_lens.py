@@ -8,7 +8,7 @@ top K with their probabilities.
 import json
 
 from lmlab.errors import LmlabError
-from lmlab.eval.heatmap import axis_label, save_heatmap
+from lmlab.figures import axis_label, save_heatmap
 from lmlab.inspect.logit_lens import logit_lens
 from lmlab.inspect.subject import load_subject
 from lmlab.io.outputs import check_file_output

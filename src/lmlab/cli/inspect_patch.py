@@ -4,7 +4,7 @@ prompt into a corrupted one and see which of them bring the target back (lmlab.i
 import json
 
 from lmlab.errors import LmlabError
-from lmlab.eval.heatmap import save_heatmap
+from lmlab.figures import save_heatmap
 from lmlab.inspect.patching import CausalTrace, causal_trace
 from lmlab.inspect.subject import load_subject
 from lmlab.io.outputs import check_file_output

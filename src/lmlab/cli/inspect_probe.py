@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from lmlab.data.probing import DEFAULT_EXAMPLES, MAX_EXAMPLES, TASKS, probing_task
-from lmlab.eval.plot import save_line_plot
+from lmlab.figures import save_line_plot
 from lmlab.inspect.probe import ProbeReport, probe
 from lmlab.inspect.subject import load_subject
 from lmlab.io.outputs import check_file_output

@@ -7,9 +7,9 @@ import torch
 
 from lmlab.cli.vocabulary import alias
 from lmlab.errors import LmlabError
+from lmlab.figures import save_token_html, save_token_strip
 from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency, classifier_saliency, next_token_saliency
 from lmlab.inspect.subject import load_subject
-from lmlab.inspect.token_strip import save_token_html, save_token_strip
 from lmlab.io.outputs import check_file_output
 from lmlab.models.encoder_task_files import is_finetuned, load_finetuned
 

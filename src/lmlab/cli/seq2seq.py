@@ -6,8 +6,8 @@ import json
 
 from lmlab.cli.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
-from lmlab.eval.heatmap import save_heatmap
 from lmlab.eval.seq2seq import attention_map
+from lmlab.figures import save_heatmap
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.seq2seq import translate_ids
 from lmlab.io.outputs import check_file_output

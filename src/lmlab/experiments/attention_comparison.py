@@ -19,7 +19,7 @@ from pathlib import Path
 from lmlab.config import OptimConfig, TrainConfig
 from lmlab.config_checks import at_least, positive
 from lmlab.errors import LmlabError
-from lmlab.eval.plot import save_line_plot
+from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.presets import kind, preset

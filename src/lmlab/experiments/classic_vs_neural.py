@@ -34,7 +34,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
-from lmlab.eval.plot import save_line_plot
+from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_run_dir

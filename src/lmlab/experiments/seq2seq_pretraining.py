@@ -31,7 +31,7 @@ from lmlab.data.number_words import number_corpus
 from lmlab.data.pairs import TaskSizes
 from lmlab.data.seq2seq_tasks import make_task
 from lmlab.errors import LmlabError
-from lmlab.eval.plot import save_line_plot
+from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.presets import family_of, names, preset

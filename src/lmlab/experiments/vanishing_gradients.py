@@ -19,8 +19,8 @@ from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
-from lmlab.eval.plot import save_line_plot
 from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
+from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.neural_lm_files import load_rnn_dir

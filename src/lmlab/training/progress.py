@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from lmlab.eval.plot import save_line_plot
+from lmlab.figures import save_line_plot
 from lmlab.io.atomic import append_bytes, atomic_write_text
 
 LOSS_CURVES = {"train loss": "loss", "validation loss": "val_loss"}

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lmlab.eval.heatmap import heatmap_image, save_heatmap
-from lmlab.eval.plot import _FRAME, _INK, _WHITE
+from lmlab.figures import axis_label, heatmap_grid, heatmap_image, save_heatmap
+from lmlab.figures.raster import FRAME, INK, WHITE
 
 from png_files import read_png
 
@@ -24,7 +24,7 @@ def test_saved_heatmap_is_a_valid_png_of_the_rendered_image(tmp_path):
 def test_cells_darken_left_to_right_as_values_grow():
     values = [0.25, 0.5, 0.75, 1.0]
     img = heatmap_image([[0.0] + values], ["r"], list("abcde"), cell=10, value_range=(0.0, 1.0))
-    cells = [c for c, n in colour_counts(img).items() if n >= 100 and c not in (_WHITE, _INK, _FRAME)]  # 10x10 cells
+    cells = [c for c, n in colour_counts(img).items() if n >= 100 and c not in (WHITE, INK, FRAME)]  # 10x10 cells
     assert len(cells) == len(values)
     lightest_first = sorted(cells, key=sum, reverse=True)
     first_column = [np.argwhere((img == np.array(c, dtype=np.uint8)).all(axis=2))[:, 1].min() for c in lightest_first]
@@ -35,7 +35,7 @@ def test_labels_are_drawn_and_long_column_labels_stand_on_end():
     short = heatmap_image(np.eye(3), list("abc"), list("xyz"))
     unlabelled = heatmap_image(np.eye(3), ["", "", ""], ["", "", ""])
     long = heatmap_image(np.eye(3), list("abc"), ["token_one", "token_two", "token_three"])
-    ink = lambda img: int((img == np.array(_INK, dtype=np.uint8)).all(axis=2).sum())  # noqa: E731
+    ink = lambda img: int((img == np.array(INK, dtype=np.uint8)).all(axis=2).sum())  # noqa: E731
     assert ink(short) > ink(unlabelled)
     assert long.shape[0] > short.shape[0]  # rotated labels need height, not width
 
@@ -55,3 +55,30 @@ def test_big_matrices_get_smaller_cells_and_sparser_labels():
 def test_bad_input_is_refused(matrix, rows, cols, message):
     with pytest.raises(ValueError, match=message):
         heatmap_image(matrix, rows, cols)
+
+
+def test_cell_text_widens_the_cells_and_writes_light_on_dark():
+    plain = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0))
+    table = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0), cell_text=[["Paris", "Rome"]])
+    assert table.shape[1] > plain.shape[1]
+    blank = heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], value_range=(0.0, 1.0), cell_text=[["Paris", "    "]])
+    assert blank.shape == table.shape
+    letters = (table != blank).any(axis=2)  # where "Rome" was written: in the dark cell, in white
+    assert letters.any()
+    assert (table[letters] == np.array(WHITE, dtype=np.uint8)).all()
+    assert (blank[letters] == blank[letters][0]).all() and blank[letters][0].sum() < 300
+    with pytest.raises(ValueError, match="cell texts"):
+        heatmap_image([[0.0, 1.0]], ["0"], ["a", "b"], cell_text=[["Paris"]])
+
+
+def test_grid_places_every_head_under_one_title():
+    maps = [heatmap_image(np.eye(3) * h, list("abc"), list("abc"), title=f"head {h}") for h in range(5)]
+    grid = heatmap_grid(maps, 3, "layer 1")
+    h, w, _ = maps[0].shape
+    assert grid.shape[0] > 2 * h and grid.shape[1] == 3 * w  # two rows of three slots, plus the title
+    assert np.array_equal(grid[-h:, :w], maps[3])  # head 3 starts the second row
+
+
+def test_axis_labels_show_spaces_and_hide_what_the_font_cannot_draw():
+    assert axis_label(" cat") == "_cat" and axis_label("\u0120dog") == "_dog" and axis_label("\u2581de") == "_de"
+    assert axis_label("caf\u00e9\n") == "caf?\\n"

@@ -2,7 +2,7 @@
 
 Each token sits in a box shaded by its score: red for positive, blue for negative, white for zero,
 full colour at the largest |score| of the text. Unsigned scores (gradient norms) are all red. The
-PNG uses the plots' bitmap font (ASCII; other characters draw as "?") and wraps long texts.
+PNG uses the figures' bitmap font (ASCII; other characters draw as "?") and wraps long texts.
 """
 
 import html
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lmlab.eval.plot import _CAP_HEIGHT, _INK, _WHITE, _draw_text, _fill, _format_number, _text_width, write_png
+from lmlab.figures.font import CAP_HEIGHT, draw_text, text_width
+from lmlab.figures.raster import INK, WHITE, canvas, fill, write_png
+from lmlab.figures.ticks import format_number
 from lmlab.io.atomic import atomic_write_text
 
 _RED, _BLUE = np.array((214, 39, 40), dtype=float), np.array((31, 119, 180), dtype=float)
@@ -26,7 +28,7 @@ def token_colours(scores: Sequence[float]) -> np.ndarray:
     top = np.abs(values).max() if len(values) else 0.0
     shade = np.abs(values) / top if top > 0 else np.zeros_like(values)  # (T,) in [0, 1]
     ends = np.where(values[:, None] >= 0, _RED, _BLUE)  # (T, 3)
-    return (np.array(_WHITE, dtype=float) + shade[:, None] * (ends - _WHITE)).round().astype(np.uint8)
+    return (np.array(WHITE, dtype=float) + shade[:, None] * (ends - WHITE)).round().astype(np.uint8)
 
 
 def token_html(tokens: Sequence[str], scores: Sequence[float], title: str) -> str:
@@ -53,26 +55,26 @@ def token_strip_image(tokens: Sequence[str], scores: Sequence[float], title: str
     """(H, W, 3) uint8: the title, then a box per token shaded by its score with the score below it."""
     colours = token_colours(scores)
     labels = [token.replace("\n", "\\n").replace("\t", "\\t") for token in tokens]
-    score_text = [_format_number(float(s)) for s in scores]
+    score_text = [format_number(float(s)) for s in scores]
     box_h = 9 * _SCALE + 2 * _PAD  # glyphs are 9 rows, descenders included
-    row_h = box_h + _CAP_HEIGHT + 10  # box, then its score
-    widths = [max(_text_width(label, _SCALE), _text_width(text, 1)) + 2 * _PAD
+    row_h = box_h + CAP_HEIGHT + 10  # box, then its score
+    widths = [max(text_width(label, _SCALE), text_width(text, 1)) + 2 * _PAD
               for label, text in zip(labels, score_text)]
-    margin, top = 10, 10 + 2 * _CAP_HEIGHT + 12
+    margin, top = 10, 10 + 2 * CAP_HEIGHT + 12
     places, x, y = [], margin, top  # (x, y) of each box, wrapping at _MAX_WIDTH
     for w in widths:
         if x > margin and x + w > _MAX_WIDTH - margin:
             x, y = margin, y + row_h
         places.append((x, y))
         x += w + _GAP
-    width = max(max(px + w for (px, _), w in zip(places, widths)) + margin, _text_width(title, 2) + 2 * margin)
-    img = np.full((y + row_h + margin, width, 3), _WHITE, dtype=np.uint8)
-    _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
+    width = max(max(px + w for (px, _), w in zip(places, widths)) + margin, text_width(title, 2) + 2 * margin)
+    img = canvas(y + row_h + margin, width)
+    draw_text(img, title, width // 2, margin, INK, 2, anchor="center")
     for (px, py), w, label, text, colour in zip(places, widths, labels, score_text, colours):
-        _fill(img, px, py, px + w, py + box_h, tuple(int(c) for c in colour))
-        ink = _WHITE if colour.astype(int).sum() < 3 * 140 else _INK  # light text on dark boxes
-        _draw_text(img, label, px + _PAD, py + _PAD, ink, _SCALE)
-        _draw_text(img, text, px + w // 2, py + box_h + 4, _INK, 1, anchor="center")
+        fill(img, px, py, px + w, py + box_h, tuple(int(c) for c in colour))
+        ink = WHITE if colour.astype(int).sum() < 3 * 140 else INK  # light text on dark boxes
+        draw_text(img, label, px + _PAD, py + _PAD, ink, _SCALE)
+        draw_text(img, text, px + w // 2, py + box_h + 4, INK, 1, anchor="center")
     return img
 
 

@@ -3,7 +3,7 @@
 A matrix (R, C) becomes a grid of cells shaded from white (the smallest value) to dark blue (the
 largest), with a label per row on the left, a label per column on top (upright when it fits in a
 cell, else written bottom to top, so long labels such as subword tokens fit), a title and a colour
-bar with its range. Reuses the bitmap font and `write_png` of `lmlab.eval.plot`.
+bar with its range, in the figures' bitmap font (`font.py`).
 
 A table variant writes a short text in each cell (the logit lens: each layer's top token, shaded by
 its probability): the cells then widen to the longest text. `heatmap_grid` lays several rendered
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-# The line-chart module's raster helpers and font: one font and one PNG writer for every figure.
-from lmlab.eval.plot import _CAP_HEIGHT, _FRAME, _INK, _WHITE, _blit, _draw_text, _fill, _format_number
-from lmlab.eval.plot import _text_mask, _text_width, write_png
+from lmlab.figures.font import CAP_HEIGHT, draw_text, text_mask, text_width
+from lmlab.figures.raster import INK, WHITE, blit, canvas, frame, write_png
+from lmlab.figures.ticks import format_number
 
-_LOW, _HIGH = np.array(_WHITE, dtype=float), np.array((8, 48, 107), dtype=float)  # white -> dark blue
+_LOW, _HIGH = np.array(WHITE, dtype=float), np.array((8, 48, 107), dtype=float)  # white -> dark blue
 _MAX_GRID = 1600  # pixels: larger matrices get smaller cells
-_LABEL_ROOM = _CAP_HEIGHT + 2  # a cell needs this many pixels to carry a label
+_LABEL_ROOM = CAP_HEIGHT + 2  # a cell needs this many pixels to carry a label
 
 
 def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], title: str = "",
@@ -51,8 +51,8 @@ def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
     if cell_text is None:
         cell_w = cell_h = cell or max(1, min(20, _MAX_GRID // max(rows, cols)))
     else:
-        cell_h = _CAP_HEIGHT + 6
-        cell_w = max(cell_h, max(_text_width(str(t), 1) for line in cell_text for t in line) + 6)
+        cell_h = CAP_HEIGHT + 6
+        cell_w = max(cell_h, max(text_width(str(t), 1) for line in cell_text for t in line) + 6)
     lo, hi = value_range or (values.min(), values.max())
     shade = np.clip((values - lo) / (hi - lo), 0, 1) if hi > lo else np.zeros_like(values)  # (R, C) in [0, 1]
 
@@ -60,42 +60,42 @@ def heatmap_image(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
     row_text = [str(label) if i % row_step == 0 else "" for i, label in enumerate(row_labels)]
     col_text = [str(label) if j % col_step == 0 else "" for j, label in enumerate(col_labels)]
     margin, bar_w = 10, 12
-    range_labels = [_format_number(lo), _format_number(hi)]
-    left = margin + max(_text_width(t, 1) for t in row_text) + 6
-    title_h = 2 * _CAP_HEIGHT + 12 if title else 0
-    upright = [_text_width(t, 1) <= cell_w for t in col_text]  # labels that fit a cell (characters) stand upright
-    col_h = max(_CAP_HEIGHT if up else _text_width(t, 1) for t, up in zip(col_text, upright))
+    range_labels = [format_number(lo), format_number(hi)]
+    left = margin + max(text_width(t, 1) for t in row_text) + 6
+    title_h = 2 * CAP_HEIGHT + 12 if title else 0
+    upright = [text_width(t, 1) <= cell_w for t in col_text]  # labels that fit a cell (characters) stand upright
+    col_h = max(CAP_HEIGHT if up else text_width(t, 1) for t, up in zip(col_text, upright))
     top = margin + title_h + col_h + 6
     grid_w, grid_h = cols * cell_w, rows * cell_h
     bar_left = left + grid_w + 12
-    width = max(bar_left + bar_w + 6 + max(_text_width(t, 1) for t in range_labels) + margin,
-                _text_width(title, 2) + 2 * margin)
-    height = top + max(grid_h, 4 * _CAP_HEIGHT) + margin
+    width = max(bar_left + bar_w + 6 + max(text_width(t, 1) for t in range_labels) + margin,
+                text_width(title, 2) + 2 * margin)
+    height = top + max(grid_h, 4 * CAP_HEIGHT) + margin
 
-    img = np.full((height, width, 3), _WHITE, dtype=np.uint8)
+    img = canvas(height, width)
     colours = (_LOW + shade[..., None] * (_HIGH - _LOW)).round().astype(np.uint8)  # (R, C, 3)
     img[top:top + grid_h, left:left + grid_w] = colours.repeat(cell_h, axis=0).repeat(cell_w, axis=1)
-    _frame(img, left, top, left + grid_w, top + grid_h)
+    frame(img, left, top, left + grid_w, top + grid_h)
     for i, text in enumerate(row_text):
-        _draw_text(img, text, left - 4, top + i * cell_h + (cell_h - _CAP_HEIGHT) // 2, _INK, 1, anchor="right")
+        draw_text(img, text, left - 4, top + i * cell_h + (cell_h - CAP_HEIGHT) // 2, INK, 1, anchor="right")
     for j, (text, up) in enumerate(zip(col_text, upright)):
         if up:
-            _draw_text(img, text, left + j * cell_w + cell_w // 2, top - 4 - _CAP_HEIGHT, _INK, 1, anchor="center")
+            draw_text(img, text, left + j * cell_w + cell_w // 2, top - 4 - CAP_HEIGHT, INK, 1, anchor="center")
         elif text:
-            mask = np.rot90(_text_mask(text, 1))  # reads bottom to top, baseline towards the right
-            _blit(img, mask, left + j * cell_w + (cell_w - _CAP_HEIGHT) // 2 - 1, top - 4 - mask.shape[0], _INK)
+            mask = np.rot90(text_mask(text, 1))  # reads bottom to top, baseline towards the right
+            blit(img, mask, left + j * cell_w + (cell_w - CAP_HEIGHT) // 2 - 1, top - 4 - mask.shape[0], INK)
     for i, line in enumerate(cell_text or []):
         for j, text in enumerate(line):  # white on dark cells, ink on light ones
-            _draw_text(img, str(text), left + j * cell_w + cell_w // 2, top + i * cell_h + 3,
-                       _WHITE if shade[i, j] > 0.5 else _INK, 1, anchor="center")
-    _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
+            draw_text(img, str(text), left + j * cell_w + cell_w // 2, top + i * cell_h + 3,
+                       WHITE if shade[i, j] > 0.5 else INK, 1, anchor="center")
+    draw_text(img, title, width // 2, margin, INK, 2, anchor="center")
 
-    bar_h = max(grid_h, 4 * _CAP_HEIGHT)  # the colour bar: hi at the top, lo at the bottom
+    bar_h = max(grid_h, 4 * CAP_HEIGHT)  # the colour bar: hi at the top, lo at the bottom
     ramp = np.linspace(1, 0, bar_h)[:, None, None]  # (bar_h, 1, 1)
     img[top:top + bar_h, bar_left:bar_left + bar_w] = (_LOW + ramp * (_HIGH - _LOW)).round().astype(np.uint8)
-    _frame(img, bar_left, top, bar_left + bar_w, top + bar_h)
-    _draw_text(img, range_labels[1], bar_left + bar_w + 6, top, _INK, 1)
-    _draw_text(img, range_labels[0], bar_left + bar_w + 6, top + bar_h - _CAP_HEIGHT, _INK, 1)
+    frame(img, bar_left, top, bar_left + bar_w, top + bar_h)
+    draw_text(img, range_labels[1], bar_left + bar_w + 6, top, INK, 1)
+    draw_text(img, range_labels[0], bar_left + bar_w + 6, top + bar_h - CAP_HEIGHT, INK, 1)
     return img
 
 
@@ -115,22 +115,14 @@ def heatmap_grid(images: Sequence[np.ndarray], columns: int, title: str = "") ->
     columns = min(columns, len(images))
     rows = math.ceil(len(images) / columns)
     margin = 10
-    title_h = 2 * _CAP_HEIGHT + 12 if title else 0
-    width = max(columns * slot_w, _text_width(title, 2) + 2 * margin)
-    img = np.full((title_h + rows * slot_h, width, 3), _WHITE, dtype=np.uint8)
-    _draw_text(img, title, width // 2, margin, _INK, 2, anchor="center")
+    title_h = 2 * CAP_HEIGHT + 12 if title else 0
+    width = max(columns * slot_w, text_width(title, 2) + 2 * margin)
+    img = canvas(title_h + rows * slot_h, width)
+    draw_text(img, title, width // 2, margin, INK, 2, anchor="center")
     for n, image in enumerate(images):
         y, x = title_h + (n // columns) * slot_h, (n % columns) * slot_w
         img[y:y + image.shape[0], x:x + image.shape[1]] = image
     return img
-
-
-def _frame(img: np.ndarray, x0: int, y0: int, x1: int, y1: int) -> None:
-    """A 1 px rectangle just outside [x0, x1) x [y0, y1)."""
-    _fill(img, x0 - 1, y0 - 1, x1 + 1, y0, _FRAME)
-    _fill(img, x0 - 1, y1, x1 + 1, y1 + 1, _FRAME)
-    _fill(img, x0 - 1, y0 - 1, x0, y1 + 1, _FRAME)
-    _fill(img, x1, y0 - 1, x1 + 1, y1 + 1, _FRAME)
 
 
 _SPACE_MARKS = str.maketrans({" ": "_", "\u0120": "_", "\u2581": "_", "\n": "\\n", "\u010a": "\\n", "\t": "\\t"})

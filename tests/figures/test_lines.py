@@ -1,11 +1,11 @@
-"""PNG writing and line charts: the files are valid PNGs and the charts show what was asked."""
+"""Line charts: the files are valid PNGs and the charts show what was asked."""
 
 import math
 
 import numpy as np
 import pytest
 
-from lmlab.eval.plot import _format_number, save_line_plot, write_png
+from lmlab.figures import save_line_plot
 
 from png_files import read_png
 
@@ -25,19 +25,6 @@ def below_legend(pixels: np.ndarray) -> np.ndarray:
 def straightness(pixels: np.ndarray) -> float:
     """|correlation| of rows with columns: 1 for a straight line."""
     return abs(np.corrcoef(pixels[:, 0], pixels[:, 1])[0, 1])
-
-
-def test_write_png_round_trips_pixels(tmp_path):
-    rgb = np.random.default_rng(0).integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
-    path = write_png(tmp_path / "x.png", rgb)
-    assert np.array_equal(read_png(path), rgb)
-
-
-def test_write_png_rejects_non_rgb_uint8(tmp_path):
-    with pytest.raises(ValueError, match="uint8"):
-        write_png(tmp_path / "x.png", np.zeros((4, 4, 3), dtype=np.float32))
-    with pytest.raises(ValueError, match="shape"):
-        write_png(tmp_path / "x.png", np.zeros((4, 4), dtype=np.uint8))
 
 
 def test_plot_is_valid_png_of_requested_size(tmp_path):
@@ -94,12 +81,3 @@ def test_empty_series_raises(tmp_path):
 def test_mismatched_lengths_raise(tmp_path):
     with pytest.raises(ValueError, match="'a' has 3 x values but 2 y values"):
         save_line_plot(tmp_path / "p.png", {"a": ([0, 1, 2], [1.0, 2.0])})
-
-
-@pytest.mark.parametrize(
-    "value, label",
-    [(0, "0"), (1200, "1.2k"), (3.5, "3.5"), (0.01, "0.01"), (2.5e6, "2.5M"), (-250, "-250"),
-     (2e-5, "2e-5")],
-)
-def test_tick_labels_are_compact(value, label):
-    assert _format_number(value) == label
