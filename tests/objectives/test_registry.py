@@ -187,3 +187,20 @@ def test_cli_lists_what_the_registry_holds_for_the_model_kind(tmp_path, capsys):
                  "--max-steps", "1") == 2
     one_line_error(capsys, "objective 'mlm' is unknown for an encoder-decoder", "span_corruption, denoising, gap_sentences")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_decoder_record_that_pre_trains_carries_its_batch_form_and_only_encoders_name_a_head():
+    for record in REGISTRY.values():
+        if record.kind == "decoder" and record.pretraining:
+            block = torch.tensor([[7, 8, 9, 10, 11], [1, 2, 3, 4, 5]])  # (B, T+1)
+            inputs, targets = record.batch(block)
+            rows = [build_objective(record, None)(row, (0,)) for row in block.tolist()]
+            assert (inputs.tolist(), targets.tolist()) == ([r[0] for r in rows], [r[1] for r in rows]), record.name
+        assert bool(record.head) == (record.kind == "encoder"), record.name
+        assert record.whole_word is None or record.kind == "encoder", record.name
+
+
+def test_an_objective_that_tunes_on_chats_is_not_chosen_for_pre_training():
+    assert "sft" not in [r.name for r in objectives_for("decoder", lookup("gpt2"))]
+    with pytest.raises(LmlabError, match="objective 'sft' .* does not pre-train; choose one of: causal_lm"):
+        choose_objective(lookup("gpt2"), "sft")

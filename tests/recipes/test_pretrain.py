@@ -1,5 +1,6 @@
 """Pre-training: exact resumption, checkpoints, outputs of a run, optimizer and schedule."""
 
+import dataclasses
 import json
 
 import pytest
@@ -10,11 +11,12 @@ from lmlab.config import OptimConfig
 from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
+from lmlab.objectives.registry import REGISTRY
 from lmlab.recipes.pretrain import pretrain
 from lmlab.training.checkpoint import list_checkpoints
 from lmlab.training.optim import build_optimizer, lr_multiplier
 
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, TINY_MODEL_ARGS, lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,7 +29,7 @@ def weights(run_dir):
                                               ("gpt2-tiny", {"dropout": 0.1})])
 def test_resume_gives_same_weights(tmp_path, corpus_file, tiny_train, family, overrides):
     cfg = preset(family, **TINY_MODEL, **overrides)
-    train = tiny_train.replace(grad_accum=2)
+    train = tiny_train.replace(loop=tiny_train.loop.replace(grad_accum=2))
     pretrain(cfg, train, str(corpus_file), tmp_path / "full", show_progress=False)
     first = pretrain(cfg, train, str(corpus_file), tmp_path / "split", stop_after=3, show_progress=False)
     assert first.interrupted and first.step == 3 and first.model_dir is None
@@ -56,7 +58,8 @@ def test_run_directory_holds_model_metrics_curve_and_last_k_checkpoints(tmp_path
 
 
 def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_gpt2, tiny_train):
-    train = tiny_train.replace(max_steps=40, eval_every=5, optim=tiny_train.optim.replace(lr=3e-3))
+    train = tiny_train.replace(loop=tiny_train.loop.replace(max_steps=40, eval_every=5),
+                               optim=tiny_train.optim.replace(lr=3e-3))
     pretrain(tiny_gpt2, train, str(corpus_file), tmp_path / "r", show_progress=False)
     val = [json.loads(line)["val_loss"] for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
            if "val_loss" in line]
@@ -100,3 +103,44 @@ def test_compiled_training_follows_the_eager_run(tmp_path, corpus_file, tiny_tra
                if "loss" in line] for run in ("eager", "compiled")]
     assert len(losses[0]) == len(losses[1]) > 1
     assert losses[0] == pytest.approx(losses[1], rel=1e-4, abs=1e-4)
+
+
+def test_train_takes_the_decoder_objective_from_the_registry_and_defaults_to_the_family_s(tmp_path, corpus_file):
+    args = [*TINY_MODEL_ARGS, "--data", corpus_file, "--max-steps", "2", "--batch-size", "2", "--block-size", "16",
+            "--eval-every", "2", "--eval-batches", "1"]
+    assert lmlab("train", "--model", "gpt2-tiny", "--objective", "causal_lm", *args, "--out", tmp_path / "chosen") == 0
+    assert lmlab("train", "--model", "gpt2-tiny", *args, "--out", tmp_path / "default") == 0
+    assert json.loads((tmp_path / "chosen" / "run.json").read_text())["objective"] == "causal_lm"
+    chosen, default = weights(tmp_path / "chosen"), weights(tmp_path / "default")
+    assert chosen.keys() == default.keys() and all(torch.equal(chosen[k], default[k]) for k in chosen)
+
+
+def test_the_recipe_shifts_its_blocks_with_the_record_s_batch_transformation(tmp_path, corpus_file, tiny_gpt2,
+                                                                              tiny_train, monkeypatch):
+    record = REGISTRY["causal_lm"]
+    calls = []
+    monkeypatch.setitem(REGISTRY, "causal_lm", dataclasses.replace(
+        record, batch=lambda block: calls.append(block.shape) or record.batch(block)))
+    pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "run", show_progress=False)
+    assert calls and all(shape[1] == tiny_train.block_size + 1 for shape in calls)
+
+
+@pytest.mark.parametrize("objective, fragments", [
+    ("mlm", ["objective 'mlm' is unknown for a decoder; choose one of: causal_lm"]),
+    ("sft", ["objective 'sft'", "does not pre-train; choose one of: causal_lm"]),
+])
+def test_an_objective_that_does_not_pre_train_a_decoder_is_one_line_exit_2(tmp_path, corpus_file, capsys, objective,
+                                                                           fragments):
+    assert lmlab("train", "--model", "gpt2-tiny", "--objective", objective, "--data", corpus_file,
+                 "--out", tmp_path / "run", "--max-steps", "1") == 2
+    one_line_error(capsys, *fragments)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_saved_before_decoders_chose_an_objective_resumes(tmp_path, corpus_file, tiny_gpt2, tiny_train):
+    pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "run", stop_after=2, show_progress=False)
+    [path] = list_checkpoints(tmp_path / "run" / "checkpoints")
+    ckpt = torch.load(path, weights_only=True)
+    del ckpt["settings"]["objective"]  # as pretrain wrote it before the objective was chosen
+    torch.save(ckpt, path)
+    assert pretrain(tiny_gpt2, tiny_train, str(corpus_file), tmp_path / "run", resume=True, show_progress=False).step == 6

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
 from encoder_parity import real_diff
-from lmlab.config import TrainConfig
+from lmlab.config import LoopConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.corpora import load_corpus
 from lmlab.data.markov import markov_corpus
@@ -92,8 +92,8 @@ def test_each_preset_trains_with_its_objective(tmp_path, documents, name, object
                                                            ("deberta-tiny", "rtd", False)])
 def test_resume_gives_bit_identical_weights(tmp_path, documents, name, objective, whole_word):
     cfg = preset(name, **TINY, **({"embedding_size": 16} if name == "electra-tiny" else {}))
-    train = TrainConfig(max_steps=6, batch_size=4, block_size=128, optim=OptimConfig(warmup_steps=1), eval_every=3, eval_batches=1,
-                        checkpoint_every=2, log_every=1, val_fraction=0.1)
+    train = TrainConfig(loop=LoopConfig(max_steps=6, batch_size=4, eval_every=3, checkpoint_every=2, log_every=1),
+                        block_size=128, optim=OptimConfig(warmup_steps=1), eval_batches=1, val_fraction=0.1)
     # 128-token rows: ~20 training examples, so the 24 drawn in 6 steps cross into a second epoch,
     # where dynamic masks are drawn again.
     # Both runs get one tokenizer: HF's WordPiece trainer breaks ties differently from run to run.
@@ -114,8 +114,10 @@ def test_resume_gives_bit_identical_weights(tmp_path, documents, name, objective
 @pytest.mark.parametrize("args, fragments", [
     (["--model", "bert-tiny", "--objective", "rtd"], ["rtd does not apply to bert", "mlm+nsp"]),
     (["--model", "roberta-tiny", "--objective", "mlm+sop"], ["mlm+sop does not apply to roberta"]),
-    (["--model", "gpt2-tiny", "--objective", "mlm"], ["--objective", "gpt2-tiny"]),
-    (["--model", "roberta-tiny", "--objective", "span", "--whole-word-masking"], ["already masks whole words"]),
+    (["--model", "gpt2-tiny", "--objective", "mlm"], ["objective 'mlm' is unknown for a decoder", "causal_lm"]),
+    (["--model", "gpt2-tiny", "--whole-word-masking"], ["--whole-word-masking apply to encoder", "gpt2-tiny"]),
+    (["--model", "roberta-tiny", "--objective", "span", "--whole-word-masking"],
+     ["--objective span", "no whole-word masking", "mask runs of whole words"]),
     (["--model", "bert-tiny", "--norm", "rmsnorm"], ["--norm do not apply to encoder"]),
 ])
 def test_bad_objective_is_one_line_exit_2_and_nothing_written(tmp_path, documents, capsys, args, fragments):

@@ -13,6 +13,7 @@ from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
 from lmlab.models.presets import family_of, names, preset
 from lmlab.models.rnn import RNNConfig
+from lmlab.objectives.registry import objectives_for
 from lmlab.recipes.pretrain import pretrain
 
 
@@ -25,6 +26,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="a preset (`lmlab list --presets`): decoder " + ", ".join(names("decoder"))
                                    + "; encoder: " + ", ".join(names("encoder")) + "; encoder-decoder: "
                                    + ", ".join(names("encoder-decoder")) + "; classic: " + ", ".join(names("classic")))
+    p.add_argument("--objective", metavar="NAME",
+                   help="the pre-training objective (`lmlab list --objectives`): "
+                        + "; ".join(f"{kind}s: " + ", ".join(r.name for r in objectives_for(kind))
+                                    for kind in ("decoder", "encoder", "encoder-decoder")) + "; default: the preset's own")
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE, or for an encoder "
@@ -70,13 +75,14 @@ def require_model(args) -> None:
 
 
 def run_decoder(args) -> None:
-    """Pre-train the decoder preset `args.model` with the model and training flags given."""
+    """Pre-train the decoder preset `args.model` with its (or `--objective`'s) objective and the model and
+    training flags given."""
     refuse_kind_flags(args, SPAN_FLAGS, "encoder-decoder")
     refuse_kind_flags(args, ENCODER_FLAGS, "encoder")
     model_cfg = preset(args.model, **config_overrides(args, ModelConfig))
     train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
-    result = pretrain(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
-                      stop_after=args.stop_after, device=args.device)
+    result = pretrain(model_cfg, train_cfg, args.data, args.out, objective=args.objective, tokenizer=args.tokenizer,
+                      resume=args.resume, stop_after=args.stop_after, device=args.device)
     print_result(result, args)
 
 
@@ -106,4 +112,4 @@ PRESET_RUNNERS = {"pretrain": run_decoder, "pretrain_encoder": run_encoder_prese
 
 # The flags each group of architectures adds; any other --arch refuses them.
 ARCH_FLAGS = {("ngram",): ngram.TRAIN_FLAGS, ("window", "rnn", "lstm", "gru"): train_neural.NEURAL_FLAGS,
-              ("transformer",): ENCODER_FLAGS + SPAN_FLAGS}
+              ("transformer",): ("objective",) + ENCODER_FLAGS + SPAN_FLAGS}

@@ -1,6 +1,7 @@
 """The encoder half of `lmlab train`: `--model bert-tiny|roberta-tiny|albert-tiny|electra-tiny|deberta-tiny|…`
 pre-trains an encoder preset with `--objective` (an encoder objective of `objectives.registry`). `cli.train`
-adds these flags and hands encoder presets to `run_encoder`."""
+adds these flags (and `--objective`, which every kind of preset takes) and hands encoder presets to
+`run_encoder`."""
 
 import dataclasses
 
@@ -9,18 +10,14 @@ from lmlab.cli.train_result import say_vocabulary_shortfall
 from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
 from lmlab.models.presets import names, preset
 from lmlab.errors import LmlabError
-from lmlab.objectives.registry import objectives_for
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 
-ENCODER_FLAGS = ("objective", "whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
+ENCODER_FLAGS = ("whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
 
 
 def add_encoder_flags(p) -> None:
-    """--objective, --whole-word-masking, --masking and the encoder-only model settings."""
+    """--whole-word-masking, --masking and the encoder-only model settings."""
     group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(names("encoder")) + ")")
-    group.add_argument("--objective", metavar="NAME",
-                       help="encoders: " + ", ".join(r.name for r in objectives_for("encoder")) + "; encoder-decoders: "
-                            + ", ".join(r.name for r in objectives_for("encoder-decoder")) + "; default: the preset's own")
     group.add_argument("--whole-word-masking", action="store_true", default=None, help="mask whole words, never single pieces")
     group.add_argument("--masking", choices=["static", "dynamic"],
                        help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")

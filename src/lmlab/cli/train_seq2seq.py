@@ -37,7 +37,7 @@ def run_encoder_decoder(args) -> None:
     """Pre-train the encoder-decoder preset `args.model` with its (or `--objective`'s) objective."""
     model_flags = config_overrides(args, ModelConfig)
     foreign = sorted(name for name in model_flags if name not in SHAPE_FLAGS)
-    foreign += [name for name in ENCODER_FLAGS if name != "objective" and getattr(args, name) is not None]
+    foreign += [name for name in ENCODER_FLAGS if getattr(args, name) is not None]
     if foreign:
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in foreign)} do not apply to encoder-decoder "
                          f"preset {args.model} (its architecture is its family's); drop them")

@@ -13,9 +13,11 @@ import torch
 
 from lmlab.data.blocks import gather
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.objectives.causal_lm import causal_lm
+from lmlab.objectives.registry import REGISTRY
 from lmlab.progress import progress_bar
 from lmlab.targets import IGNORE_INDEX
+
+NEXT_TOKEN = REGISTRY["causal_lm"].batch  # block (B, T+1) -> inputs, targets (B, T): what perplexity scores
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def perplexity(model: torch.nn.Module, ids: torch.Tensor, context_length: int, s
         end = min(end, n)
         start = max(0, end - context_length)
         window = ids[start:end][None]  # (1, W)
-        inputs, targets = causal_lm(window)
+        inputs, targets = NEXT_TOKEN(window)  # (1, W-1) each
         already = scored - start  # targets at index < already were scored by an earlier window
         targets[:, : max(0, already)] = IGNORE_INDEX
         nll += cross_entropy(model(inputs), targets, reduction="sum").item()
@@ -73,7 +75,7 @@ def mean_block_loss(model: torch.nn.Module, tokens: np.ndarray, starts: np.ndarr
     """Mean next-token cross-entropy (nats) over the blocks at `starts` (validation loss)."""
     total, count = 0.0, 0
     for i in range(0, len(starts), batch_size):
-        inputs, targets = causal_lm(gather(tokens, starts[i:i + batch_size], block_size).to(device))
+        inputs, targets = NEXT_TOKEN(gather(tokens, starts[i:i + batch_size], block_size).to(device))
         total += cross_entropy(model(inputs), targets, reduction="sum").item()
         count += targets.numel()
     return total / count

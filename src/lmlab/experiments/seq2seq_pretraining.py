@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.number_words import number_corpus
 from lmlab.data.pairs import TaskSizes
 from lmlab.data.seq2seq_tasks import make_task
@@ -35,6 +35,7 @@ from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.presets import family_of, names, preset
+from lmlab.objectives.registry import REGISTRY
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
@@ -93,16 +94,16 @@ def seq2seq_pretraining(out: str | Path, settings: PretrainingExperimentSettings
         raise LmlabError(f"'{out}' already holds an experiment; choose a new --out directory")
     check_run_dir(out)
     finetune_optim = Seq2SeqFinetuneConfig.optim.replace(lr=s.finetune_lr, warmup_steps=min(50, s.finetune_steps // 10))
-    finetune = Seq2SeqFinetuneConfig(max_steps=s.finetune_steps, batch_size=s.finetune_batch_size,
-                                     optim=finetune_optim, eval_every=s.eval_every,
-                                     checkpoint_every=s.finetune_steps, keep_checkpoints=1, seed=s.seed,
+    finetune = Seq2SeqFinetuneConfig(loop=LoopConfig(max_steps=s.finetune_steps, batch_size=s.finetune_batch_size,
+                                                     eval_every=s.eval_every, checkpoint_every=s.finetune_steps,
+                                                     keep_checkpoints=1, seed=s.seed), optim=finetune_optim,
                                      train_size=s.train_pairs, val_size=s.val_pairs, test_size=s.test_pairs,
                                      max_new_tokens=16)
-    pretrain = TrainConfig(max_steps=s.pretrain_steps, batch_size=s.pretrain_batch_size, block_size=s.block_size,
+    pretrain = TrainConfig(loop=LoopConfig(max_steps=s.pretrain_steps, batch_size=s.pretrain_batch_size,
+                                           eval_every=max(1, s.pretrain_steps // 5), checkpoint_every=s.pretrain_steps,
+                                           keep_checkpoints=1, seed=s.seed), block_size=s.block_size,
                            optim=OptimConfig(lr=s.pretrain_lr, warmup_steps=min(100, s.pretrain_steps // 10),
-                                             weight_decay=0.01),
-                           eval_every=max(1, s.pretrain_steps // 5), eval_batches=4,
-                           checkpoint_every=s.pretrain_steps, keep_checkpoints=1, seed=s.seed)
+                                             weight_decay=0.01), eval_batches=4)
     runs, results = out / "runs", {}
     corpus = write_number_corpus(out / "corpus.jsonl", s) if s.corpus == "numbers" else s.corpus
     for name in s.presets:
@@ -164,7 +165,7 @@ def results_table(report: dict) -> str:
              "|---|---|---:|---:|---:|---:|"]
     for name, r in report["results"].items():
         objective = r["objective"]
-        if objective == "span_corruption":
+        if "noise" in REGISTRY[objective].settings:  # span corruption: its share and span length
             objective += f" ({s['noise_density']:.0%} in spans of {s['mean_span_length']:g})"
         lines.append(f"| {name} | {objective}, held-out loss {r['pretrain_val_loss']:.3f} | "
                      f"{r['from scratch']['test_seq_acc']:.3f} | {r['pre-trained']['test_seq_acc']:.3f} | "

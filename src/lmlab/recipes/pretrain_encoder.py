@@ -14,37 +14,36 @@ the seed, an example's mask from (seed, example[, epoch]), the generator's sampl
 import dataclasses
 import hashlib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from lmlab.config import EncoderConfig, TrainConfig
+from lmlab.config import EncoderConfig, LoopConfig, TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.data.segments import document_lines, full_sentence_rows, segments
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.outputs import claim_run_dir
-from lmlab.losses.masked_lm import electra_losses, masked_lm_losses
+from lmlab.losses.masked_lm import Batch
 from lmlab.models import registry
-from lmlab.models.encoder_files import save_electra_dirs, save_pretraining_dir
 from lmlab.models.family import Family
-from lmlab.models.pretraining import build_electra_for_pretraining, build_for_pretraining
 from lmlab.objectives.dynamic_masking import example_key
 from lmlab.objectives.masking_row import BERT_SPECIAL_TOKENS
 from lmlab.objectives.next_sentence import pack_pair
-from lmlab.objectives.objective import Key, seeded_generator
+from lmlab.objectives.objective import Key, Objective, seeded_generator
 from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
-from lmlab.objectives.whole_word import whole_word_objective
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
+from lmlab.training.encoder_heads import HEADS
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training import distributed
-from lmlab.training.loop import LoopConfig, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
 
 DEFAULT_BLOCK = 128  # tokens per example unless --block-size says otherwise
 
@@ -69,7 +68,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     """Pre-train an encoder of shape `model_cfg` on `data` (a path or an embedded corpus) into `out`.
 
     `objective` is an encoder objective of `objectives.registry` the family can train with (default:
-    the family's own); `whole_word` masks
+    the family's own); its record names the network trained (`training.encoder_heads`). `whole_word` masks
     whole words; `masking` is "static" (BERT) or "dynamic" (RoBERTa, ELECTRA: the defaults of those
     families, and DeBERTa's). `tokenizer` is a WordPiece tokenizer.json or its directory; without one, one of the
     preset's vocabulary size is trained on the data. `stop_after` ends this session after that
@@ -77,10 +76,7 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     """
     family = registry.lookup(model_cfg.family, kind="encoder")
     record = check_objective(family, objective, whole_word)
-    rtd = record.name == "rtd"  # a generator and a discriminator, trained by replaced-token detection
-    masking = masking or family.masking
-    if masking not in ("static", "dynamic"):
-        raise LmlabError(f"masking '{masking}' is unknown; use static or dynamic")
+    masking = check_masking(masking or family.masking)
     _check_train_config(train_cfg)
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
@@ -90,23 +86,20 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
     tok = _tokenizer(out / TOKENIZER_FILE if ckpt is not None else tokenizer, texts, model_cfg.vocab_size)
     special = {name: tok.token_to_id(name) for name in BERT_SPECIAL_TOKENS}
     cfg = model_cfg.replace(vocab_size=tok.get_vocab_size(), pad_token_id=special["[PAD]"])
-    block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_tokens)
-    if not 8 <= block <= cfg.max_tokens:
-        raise LmlabError(f"--block-size {block} must be between 8 and the model's {cfg.max_tokens} tokens; "
-                         "change --block-size")
+    block = block_size(train_cfg, cfg)
 
     # 2. Examples: sentence pairs with labels, or full-sentence rows; a held-out part.
-    examples = build_examples(texts, tok, record, block, special, train_cfg.seed)
-    train, val = split_examples(examples, train_cfg.val_fraction, train_cfg.seed)
-    val = val[:train_cfg.eval_batches * train_cfg.batch_size]
+    examples = build_examples(texts, tok, record, block, special, train_cfg.loop.seed)
+    train, val = split_examples(examples, train_cfg.val_fraction, train_cfg.loop.seed)
+    val = val[:train_cfg.eval_batches * train_cfg.loop.batch_size]
     # the objective masks one padded row from its key; --whole-word-masking swaps in whole words
-    mask = whole_word_objective(tok) if whole_word else build_objective(record, tok)
+    mask = record.whole_word(tok) if whole_word else build_objective(record, tok)
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = training_device(device)
-    torch.manual_seed(train_cfg.seed)
-    model = (build_electra_for_pretraining(cfg) if rtd else
-             build_for_pretraining(cfg, sentence_pair=record.pair_task is not None)).to(dev)
+    torch.manual_seed(train_cfg.loop.seed)
+    head = HEADS[record.head]
+    model = head.build(cfg, record).to(dev)
     settings = {"recipe": f"{cfg.family} {record.name}", "base_model": None, "base_fingerprint": None,
                 "model": dataclasses.asdict(cfg), "objective": record.name, "whole_word_masking": whole_word,
                 "masking": masking, "data": data, "data_key": _data_key(examples), "block_size": block,
@@ -115,66 +108,91 @@ def pretrain_encoder(model_cfg: EncoderConfig, train_cfg: TrainConfig, data: str
         claim_run_dir(out)
         with atomic_path(out / TOKENIZER_FILE) as tmp:
             tok.save(str(tmp))
-    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
+    session = start_session(out, model, train_cfg.optim, train_cfg.loop, settings, ckpt)
 
-    def batch(rows: list[Example], keys: list[Key]) -> dict[str, torch.Tensor]:
-        ids, attention, types, labels = collate(rows, special["[PAD]"])
-        pairs = [mask(row, key) for row, key in zip(ids.tolist(), keys)]  # each row as padded, masked alone
-        inputs, targets = (torch.from_numpy(np.array(side, dtype=np.int64)) for side in zip(*pairs))  # (B, T) each
-        return {name: t.to(dev) for name, t in dict(ids=ids, inputs=inputs, targets=targets, attention=attention,
-                                                      types=types, labels=labels).items()}
-
-    def losses(b: dict[str, torch.Tensor], step: int) -> tuple[torch.Tensor, dict]:
-        if rtd:
-            return electra_losses(model, b, seeded_generator(train_cfg.seed, step, device=dev))
-        return masked_lm_losses(model, b, record.pair_task)
+    def losses(rows: list[Example], keys: list[Key], step: int) -> tuple[torch.Tensor, dict]:
+        b = masked_batch(rows, keys, mask, special["[PAD]"], dev)
+        return head.losses(model, b, record, seeded_generator(train_cfg.loop.seed, step, device=dev))
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        indices = batch_indices(len(train), train_cfg.batch_size, step, train_cfg.seed)
-        epochs = (step * train_cfg.batch_size + np.arange(len(indices))) // len(train)
-        indices, epochs = part_of(indices, part, parts), part_of(epochs, part, parts)
-        keys = [example_key(train_cfg.seed, int(i), int(e) if masking == "dynamic" else None)
-                for i, e in zip(indices, epochs)]
-        loss, logged = losses(batch([train[i] for i in indices], keys), step)
+        indices, keys = step_examples(len(train), train_cfg.loop, step, part, parts, masking == "dynamic")
+        loss, logged = losses([train[i] for i in indices], keys, step)
         return loss, {k: v for k, v in logged.items() if k != "loss"}
 
     def validate() -> dict:  # held-out examples with fixed masks, so every evaluation sees the same task
-        totals = {}
-        for start in range(0, len(val), train_cfg.batch_size):
-            rows = val[start:start + train_cfg.batch_size]
-            keys = [example_key(train_cfg.seed, len(train) + start + k) for k in range(len(rows))]
-            _, logged = losses(batch(rows, keys), 0)
-            for key, value in logged.items():
-                totals[key] = totals.get(key, 0.0) + value * len(rows)
-        return {f"val_{key}": value / len(val) for key, value in totals.items()}
+        return held_out_metrics(val, len(train), train_cfg.loop, lambda rows, keys: losses(rows, keys, 0)[1])
 
     if val:
         log_before(session, validate)
     finished = run_steps(session, step_loss, validate if val else None, stop_after, show_progress,
                          ylabel="loss (nats/token)")
-    model_dir = None
-    if finished and session.dist.is_main:
-        model_dir = out / "model"
-        if rtd:
-            save_electra_dirs(model, model_dir, out / "generator", tok)
-        else:
-            save_pretraining_dir(model, model_dir, tok)
+    model_dir = head.save(model, out, tok) if finished and session.dist.is_main else None
     before, after = measured(session)
     return EncoderPretrainResult(session.step, finished, model_dir, before, after)
 
 
 def check_objective(family: Family, objective: str | None, whole_word: bool) -> ObjectiveRecord:
     """The registry's objective to train `family` with (its default when None); one the family
-    cannot train with is an error listing those it can."""
+    cannot train with, or whole words asked of one without whole-word masking, is an error."""
     record = choose_objective(family, objective)
-    if whole_word and record.name == "span":
-        raise LmlabError("--whole-word-masking with --objective span: span masking already masks whole words; "
-                         "drop one")
+    if whole_word and record.whole_word is None:
+        raise LmlabError(f"--whole-word-masking with --objective {record.name}: it has no whole-word masking of "
+                         f"its own to swap in ({record.about}); drop one")
     return record
 
 
+def check_masking(masking: str) -> str:
+    """`masking` ("static" or "dynamic"), checked."""
+    if masking not in ("static", "dynamic"):
+        raise LmlabError(f"masking '{masking}' is unknown; use static or dynamic")
+    return masking
+
+
+def block_size(train_cfg: TrainConfig, cfg: EncoderConfig) -> int:
+    """Tokens per example: --block-size, or DEFAULT_BLOCK within the model's positions; checked."""
+    block = train_cfg.block_size or min(DEFAULT_BLOCK, cfg.max_tokens)
+    if not 8 <= block <= cfg.max_tokens:
+        raise LmlabError(f"--block-size {block} must be between 8 and the model's {cfg.max_tokens} tokens; "
+                         "change --block-size")
+    return block
+
+
+def step_examples(n_train: int, loop: LoopConfig, step: int, part: int, parts: int,
+                  dynamic: bool) -> tuple[np.ndarray, list[Key]]:
+    """The training examples of part `part` of `parts` of step `step`'s batch, and the key that masks
+    each: (seed, example), or with `dynamic` masking (seed, example, epoch), so a new epoch draws new masks."""
+    indices = batch_indices(n_train, loop.batch_size, step, loop.seed)
+    epochs = (step * loop.batch_size + np.arange(len(indices))) // n_train
+    indices, epochs = part_of(indices, part, parts), part_of(epochs, part, parts)
+    return indices, [example_key(loop.seed, int(i), int(e) if dynamic else None) for i, e in zip(indices, epochs)]
+
+
+def held_out_metrics(val: list[Example], n_train: int, loop: LoopConfig,
+                     metrics: Callable[[list[Example], list[Key]], dict]) -> dict:
+    """The mean of `metrics(rows, keys)` over the held-out examples `val` in batches, each example
+    masked by its own fixed key (after the `n_train` training examples'), as val_* metrics."""
+    totals = {}
+    for start in range(0, len(val), loop.batch_size):
+        rows = val[start:start + loop.batch_size]
+        keys = [example_key(loop.seed, n_train + start + k) for k in range(len(rows))]
+        for key, value in metrics(rows, keys).items():
+            totals[key] = totals.get(key, 0.0) + value * len(rows)
+    return {f"val_{key}": value / len(val) for key, value in totals.items()}
+
+
+def masked_batch(rows: list[Example], keys: list[Key], mask: Objective, pad_id: int,
+                 device: torch.device) -> Batch:
+    """`rows` padded into a batch, each row masked alone by `mask` with its key: ids, inputs, targets,
+    attention, types (B, T) and labels (B,), on `device`."""
+    ids, attention, types, labels = collate(rows, pad_id)
+    pairs = [mask(row, key) for row, key in zip(ids.tolist(), keys)]  # each row as padded, masked alone
+    inputs, targets = (torch.from_numpy(np.array(side, dtype=np.int64)) for side in zip(*pairs))  # (B, T) each
+    return {name: t.to(device) for name, t in dict(ids=ids, inputs=inputs, targets=targets, attention=attention,
+                                                   types=types, labels=labels).items()}
+
+
 def _check_train_config(cfg: TrainConfig) -> None:
-    decoder_only(cfg.fsdp, cfg.max_memory, "encoder pre-training")
+    decoder_only(cfg.loop.fsdp, cfg.max_memory, "encoder pre-training")
     if cfg.compile:
         raise LmlabError("--compile is not supported by encoder pre-training; drop it")
 
