@@ -112,6 +112,13 @@ def test_no_import_goes_against_the_direction():
                      + "\n".join(f"  {a} imports {b}" for a, b in new))
 
 
+def test_no_two_packages_may_import_each_other():
+    """The table is a direction: where a package may import another, the other may not import it back (io and
+    tokenizers once imported each other; now data -> tokenizers -> io)."""
+    both_ways = sorted((a, b) for a in ALLOWED for b in ALLOWED[a] if a < b and a in ALLOWED.get(b, set()))
+    assert not both_ways, f"packages allowed to import each other: {both_ways}"
+
+
 def test_exceptions_are_still_needed():
     gone = set(EXCEPTIONS) - {(a, package(b)) for a, b in against_direction()}
     assert not gone, f"these exceptions no longer happen; delete them from EXCEPTIONS: {sorted(gone)}"
