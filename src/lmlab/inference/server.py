@@ -76,20 +76,9 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
     created = int(time.time())
     names = [model_name] + ([embedder.name] if embedder else [])
 
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError):
-        return JSONResponse(error.body(), status_code=error.status)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, error: HTTPException):
-        code = "not_found" if error.status_code == 404 else None
-        return JSONResponse(ApiError(error.status_code, f"{request.method} {request.url.path}: {error.detail}",
-                                     code=code).body(), status_code=error.status_code)
-
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, error: Exception):
-        log.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse(ApiError(500, f"internal error: {type(error).__name__}: {error}").body(), status_code=500)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _server_error)
 
     @app.get("/", response_class=HTMLResponse)
     async def web_chat():
@@ -131,26 +120,50 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
         if embedder is None:
             raise ApiError(404, f"this server has no embedding model (it serves {model_name}); start it with "
                                 "--embedding-model", param="model", code="model_not_found")
-        _check_model(body.model, [embedder.name])
-        texts = [body.input] if isinstance(body.input, str) else body.input
-        if not texts or any(not t for t in texts):
-            raise ApiError(400, "input must be a non-empty string or a non-empty list of non-empty strings",
-                           param="input")
-        if len(texts) > MAX_EMBEDDING_INPUTS:
-            raise ApiError(400, f"input holds {len(texts)} texts; send at most {MAX_EMBEDDING_INPUTS} per request",
-                           param="input")
-        if body.dimensions not in (None, embedder.encoder.config.d_model):
-            raise ApiError(400, f"dimensions: {embedder.name} gives {embedder.encoder.config.d_model}-dimensional "
-                                "embeddings only", param="dimensions")
-        async with embed_lock:
-            tokens = await off_loop(_embedding_tokens, embedder, texts)
-            vectors = await off_loop(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
-        return {"object": "list", "model": embedder.name,
-                "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
-                         for i, v in enumerate(vectors.float().cpu().numpy())],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return await _embeddings(embedder, body, embed_lock)
 
     return app
+
+
+async def _api_error(request: Request, error: ApiError) -> JSONResponse:
+    """An `ApiError` raised by a route: OpenAI's error object with its status."""
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
+    """Starlette's own refusals (an unknown path: 404, a wrong method: 405) as OpenAI's error object."""
+    code = "not_found" if error.status_code == 404 else None
+    return JSONResponse(ApiError(error.status_code, f"{request.method} {request.url.path}: {error.detail}",
+                                 code=code).body(), status_code=error.status_code)
+
+
+async def _server_error(request: Request, error: Exception) -> JSONResponse:
+    """A bug or an engine failure: logged with its traceback, answered as a 500 in OpenAI's error object."""
+    log.exception("%s %s failed", request.method, request.url.path)
+    return JSONResponse(ApiError(500, f"internal error: {type(error).__name__}: {error}").body(), status_code=500)
+
+
+async def _embeddings(embedder: Embedder, body: EmbeddingRequest, lock: asyncio.Lock) -> dict:
+    """The /v1/embeddings response to `body`: its texts checked (a 400 naming the bad parameter), then
+    tokenized and embedded in threads, one request at a time (`lock`: each batch uses every core)."""
+    _check_model(body.model, [embedder.name])
+    texts = [body.input] if isinstance(body.input, str) else body.input
+    if not texts or any(not t for t in texts):
+        raise ApiError(400, "input must be a non-empty string or a non-empty list of non-empty strings",
+                       param="input")
+    if len(texts) > MAX_EMBEDDING_INPUTS:
+        raise ApiError(400, f"input holds {len(texts)} texts; send at most {MAX_EMBEDDING_INPUTS} per request",
+                       param="input")
+    if body.dimensions not in (None, embedder.encoder.config.d_model):
+        raise ApiError(400, f"dimensions: {embedder.name} gives {embedder.encoder.config.d_model}-dimensional "
+                            "embeddings only", param="dimensions")
+    async with lock:
+        tokens = await off_loop(_embedding_tokens, embedder, texts)
+        vectors = await off_loop(sentence_embeddings, embedder.encoder, embedder.tokenizer, texts)
+    return {"object": "list", "model": embedder.name,
+            "data": [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
+                     for i, v in enumerate(vectors.float().cpu().numpy())],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 async def _parsed(model: type[BaseModel], request: Request) -> BaseModel:
