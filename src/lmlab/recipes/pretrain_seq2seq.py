@@ -49,9 +49,8 @@ from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
 from lmlab.training.finetune import batch_indices, split_examples
 from lmlab.training import distributed
-from lmlab.training.loop import LoopConfig, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
 
-# each family's default objective, by name (experiments.seq2seq_pretraining reports it)
 DEFAULT_BLOCK = 128  # tokens per chunk unless --block-size says otherwise
 
 
@@ -101,13 +100,13 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     sentence_ends = sentence_end_ids(tok)
     chunks = [c for text in texts for c in sentence_chunks(tok.encode(text, add_special_tokens=False).ids,
                                                              sentence_ends, block)]
-    train, val = split_examples(chunks, train_cfg.val_fraction, train_cfg.seed)
-    val = val[:train_cfg.eval_batches * train_cfg.batch_size]
+    train, val = split_examples(chunks, train_cfg.val_fraction, train_cfg.loop.seed)
+    val = val[:train_cfg.eval_batches * train_cfg.loop.batch_size]
     corrupt = training_pairs(build_objective(record, tok, noise=span_noise), cfg)
 
     # 3. Model and session (optimizer, schedule, checkpoint restored when resuming).
     dev = training_device(device)
-    torch.manual_seed(train_cfg.seed)
+    torch.manual_seed(train_cfg.loop.seed)
     model = registry.build(cfg).to(dev)
     settings = {"recipe": f"{cfg.family} {record.name}", "base_model": None, "base_fingerprint": None,
                 "model": dataclasses.asdict(cfg), "objective": record.name, "data": data,
@@ -116,17 +115,17 @@ def pretrain_seq2seq(model_cfg: EncoderDecoderConfig, train_cfg: TrainConfig, da
     if ckpt is None and distributed.current().is_main:
         claim_run_dir(out)
         save_tokenizer(tok, out)
-    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
+    session = start_session(out, model, train_cfg.optim, train_cfg.loop, settings, ckpt)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        rows = part_of(list(enumerate(batch_indices(len(train), train_cfg.batch_size, step, train_cfg.seed))),
+        rows = part_of(list(enumerate(batch_indices(len(train), train_cfg.loop.batch_size, step, train_cfg.loop.seed))),
                        part, parts)  # (k, example): the k-th example of the step's batch is corrupted by seed k
-        pairs = [corrupt(train[i], (train_cfg.seed, step, k)) for k, i in rows]
+        pairs = [corrupt(train[i], (train_cfg.loop.seed, step, k)) for k, i in rows]
         return teacher_forced_loss(model, pairs), {}
 
     def validate() -> dict:  # the same corruption of each held-out chunk at every evaluation
-        pairs = [corrupt(chunk, (train_cfg.seed, "val", k)) for k, chunk in enumerate(val)]
-        return {"val_loss": mean_loss(model, pairs, train_cfg.batch_size)}
+        pairs = [corrupt(chunk, (train_cfg.loop.seed, "val", k)) for k, chunk in enumerate(val)]
+        return {"val_loss": mean_loss(model, pairs, train_cfg.loop.batch_size)}
 
     if val:
         log_before(session, validate)
@@ -176,7 +175,7 @@ def _tokenizer(path: str | Path | None, texts: list[str], cfg: EncoderDecoderCon
 
 
 def _check_train_config(cfg: TrainConfig) -> None:
-    decoder_only(cfg.fsdp, cfg.max_memory, "encoder-decoder pre-training")
+    decoder_only(cfg.loop.fsdp, cfg.max_memory, "encoder-decoder pre-training")
     if cfg.compile:
         raise LmlabError("--compile is not supported by encoder-decoder pre-training; drop it")
 
