@@ -281,7 +281,8 @@ def run_trl(job: Job, memory: PeakMemory) -> dict:
             lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": cfg.optim.min_lr_ratio},
             warmup_steps=cfg.optim.warmup_steps, gradient_checkpointing=False, bf16=False, use_cpu=device.type == "cpu",
             train_sampling_strategy="sequential", dataloader_num_workers=0, eval_strategy="no", save_strategy="no",
-            report_to="none", logging_steps=job.steps + 1, logging_first_step=True, disable_tqdm=True, seed=cfg.loop.seed)
+            report_to="none", logging_steps=job.steps + 1, logging_first_step=True, disable_tqdm=True,
+            seed=cfg.loop.seed)
         data = datasets.Dataset.from_list(trl_rows(job, cfg))
         if job.method == "sft":
             trainer = trl.SFTTrainer(model=model, args=trl.SFTConfig(**settings), train_dataset=data,
@@ -410,7 +411,8 @@ def main() -> None:
                 "schedule": f"{cfg.optim.warmup_steps} warmup steps, cosine to {cfg.optim.min_lr_ratio} of lr",
                 "grad_clip": cfg.optim.grad_clip, "dpo_beta": BETA, "steps": args.steps, "warmup": args.warmup,
                 "rounds": args.rounds, "quick": args.quick, "threads": args.threads,
-                "data": f"addition task, max operand {cfg.task_max_operand}, {cfg.task_size} drawn, seed {cfg.loop.seed}",
+                "data": f"addition task, max operand {cfg.task_max_operand}, {cfg.task_size} drawn, "
+                        f"seed {cfg.loop.seed}",
                 "trl_sft_format": "conversational prompt-completion (completion-only loss); assistant_only_loss "
                                   "needs {% generation %} markers that SmolLM2's chat template lacks",
                 "lmlab_config": asdict(cfg)}

@@ -4,7 +4,7 @@ FinetuneConfig and as CLI flags) and a toy reward."""
 
 import torch
 
-from lmlab.config import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.data.tasks import task_examples
 from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
@@ -16,9 +16,10 @@ from lmlab.training.finetune import FinetuneConfig
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A tiny run on the addition task with operands up to 9 (100 questions): 4 steps of 4 chats.
-TINY_RUN = FinetuneConfig(max_steps=4, batch_size=4, block_size=48,
-                          optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), eval_every=2,
-                          checkpoint_every=2, lora_rank=4, task_size=60, task_max_operand=9, task_eval_size=4)
+TINY_RUN = FinetuneConfig(loop=LoopConfig(max_steps=4, batch_size=4, eval_every=2, checkpoint_every=2,
+                                          keep_checkpoints=2, log_every=1), block_size=48,
+                          optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), lora_rank=4, task_size=60,
+                          task_max_operand=9, task_eval_size=4)
 TINY_FLAGS = ["--max-steps", "4", "--batch-size", "4", "--block-size", "48", "--lr", "0.01", "--warmup-steps", "1",
               "--eval-every", "2", "--checkpoint-every", "2", "--lora-rank", "4", "--task-size", "60",
               "--task-max-operand", "9", "--task-eval-size", "4"]

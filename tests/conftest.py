@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmlab.cli.main import main
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.models.decoder_files import save_hf_dir
@@ -72,8 +72,8 @@ def tiny_gpt2():
 
 @pytest.fixture
 def tiny_train():
-    return TrainConfig(max_steps=6, batch_size=4, block_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=2),
-                       eval_every=3, checkpoint_every=2, keep_checkpoints=2, log_every=1)
+    return TrainConfig(loop=LoopConfig(max_steps=6, batch_size=4, eval_every=3, checkpoint_every=2, keep_checkpoints=2,
+                                       log_every=1), block_size=16, optim=OptimConfig(lr=1e-3, warmup_steps=2))
 
 
 def lmlab(*args) -> int:

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from conftest import lmlab, one_line_error
-from lmlab.config import EncoderConfig, ModelConfig, OptimConfig, TrainConfig
+from lmlab.config import EncoderConfig, LoopConfig, ModelConfig, OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation.config import GenerationConfig
@@ -14,6 +14,7 @@ from lmlab.models.elmo.config import ElmoConfig
 from lmlab.models.rnn.config import RNNConfig
 from lmlab.models.window.config import WindowConfig
 from lmlab.models.word2vec.config import Word2VecConfig
+from lmlab.recipes.dpo import DPOConfig
 from lmlab.recipes.ppo import PPOConfig
 from lmlab.training.finetune import FinetuneConfig
 
@@ -37,15 +38,17 @@ ENCODER = dict(vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model
     (lambda: EncoderConfig(**ENCODER | {"layer_norm_eps": -1.0}), "--layer-norm-eps -1.0 must be greater than 0"),
     (lambda: preset("t5-tiny", n_decoder_layers=0), "--n-decoder-layers 0 must be at least 1"),
     (lambda: preset("t5-tiny", max_source_length=2**32), "--max-source-length 4294967296 is more"),
-    (lambda: TrainConfig(batch_size=0), "--batch-size 0 must be at least 1"),
-    (lambda: TrainConfig(grad_accum=0), "--grad-accum 0 must be at least 1"),
+    (lambda: LoopConfig(max_steps=1000, batch_size=0), "--batch-size 0 must be at least 1"),
+    (lambda: LoopConfig(max_steps=1000, batch_size=16, grad_accum=0), "--grad-accum 0 must be at least 1"),
     (lambda: OptimConfig(lr=math.inf), "--lr inf must be a finite number"),
     (lambda: TrainConfig(val_fraction=1.0), "--val-fraction 1.0 must lie in [0, 1)"),
-    (lambda: TrainConfig(seed=-1), "--seed -1 must be at least 0"),
+    (lambda: LoopConfig(max_steps=1000, batch_size=16, seed=-1), "--seed -1 must be at least 0"),
     (lambda: FinetuneConfig(lora_rank=0), "--lora-rank 0 must be at least 1"),
-    (lambda: FinetuneConfig(max_steps=0), "--max-steps 0 must be at least 1"),
+    (lambda: LoopConfig(max_steps=0, batch_size=8), "--max-steps 0 must be at least 1"),
     (lambda: OptimConfig(warmup_ratio=1.5), "--warmup-ratio 1.5 must lie in [0, 1)"),
     (lambda: PPOConfig(gamma=2.0), "--gamma 2.0 must lie in [0, 1]"),
+    (lambda: DPOConfig(beta=0.0), "--beta 0.0 must be positive"),
+    (lambda: DPOConfig(sample_max_new_tokens=0), "--sample-max-new-tokens 0 must be at least 1"),
     (lambda: GenerationConfig(num_beams=0), "--beams 0 must be at least 1"),
     (lambda: GenerationConfig(max_new_tokens=2**32), "--max-new-tokens 4294967296 is more than"),
     (lambda: GenerationConfig(temperature=math.nan), "--temperature nan must be a finite number"),

@@ -5,7 +5,8 @@ The front door for the common paths; each name is the library function a CLI com
     import lmlab
     model, tokenizer = lmlab.load("smollm2-135m-instruct")
     ids = lmlab.generate(model, tokenizer.encode("Once upon a time"), max_new_tokens=20)
-    lmlab.train(lmlab.preset("llama-tiny"), lmlab.TrainConfig(max_steps=300), "markov", "runs/m")
+    train_cfg = lmlab.TrainConfig(loop=lmlab.LoopConfig(max_steps=300, batch_size=16))
+    lmlab.train(lmlab.preset("llama-tiny"), train_cfg, "markov", "runs/m")
 
 Names are imported on first use, so `import lmlab` stays cheap (no torch until a name needs it).
 The deep imports (`lmlab.models.load.load`, `lmlab.recipes.sft.sft`, …) remain the same functions.
@@ -23,6 +24,7 @@ _EXPORTS = {
     "load_encoder_decoder": "lmlab.models.encoder_decoder.files",
     "preset": "lmlab.models.presets",
     "TrainConfig": "lmlab.config",
+    "LoopConfig": "lmlab.config",
     # generation
     "generate": "lmlab.generation.generate",
     "generate_batch": "lmlab.generation.generate",

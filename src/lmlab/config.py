@@ -399,40 +399,57 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Everything about a pre-training run except the model's shape and the data's location."""
+class LoopConfig:
+    """The training loop's settings (`lmlab.training.loop`): how long a run trains, in what pieces, how
+    often it evaluates, logs and saves, and its seed. Each recipe's config holds one (`cfg.loop`), with
+    defaults that suit it; on the command line its fields are flags of their own (`--max-steps`)."""
 
-    max_steps: int = 1000  # optimizer steps of the whole run
-    batch_size: int = 16  # sequences per optimizer step, over all processes and micro-batches
-    grad_accum: int = 1  # micro-batches per optimizer step
-    block_size: int | None = None  # tokens per training sequence; None = the model's context length
-    optim: OptimConfig = OptimConfig()
-    val_fraction: float = 0.05  # share of the blocks held out for validation
-    eval_every: int = 200  # steps between validations
-    eval_batches: int = 10  # held-out batches per validation
+    max_steps: int | None  # optimizer steps of the whole run
+    batch_size: int  # examples per optimizer step, over all processes and micro-batches
+    grad_accum: int = 1  # micro-batches per optimizer step and process
+    bf16: bool = False  # autocast the forward pass (and evaluation) to bfloat16
+    eval_every: int = 200  # steps between evaluations
     checkpoint_every: int = 200  # steps between checkpoints
     keep_checkpoints: int = 3  # newest checkpoints kept
     log_every: int = 10  # steps between metrics.jsonl rows
     seed: int = 0  # weights, data order and every random draw
-    bf16: bool = False  # autocast the forward pass to bfloat16
-    compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
     fsdp: bool = dataclasses.field(default=False, metadata={"help": (
         "shard weights, gradients and AdamW state over the processes (FSDP2; under torchrun, or resumable in one "
         "process)")})
+
+    def __post_init__(self):
+        check_types(self)
+        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "eval_every", "checkpoint_every",
+                 "keep_checkpoints", "log_every")
+        at_least(self, 0, "seed")
+        at_most(self, MAX_BATCH, "batch_size")
+        at_most(self, MAX_SEED, "seed")
+        if self.batch_size % self.grad_accum:
+            raise LmlabError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
+
+    def replace(self, **changes) -> "LoopConfig":
+        """A copy with some settings changed; unknown settings are an error."""
+        return checked_replace(self, "loop", changes)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything about a pre-training run except the model's shape and the data's location."""
+
+    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=16)
+    block_size: int | None = None  # tokens per training sequence; None = the model's context length
+    optim: OptimConfig = OptimConfig()
+    val_fraction: float = 0.05  # share of the blocks held out for validation
+    eval_batches: int = 10  # held-out batches per validation
+    compile: bool = False  # torch.compile the model: 2-3x for Llama on a GPU, ~1.1x on a CPU after a minute
     max_memory: str | None = dataclasses.field(default=None, metadata={"help": (
         "SIZE: refuse to start when the estimated memory per process exceeds it (8GiB, 512MiB)")})
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "block_size", "eval_every", "eval_batches",
-                 "checkpoint_every", "keep_checkpoints", "log_every")
-        at_least(self, 0, "seed")
+        at_least(self, 1, "block_size", "eval_batches")
         at_most(self, MAX_CONTEXT, "block_size")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
         fraction(self, "val_fraction")
-        if self.batch_size % self.grad_accum:
-            raise LmlabError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from lmlab.config import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.data.analogies import analogy_corpus
 from lmlab.errors import LmlabError
 from lmlab.models.elmo.char_cnn import CharCNN, Highway
@@ -22,8 +22,14 @@ from lmlab.recipes.elmo_probe import topic_data, probe_topics, train_tagger
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]
 TINY = dict(d_model=16, lstm_cells=24, char_dim=8, filters=((1, 8), (2, 8), (3, 16)), max_chars=12)
-TINY_TRAIN = dict(max_steps=30, batch_size=8, block_size=12, eval_every=15, eval_batches=2, checkpoint_every=10,
-                  optim=OptimConfig(lr=1e-2, warmup_steps=3, weight_decay=0.01))
+TINY_TRAIN = ElmoTrainConfig(loop=LoopConfig(max_steps=30, batch_size=8, eval_every=15, checkpoint_every=10,
+                                             keep_checkpoints=2, log_every=1),
+                             block_size=12, eval_batches=2, optim=OptimConfig(lr=1e-2, warmup_steps=3, weight_decay=0.01))
+
+
+def tiny_train(**loop) -> ElmoTrainConfig:
+    """TINY_TRAIN with some loop settings changed."""
+    return dataclasses.replace(TINY_TRAIN, loop=TINY_TRAIN.loop.replace(**loop))
 
 
 def tiny_model(seed: int = 0, vocab_size: int = 50) -> ElmoLM:
@@ -142,7 +148,7 @@ def metrics(run_dir) -> list[dict]:
 
 
 def test_tiny_elmo_lowers_both_losses_and_saves_a_loadable_model(texts, tmp_path):
-    run = train_elmo(texts, TINY, ElmoTrainConfig(**TINY_TRAIN), tmp_path / "run", show_progress=False)
+    run = train_elmo(texts, TINY, TINY_TRAIN, tmp_path / "run", show_progress=False)
     rows = metrics(tmp_path / "run")
     for key in ("forward_loss", "backward_loss"):
         first = sum(r[key] for r in rows[:3]) / 3
@@ -154,7 +160,7 @@ def test_tiny_elmo_lowers_both_losses_and_saves_a_loadable_model(texts, tmp_path
 
 
 def test_stopped_and_resumed_run_gives_the_same_weights_and_losses(texts, tmp_path):
-    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 12, "checkpoint_every": 4})
+    cfg = tiny_train(max_steps=12, checkpoint_every=4)
     straight = train_elmo(texts, TINY, cfg, tmp_path / "a", show_progress=False)
     first = train_elmo(texts, TINY, cfg, tmp_path / "b", stop_after=5, show_progress=False)
     assert first.model_dir is None and first.step == 5
@@ -169,7 +175,7 @@ def test_stopped_and_resumed_run_gives_the_same_weights_and_losses(texts, tmp_pa
 
 
 def test_logged_loss_is_the_sum_of_both_directions_with_throughput(texts, tmp_path):
-    train_elmo(texts, TINY, ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 3}), tmp_path / "r", show_progress=False)
+    train_elmo(texts, TINY, tiny_train(max_steps=3), tmp_path / "r", show_progress=False)
     rows = metrics(tmp_path / "r")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
@@ -179,9 +185,10 @@ def test_logged_loss_is_the_sum_of_both_directions_with_throughput(texts, tmp_pa
 
 
 def test_gradient_accumulation_follows_the_same_losses(texts, tmp_path):
-    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 4})
+    cfg = tiny_train(max_steps=4)
     train_elmo(texts, TINY, cfg, tmp_path / "one", show_progress=False)
-    train_elmo(texts, TINY, dataclasses.replace(cfg, grad_accum=2), tmp_path / "two", show_progress=False)
+    train_elmo(texts, TINY, dataclasses.replace(cfg, loop=cfg.loop.replace(grad_accum=2)), tmp_path / "two",
+               show_progress=False)
     one, two = metrics(tmp_path / "one"), metrics(tmp_path / "two")
     for key in ("loss", "val_forward_loss"):
         assert [r.get(key) for r in one] == pytest.approx([r.get(key) for r in two], rel=1e-4)
@@ -189,19 +196,19 @@ def test_gradient_accumulation_follows_the_same_losses(texts, tmp_path):
 
 def test_grad_accum_that_does_not_divide_the_batch_is_refused():
     with pytest.raises(LmlabError, match="--grad-accum 3"):
-        ElmoTrainConfig(batch_size=8, grad_accum=3)
+        ElmoTrainConfig.loop.replace(batch_size=8, grad_accum=3)  # the recipe's loop, 8 not divisible by 3
 
 
 def test_resume_with_a_different_shape_or_learning_rate_is_refused(texts, tmp_path):
-    cfg = ElmoTrainConfig(**TINY_TRAIN | {"max_steps": 4})
+    cfg = tiny_train(max_steps=4)
     train_elmo(texts, TINY, cfg, tmp_path / "r", stop_after=2, show_progress=False)
     with pytest.raises(LmlabError, match="d_model"):
         train_elmo(texts, TINY | {"d_model": 8}, cfg, tmp_path / "r", resume=True, show_progress=False)
     with pytest.raises(LmlabError, match="lr"):
         train_elmo(texts, TINY, dataclasses.replace(cfg, optim=cfg.optim.replace(lr=1e-3)), tmp_path / "r",
                    resume=True, show_progress=False)
-    resumed = train_elmo(texts, TINY, dataclasses.replace(cfg, max_steps=5), tmp_path / "r", resume=True,
-                         show_progress=False)  # training longer is the same run
+    resumed = train_elmo(texts, TINY, dataclasses.replace(cfg, loop=cfg.loop.replace(max_steps=5)), tmp_path / "r",
+                         resume=True, show_progress=False)  # training longer is the same run
     assert resumed.step == 5 and resumed.model_dir is not None
 
 

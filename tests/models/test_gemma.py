@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import lmlab
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import load_hf_dir, read_hf_config, save_hf_dir
 from lmlab.models.presets import preset
@@ -137,8 +137,8 @@ def test_a_config_transformers_computes_the_same_saves_and_loads_back(name, chan
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("name", ["gemma2-tiny", "gemma3-tiny"])
 def test_a_gemma_trained_by_lmlab_is_saved_as_transformers_computes_it(name, corpus_file, tmp_path):
-    train = TrainConfig(max_steps=2, batch_size=4, block_size=16, optim=OptimConfig(lr=1e-2, warmup_steps=1),
-                        eval_every=2, eval_batches=1, checkpoint_every=2, log_every=1)
+    train = TrainConfig(loop=LoopConfig(max_steps=2, batch_size=4, eval_every=2, checkpoint_every=2, log_every=1),
+                        block_size=16, optim=OptimConfig(lr=1e-2, warmup_steps=1), eval_batches=1)
     cfg = preset(name, vocab_size=300, context_length=32)
     result = lmlab.train(cfg, train, str(corpus_file), tmp_path / "run", show_progress=False)
     model = load_hf_dir(result.model_dir)

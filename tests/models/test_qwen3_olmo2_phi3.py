@@ -102,7 +102,7 @@ def test_a_key_lmlab_does_not_compute_is_refused_in_one_line(case):
 def test_a_tiny_preset_trains_and_loads_back(tmp_path, tiny_train):
     text = tmp_path / "text.txt"
     text.write_text("the cat sat on the mat.\nthe dog sat on the log.\na bird sang in the tree.\n" * 20)
-    train_cfg = tiny_train.replace(max_steps=2, eval_every=2, checkpoint_every=2)
+    train_cfg = tiny_train.replace(loop=tiny_train.loop.replace(max_steps=2, eval_every=2, checkpoint_every=2))
     for name in ("qwen3-tiny", "olmo2-tiny", "phi3-tiny"):
         cfg = lmlab.preset(name, vocab_size=280, context_length=32, n_layers=1, d_model=32, d_ff=48)
         result = lmlab.train(cfg, train_cfg, str(text), tmp_path / name, show_progress=False)

@@ -3,7 +3,7 @@ distance to copy from."""
 
 import pytest
 
-from lmlab.config import OptimConfig, PRESETS
+from lmlab.config import PRESETS, LoopConfig, OptimConfig
 from lmlab.recipes.copy_task import CopyTaskConfig, train_copy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -14,7 +14,8 @@ def test_full_attention_learns_to_copy_and_a_short_window_cannot(tmp_path):
     cannot see the source and stays near chance (1/8)."""
     model = PRESETS["llama-tiny"].replace(n_layers=2, d_model=64, n_heads=2, n_kv_heads=None, d_ff=128,
                                           attention_window=8)
-    cfg = CopyTaskConfig(length=32, symbols=8, max_steps=150, batch_size=16, optim=OptimConfig(lr=3e-3, warmup_steps=15))
+    cfg = CopyTaskConfig(length=32, symbols=8, loop=LoopConfig(max_steps=150, batch_size=16),
+                         optim=OptimConfig(lr=3e-3, warmup_steps=15))
     full = train_copy(model, cfg, tmp_path / "full", device="cpu", show_progress=False)
     window = train_copy(model.replace(attention="window"), cfg, tmp_path / "window", device="cpu",
                         show_progress=False)

@@ -87,8 +87,8 @@ def test_dpo_continuing_a_saved_adapter_takes_it_as_the_reference(base, tmp_path
     sft(base, "task", tmp_path / "sft", TINY_RUN.replace(peft="adapter", adapter_bottleneck=4,
                                                          loop=TINY_RUN.loop.replace(max_steps=2)),
         show_progress=False)
-    result = dpo(base, "task", tmp_path / "dpo", RUN.replace(loop=RUN.loop.replace(max_steps=2)), adapter=tmp_path / "sft" / "adapter",
-                 show_progress=False)
+    result = dpo(base, "task", tmp_path / "dpo", RUN.replace(loop=RUN.loop.replace(max_steps=2)),
+                 adapter=tmp_path / "sft" / "adapter", show_progress=False)
     assert result.before["val_loss"] == pytest.approx(math.log(2), abs=1e-4)  # the reference is the SFT adapter
     state = load_checkpoint(list_checkpoints(tmp_path / "dpo" / "checkpoints")[-1])["state"]
     assert "reference" in state and result.adapter_dir is not None and result.model_dir is None

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from lmlab.config import LoopConfig
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, TASKS, Example, read_examples
 from lmlab.data.sentiment import sentiment_splits
 from lmlab.errors import LmlabError
@@ -26,7 +27,8 @@ def lr(value: float):
     return EncoderFinetuneConfig().optim.replace(lr=value)
 
 
-FAST = EncoderFinetuneConfig(epochs=2, batch_size=4, optim=lr(1e-3), max_length=32, log_every=1)
+FAST = EncoderFinetuneConfig(epochs=2, loop=LoopConfig(max_steps=None, batch_size=4, log_every=1), optim=lr(1e-3),
+                             max_length=32)
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +65,14 @@ def test_predictions_need_no_targets_and_have_the_task_shape(encoder_dir, tmp_pa
 
 def test_classifier_learns_the_tiny_set(encoder_dir, tmp_path):
     result, _ = run(encoder_dir, tmp_path, "classify",
-                    EncoderFinetuneConfig(epochs=15, batch_size=4, optim=lr(3e-3), max_length=32, patience=15))
+                    EncoderFinetuneConfig(epochs=15, loop=LoopConfig(max_steps=None, batch_size=4), optim=lr(3e-3),
+                                          max_length=32, patience=15))
     assert result.before["accuracy"] <= 0.75 and result.best["accuracy"] >= 0.9
 
 
 def test_early_stopping_after_patience_epochs_without_improvement(encoder_dir, tmp_path):
-    frozen = EncoderFinetuneConfig(epochs=6, batch_size=4, optim=lr(1e-12), max_length=32, patience=2)
+    frozen = EncoderFinetuneConfig(epochs=6, loop=LoopConfig(max_steps=None, batch_size=4), optim=lr(1e-12),
+                                   max_length=32, patience=2)
     result, _ = run(encoder_dir, tmp_path, "classify", frozen)
     assert result.stopped_early and result.finished
     assert result.best_epoch == 1 and result.step == 3 * 3  # epoch 1 best, epochs 2 and 3 no better
@@ -87,7 +91,8 @@ def test_the_best_epoch_is_kept_and_patience_counts_epochs_in_a_row_without_impr
 
 
 def test_stopped_and_resumed_run_ends_with_the_same_weights(encoder_dir, tmp_path):
-    cfg = EncoderFinetuneConfig(epochs=2, batch_size=4, optim=lr(1e-3), max_length=32, dropout=0.3, patience=5)
+    cfg = EncoderFinetuneConfig(epochs=2, loop=LoopConfig(max_steps=None, batch_size=4), optim=lr(1e-3), max_length=32,
+                                dropout=0.3, patience=5)
     run(encoder_dir, tmp_path, "classify", cfg, out=tmp_path / "whole")
     first, _ = run(encoder_dir, tmp_path, "classify", cfg, out=tmp_path / "split", stop_after=4)
     assert not first.finished and first.step == 4  # mid-epoch 2
@@ -113,7 +118,7 @@ def test_two_micro_batches_give_the_losses_of_one_batch(encoder_dir, tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", task_rows("classify")[:11])  # batches of 4, 4 and 3 each epoch
     losses = {}
     for accum in (1, 2):
-        cfg = dataclasses.replace(FAST, dropout=0.0, grad_accum=accum)
+        cfg = dataclasses.replace(FAST, dropout=0.0, loop=FAST.loop.replace(grad_accum=accum))
         result = finetune_encoder(str(encoder_dir), "classify", str(data), tmp_path / f"accum{accum}", str(data),
                                   cfg, show_progress=False)
         assert result.finished and result.step == 2 * 3
@@ -129,7 +134,7 @@ def test_resume_with_other_settings_is_refused(encoder_dir, tmp_path):
 
 
 def test_long_inputs_are_cut_with_a_warning_or_refused(encoder_dir, tmp_path):
-    cfg = EncoderFinetuneConfig(epochs=1, batch_size=4, max_length=6)
+    cfg = EncoderFinetuneConfig(epochs=1, loop=LoopConfig(max_steps=None, batch_size=4), max_length=6)
     with pytest.warns(TruncationWarning, match="longer than --max-length 6"):
         run(encoder_dir, tmp_path, "classify", cfg)
     with pytest.raises(LmlabError, match=r"classify.jsonl:\d+ is longer than --max-length 6"):
@@ -139,7 +144,7 @@ def test_long_inputs_are_cut_with_a_warning_or_refused(encoder_dir, tmp_path):
 
 
 def test_qa_answers_cut_off_by_truncation_are_not_trained_on(encoder_dir, tmp_path):
-    cfg = EncoderFinetuneConfig(epochs=1, batch_size=4, max_length=12)
+    cfg = EncoderFinetuneConfig(epochs=1, loop=LoopConfig(max_steps=None, batch_size=4), max_length=12)
     with pytest.warns(TruncationWarning):
         result, _ = run(encoder_dir, tmp_path, "qa", cfg)
     assert result.finished and result.step < 3  # the "italy" answers lie past 12 tokens

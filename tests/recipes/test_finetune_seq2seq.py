@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
+from lmlab.config import LoopConfig
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 from lmlab.training.checkpoint import list_checkpoints
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 TINY_ARGS = ["--max-steps", "4", "--batch-size", "8", "--train-size", "40", "--val-size", "6", "--test-size", "6",
              "--eval-every", "2", "--checkpoint-every", "2", "--vocab-size", "300", "--max-new-tokens", "6",
              "--log-every", "1"]
-TINY = Seq2SeqFinetuneConfig(max_steps=4, batch_size=8, train_size=40, val_size=6, test_size=6, eval_every=2,
-                             checkpoint_every=2, vocab_size=300, max_new_tokens=6, log_every=1,
+TINY = Seq2SeqFinetuneConfig(loop=LoopConfig(max_steps=4, batch_size=8, eval_every=2, checkpoint_every=2,
+                                             keep_checkpoints=2, log_every=1), train_size=40, val_size=6, test_size=6,
+                             vocab_size=300, max_new_tokens=6,
                              optim=Seq2SeqFinetuneConfig.optim.replace(warmup_steps=1))
 
 
@@ -57,8 +59,9 @@ def test_a_pair_file_is_split_into_training_and_validation_pairs(tmp_path, capsy
 
 @pytest.mark.slow
 def test_bart_tiny_learns_to_write_numbers_as_digits(tmp_path):
-    cfg = Seq2SeqFinetuneConfig(max_steps=600, train_size=4000, val_size=100, test_size=200, eval_every=600,
-                                checkpoint_every=600, vocab_size=500, max_new_tokens=8)
+    cfg = Seq2SeqFinetuneConfig(loop=LoopConfig(max_steps=600, batch_size=32, eval_every=600, checkpoint_every=600,
+                                                keep_checkpoints=2), train_size=4000, val_size=100, test_size=200,
+                                vocab_size=500, max_new_tokens=8)
     result = finetune_seq2seq("bart-tiny", "numbers", tmp_path, cfg=cfg, show_progress=False)
     assert result.test["test_seq_acc"] >= 0.5
 

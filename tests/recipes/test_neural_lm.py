@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.markov import markov_corpus
 from lmlab.data.streams import parallel_streams
 from lmlab.errors import LmlabError
@@ -60,7 +60,7 @@ def test_resume_gives_bit_identical_weights(tmp_path, corpus_file, tiny_train, a
 
 def test_resume_needs_the_carried_state(tmp_path, corpus_file, tiny_train):
     """Dropping the checkpointed state (as if it were not saved) changes the resumed weights."""
-    cfg, train = CONFIGS["gru"], tiny_train.replace(block_size=8, max_steps=4)
+    cfg, train = CONFIGS["gru"], tiny_train.replace(block_size=8, loop=tiny_train.loop.replace(max_steps=4))
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "full", show_progress=False)
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "split", stop_after=2, show_progress=False)
     path = tmp_path / "split" / "checkpoints" / "step_0000002.pt"
@@ -78,7 +78,8 @@ def test_training_lowers_validation_loss(tmp_path, corpus_file, tiny_train, arch
     """Untied here: tied unit-normal embeddings of only 16 numbers start from random logits that
     40 steps do not unlearn; tied LSTMs are trained in the test below."""
     cfg = dataclasses.replace(CONFIGS[arch], tie_embeddings=False)
-    train = tiny_train.replace(max_steps=40, eval_every=5, optim=tiny_train.optim.replace(lr=1e-2), block_size=16)
+    train = tiny_train.replace(loop=tiny_train.loop.replace(max_steps=40, eval_every=5),
+                               optim=tiny_train.optim.replace(lr=1e-2), block_size=16)
     train_neural_lm(cfg, train, str(corpus_file), tmp_path / "r", show_progress=False)
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     val = [r["val_loss"] for r in rows if "val_loss" in r]
@@ -107,8 +108,8 @@ def test_resume_with_a_different_model_is_refused(tmp_path, corpus_file, tiny_tr
 def test_a_step_split_into_parts_is_refused_before_anything_is_written(tmp_path, corpus_file, tiny_train):
     """Each row carries its state to the next step, so a step's batch cannot be cut into micro-batches."""
     with pytest.raises(LmlabError, match="--grad-accum 2 over 1 process.*drop --grad-accum"):
-        train_neural_lm(CONFIGS["gru"], tiny_train.replace(grad_accum=2), str(corpus_file), tmp_path / "r",
-                        show_progress=False)
+        train_neural_lm(CONFIGS["gru"], tiny_train.replace(loop=tiny_train.loop.replace(grad_accum=2)), str(corpus_file),
+                        tmp_path / "r", show_progress=False)
     assert not (tmp_path / "r").exists()
 
 
@@ -126,8 +127,8 @@ def test_two_layer_lstm_and_gru_beat_the_window_lm_in_100_steps(markov_run, tmp_
     """The regression test of the LSTM anomaly. With ±0.1 embeddings a two-layer LSTM stayed near
     unigram loss under AdamW (perplexity 47 here, the GRU 9, the window LM 24); with unit-normal
     embeddings it reaches ~16. Same sizes, data, steps and optimiser for the three models."""
-    train = TrainConfig(max_steps=100, batch_size=16, block_size=32, optim=OptimConfig(lr=3e-3, warmup_steps=10),
-                        eval_every=100, checkpoint_every=100, log_every=10)
+    train = TrainConfig(loop=LoopConfig(max_steps=100, batch_size=16, eval_every=100, checkpoint_every=100,
+                                        log_every=10), block_size=32, optim=OptimConfig(lr=3e-3, warmup_steps=10))
     configs = {"window": WindowConfig(vocab_size=300, window=3, d_model=64, hidden=64),
                **{cell: RNNConfig(cell, vocab_size=300, d_model=64, hidden=64, n_layers=2, tie_embeddings=True)
                   for cell in ("gru", "lstm")}}

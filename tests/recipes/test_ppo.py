@@ -17,7 +17,8 @@ from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOY = TINY_RUN.replace(peft="none", optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), batch_size=16, max_steps=60, eval_every=1000, checkpoint_every=1000,
+TOY = TINY_RUN.replace(peft="none", optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0),
+                       loop=TINY_RUN.loop.replace(batch_size=16, max_steps=60, eval_every=1000, checkpoint_every=1000),
                        task_eval_size=1)
 TOY_PPO = PPOConfig(max_new_tokens=8, kl_coef=0.01)
 
@@ -43,7 +44,7 @@ def test_ppo_raises_a_toy_reward(base, tmp_path):
 
 @pytest.mark.parametrize("method", ["lora", "none"])
 def test_ppo_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path, method):
-    cfg = TINY_RUN.replace(peft=method, max_steps=6, checkpoint_every=3)
+    cfg = TINY_RUN.replace(peft=method, loop=TINY_RUN.loop.replace(max_steps=6, checkpoint_every=3))
     settings = PPOConfig(ppo_epochs=2, max_new_tokens=6, ptx_coef=0.5, ptx_data="markov", ptx_block_size=16)
     ppo(base, "task", tmp_path / "full", cfg, settings, show_progress=False)
     ppo(base, "task", tmp_path / "split", cfg, settings, stop_after=3, show_progress=False)  # mid-rollout
@@ -54,7 +55,7 @@ def test_ppo_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path, met
 
 
 def test_kl_coefficient_adapts_or_stays_fixed(base, tmp_path):
-    cfg = TINY_RUN.replace(max_steps=6)
+    cfg = TINY_RUN.replace(loop=TINY_RUN.loop.replace(max_steps=6))
     for adaptive in (True, False):
         ppo(base, "task", tmp_path / str(adaptive), cfg, PPOConfig(ppo_epochs=2, max_new_tokens=6, kl_coef=0.1,
                                                                    adaptive_kl=adaptive, kl_horizon=10),
@@ -64,8 +65,9 @@ def test_kl_coefficient_adapts_or_stays_fixed(base, tmp_path):
 
 
 def test_ppo_against_a_reward_model(base, tmp_path):
-    reward(base, "task", tmp_path / "rm", TINY_RUN.replace(max_steps=2), show_progress=False)
-    ppo(base, "task", tmp_path / "r", TINY_RUN.replace(max_steps=2), PPOConfig(ppo_epochs=2, max_new_tokens=4),
+    two_steps = TINY_RUN.replace(loop=TINY_RUN.loop.replace(max_steps=2))
+    reward(base, "task", tmp_path / "rm", two_steps, show_progress=False)
+    ppo(base, "task", tmp_path / "r", two_steps, PPOConfig(ppo_epochs=2, max_new_tokens=4),
         reward_model=tmp_path / "rm", show_progress=False)
     scored = [row["reward"] for row in rows(tmp_path / "r") if "reward" in row]
     assert len(scored) == 2 and all(isinstance(r, float) for r in scored)

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
-from lmlab.config import TrainConfig
+from lmlab.config import LoopConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.presets import preset
@@ -27,8 +27,8 @@ SHAPE = dict(vocab_size=420, n_encoder_layers=1, n_decoder_layers=1, n_heads=2, 
 TINY_ARGS = ["--vocab-size", "420", "--n-layers", "1", "--n-heads", "2", "--d-model", "32", "--d-ff", "64",
              "--max-steps", "4", "--batch-size", "4", "--block-size", "32", "--warmup-steps", "1", "--eval-every", "2",
              "--eval-batches", "1", "--checkpoint-every", "2", "--log-every", "1"]
-TRAIN = TrainConfig(max_steps=4, batch_size=4, block_size=32, optim=OptimConfig(warmup_steps=1), eval_every=2, eval_batches=1,
-                    checkpoint_every=2, log_every=1)
+TRAIN = TrainConfig(loop=LoopConfig(max_steps=4, batch_size=4, eval_every=2, checkpoint_every=2, log_every=1),
+                    block_size=32, optim=OptimConfig(warmup_steps=1), eval_batches=1)
 
 
 def rows(run) -> list[dict]:

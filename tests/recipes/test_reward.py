@@ -114,7 +114,8 @@ def test_load_reward_model_of_a_directory_without_one_is_one_clear_error(tmp_pat
 ])
 def test_a_damaged_reward_head_is_refused_in_one_line(base, tmp_path, damage, message):
     out = tmp_path / "rm"
-    reward(base, "task", out, RUN.replace(loop=RUN.loop.replace(max_steps=1, eval_every=1, checkpoint_every=1)), show_progress=False)
+    reward(base, "task", out, RUN.replace(loop=RUN.loop.replace(max_steps=1, eval_every=1, checkpoint_every=1)),
+           show_progress=False)
     save_file(damage(load_file(out / REWARD_HEAD_FILE)), out / REWARD_HEAD_FILE)
     with pytest.raises(LmlabError, match="^[^\n]*$") as error:
         load_reward_model(out)

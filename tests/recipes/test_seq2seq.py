@@ -6,6 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from lmlab.config import LoopConfig
 from lmlab.errors import LmlabError
 from lmlab.models.seq2seq.files import load_seq2seq_dir
 from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
@@ -14,11 +15,13 @@ from lmlab.training.checkpoint import list_checkpoints
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 REVERSE = Seq2SeqTrainConfig(task="reverse", train_size=2000, val_size=100, test_size=200, embed_dim=16, hidden=48,
-                             attention_dim=16, max_steps=100, batch_size=32,
-                             optim=Seq2SeqTrainConfig.optim.replace(lr=1e-2, warmup_steps=10),
-                             eval_every=100, checkpoint_every=100, log_every=10)
-TINY = REVERSE.replace(train_size=200, val_size=20, test_size=20, hidden=16, max_steps=6, eval_every=3,
-                       checkpoint_every=2, log_every=1, dropout=0.1)
+                             attention_dim=16,
+                             loop=LoopConfig(max_steps=100, batch_size=32, eval_every=100, checkpoint_every=100,
+                                             keep_checkpoints=2, log_every=10),
+                             optim=Seq2SeqTrainConfig.optim.replace(lr=1e-2, warmup_steps=10))
+TINY = REVERSE.replace(train_size=200, val_size=20, test_size=20, hidden=16,
+                       loop=REVERSE.loop.replace(max_steps=6, eval_every=3, checkpoint_every=2, log_every=1),
+                       dropout=0.1)
 
 
 def test_tiny_model_learns_to_reverse_four_digits(tmp_path):
@@ -67,6 +70,7 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
 @pytest.mark.slow
 def test_attention_model_normalises_dates(tmp_path):
     """The full date task: a few minutes on one core."""
-    cfg = Seq2SeqTrainConfig(max_steps=1200, eval_every=400, checkpoint_every=400, val_size=200, test_size=500)
+    cfg = Seq2SeqTrainConfig(loop=LoopConfig(max_steps=1200, batch_size=64, eval_every=400, checkpoint_every=400,
+                                             keep_checkpoints=2), val_size=200, test_size=500)
     result = train_seq2seq(cfg, tmp_path, show_progress=False)
     assert result.test["test_seq_acc"] >= 0.95

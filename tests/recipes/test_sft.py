@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from lmlab.config import LoopConfig
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
@@ -73,7 +74,7 @@ def test_sft_run_directory_holds_adapter_merged_model_metrics_and_curve(base, tm
 
 @pytest.mark.parametrize("method,lr,drop", [("none", 1e-2, 1.0), ("lora", 3e-2, 0.2)])  # LoRA on random weights is slow
 def test_sft_lowers_the_held_out_loss_on_the_replies(base, tmp_path, method, lr, drop):
-    cfg = TINY_RUN.replace(peft=method, max_steps=12, eval_every=12, checkpoint_every=12,
+    cfg = TINY_RUN.replace(peft=method, loop=TINY_RUN.loop.replace(max_steps=12, eval_every=12, checkpoint_every=12),
                            optim=TINY_RUN.optim.replace(lr=lr))
     result = sft(base, "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["val_loss"] < result.before["val_loss"] - drop
@@ -81,8 +82,8 @@ def test_sft_lowers_the_held_out_loss_on_the_replies(base, tmp_path, method, lr,
 
 @pytest.mark.parametrize("method", ["adapter", "prefix", "prompt", "none"])
 def test_every_peft_method_trains_and_saves_its_result(base, tmp_path, method):
-    cfg = TINY_RUN.replace(peft=method, max_steps=2, n_prefix=2, n_prompt_tokens=2, adapter_bottleneck=4,
-                           task_eval_size=1)
+    cfg = TINY_RUN.replace(peft=method, loop=TINY_RUN.loop.replace(max_steps=2), n_prefix=2, n_prompt_tokens=2,
+                           adapter_bottleneck=4, task_eval_size=1)
     result = sft(base, "task", tmp_path / "r", cfg, show_progress=False)
     if method == "none":  # the whole model, with its tokenizer: lmlab generate reads it
         assert result.adapter_dir is None and load(tmp_path / "r")[1].chat_template == CHATML
@@ -174,9 +175,9 @@ def test_resume_with_other_settings_or_data_is_refused(base, tmp_path):
 def test_sft_with_lora_teaches_smollm2_the_answer_format(tmp_path):
     """End to end on the real SmolLM2-135M-Instruct: a few minutes of LoRA on the addition task
     raise the held-out task reward (it starts below 0: the model answers in prose)."""
-    cfg = FinetuneConfig(max_steps=40, batch_size=8, block_size=64,
-                         optim=FinetuneConfig.optim.replace(lr=2e-3), eval_every=40, checkpoint_every=40,
-                         task_size=400, task_eval_size=32)
+    cfg = FinetuneConfig(loop=LoopConfig(max_steps=40, batch_size=8, eval_every=40, checkpoint_every=40,
+                                         keep_checkpoints=2, log_every=1), block_size=64,
+                         optim=FinetuneConfig.optim.replace(lr=2e-3), task_size=400, task_eval_size=32)
     result = sft(real_model("smollm2-135m-instruct"), "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["task_reward"] > result.before["task_reward"] + 0.3
 

@@ -8,11 +8,12 @@ import torch
 from torch import nn
 
 from lmlab.cli.config_flags import add_config_flags, config_overrides
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.training.checkpoint import list_checkpoints, resume_checkpoint
 from lmlab.training.finetune import FinetuneConfig
-from lmlab.training.loop import LoopConfig, check_same_run, part_of, run_steps, start_session
+from lmlab.training import distributed
+from lmlab.training.loop import check_same_run, part_of, run_steps, start_session
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -97,8 +98,8 @@ def test_resuming_with_another_setting_is_refused_unless_the_setting_may_change(
 
 def test_stop_ends_the_run_early_with_a_checkpoint(tmp_path):
     net = model()
-    session = start_session(tmp_path, net, OPTIM, LoopConfig(max_steps=10, batch_size=8, checkpoint_every=100),
-                            settings())
+    session = start_session(tmp_path, net, OPTIM, LoopConfig(max_steps=10, batch_size=8, checkpoint_every=100,
+                                                             log_every=1), settings())
     assert not run_steps(session, regression_loss(net), stop=lambda: session.step >= 3, show_progress=False)
     assert session.step == 3 and [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step_0000003.pt"]
     rows = session.metrics.read()
@@ -106,9 +107,12 @@ def test_stop_ends_the_run_early_with_a_checkpoint(tmp_path):
     assert (tmp_path / "loss.png").is_file()
 
 
-def test_a_batch_that_does_not_split_into_the_parts_is_refused_before_anything_is_written(tmp_path):
-    with pytest.raises(LmlabError, match="--batch-size 6 must be a multiple of the processes \\(1\\) x --grad-accum"):
-        start_session(tmp_path / "run", model(), OPTIM, LoopConfig(max_steps=2, batch_size=6, grad_accum=4), {})
+def test_a_batch_that_does_not_split_into_the_parts_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    with pytest.raises(LmlabError, match="--batch-size 6 is not divisible by --grad-accum 4"):
+        LoopConfig(max_steps=2, batch_size=6, grad_accum=4)
+    monkeypatch.setattr(distributed, "current", lambda: distributed.Dist(world_size=4))  # 4 processes
+    with pytest.raises(LmlabError, match="--batch-size 6 must be a multiple of the processes \\(4\\) x --grad-accum"):
+        start_session(tmp_path / "run", model(), OPTIM, LoopConfig(max_steps=2, batch_size=6, grad_accum=2), {})
     assert not (tmp_path / "run").exists()
 
 
@@ -134,12 +138,13 @@ def test_warmup_ratio_replaces_warmup_steps():
         OptimConfig(beta2=1.5)
 
 
-def test_loop_config_takes_a_recipe_config_s_fields():
-    cfg = FinetuneConfig(max_steps=9, batch_size=4, grad_accum=2, eval_every=3, log_every=5)
-    assert LoopConfig.of(cfg) == LoopConfig(max_steps=9, batch_size=4, grad_accum=2, eval_every=3,
-                                            checkpoint_every=cfg.checkpoint_every,
-                                            keep_checkpoints=cfg.keep_checkpoints, log_every=5)
-    assert LoopConfig.of(cfg, max_steps=2).max_steps == 2
+def test_a_recipe_config_holds_its_loop_settings_as_one_loop_config():
+    cfg = FinetuneConfig(loop=LoopConfig(max_steps=9, batch_size=4, grad_accum=2, eval_every=3, log_every=5))
+    assert cfg.loop.max_steps == 9 and cfg.loop.replace(max_steps=2).max_steps == 2
+    assert FinetuneConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,
+                                               keep_checkpoints=2, log_every=1)  # the recipe's own defaults
+    with pytest.raises(LmlabError, match="unknown loop setting"):
+        cfg.loop.replace(lr=1.0)
 
 
 def test_optimizer_settings_are_flags_of_their_own():
@@ -147,7 +152,8 @@ def test_optimizer_settings_are_flags_of_their_own():
     add_config_flags(parser, TrainConfig)
     args = parser.parse_args(["--lr", "0.01", "--beta2", "0.99", "--max-steps", "5"])
     cfg = TrainConfig(**config_overrides(args, TrainConfig))
-    assert cfg.max_steps == 5 and cfg.optim == TrainConfig().optim.replace(lr=0.01, beta2=0.99)
+    assert cfg.loop == TrainConfig().loop.replace(max_steps=5)  # the recipe's other loop defaults kept
+    assert cfg.optim == TrainConfig().optim.replace(lr=0.01, beta2=0.99)
     assert "optim" not in config_overrides(parser.parse_args([]), TrainConfig)
 
 

@@ -14,7 +14,7 @@ from lmlab.cli.vocabulary import alias
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
 from lmlab.io import zoo
-from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig, finetune_encoder
+from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig, finetune_encoder
 
 COLUMNS_HELP = """expected columns (CSV with a header line, or JSONL objects; rename with --*-column):
   classify  text, label                        label: any string
@@ -58,7 +58,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
-    add_config_flags(p.add_argument_group("fine-tuning settings (unset ones keep their defaults)"), EncoderFinetuneConfig)
+    group = p.add_argument_group("fine-tuning settings (unset ones keep their defaults)")
+    add_config_flags(group, EncoderFinetuneConfig, skip=PER_EPOCH)  # the epochs set them; --task seq2seq has them
     finetune_seq2seq.add_seq2seq_flags(p)
     p.set_defaults(run=run)
 

@@ -9,7 +9,7 @@ from lmlab.cli.config_flags import add_config_flags, config_overrides, flag_fiel
 from lmlab.data.seq2seq_tasks import TASKS
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
-from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
+from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig
 from lmlab.recipes.finetune_seq2seq import Seq2SeqFinetuneConfig, finetune_seq2seq
 
 TASK = "seq2seq"
@@ -20,13 +20,13 @@ PAIRS_HELP = (f"--task {TASK}: --data is a CSV/JSONL file with 'source' and 'tar
 
 ENCODER_ONLY = sorted(flag_fields(EncoderFinetuneConfig) - flag_fields(Seq2SeqFinetuneConfig)
                       | {"text_column", "pair_column", "label_column"})
-SEQ2SEQ_ONLY = sorted(flag_fields(Seq2SeqFinetuneConfig) - flag_fields(EncoderFinetuneConfig))
+SEQ2SEQ_ONLY = sorted(flag_fields(Seq2SeqFinetuneConfig) - flag_fields(EncoderFinetuneConfig) | set(PER_EPOCH))
 
 
 def add_seq2seq_flags(p) -> None:
     """One flag per `Seq2SeqFinetuneConfig` setting that the encoder tasks do not already have."""
     group = p.add_argument_group(f"sequence-to-sequence settings (--task {TASK} only)")
-    add_config_flags(group, Seq2SeqFinetuneConfig, skip=flag_fields(EncoderFinetuneConfig))
+    add_config_flags(group, Seq2SeqFinetuneConfig, skip=flag_fields(EncoderFinetuneConfig) - set(PER_EPOCH))
 
 
 def refuse_flags(args, names: list[str], task: str) -> None:

@@ -72,7 +72,8 @@ def run_train(args) -> None:
     if block_size < min_context_length(order):
         raise LmlabError(f"--block-size {block_size} is too short for order {order}: perplexity windows need at "
                          f"least {min_context_length(order)} tokens (2(n-1), and 2)")
-    TrainConfig(val_fraction=_or(args.val_fraction, 0.05), seed=_or(args.seed, 0))  # checked before tokenizing
+    TrainConfig(val_fraction=_or(args.val_fraction, 0.05),  # checked before tokenizing
+                loop=TrainConfig.loop.replace(seed=_or(args.seed, 0)))
     check_run_dir(args.out)
     start = time.perf_counter()
     result = train_ngram(args.data, args.out, order, smoothing, args.tokenizer, _or(args.vocab_size, DEFAULT_VOCAB_SIZE),

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from lmlab.cli.vocabulary import alias
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
 from lmlab.data.markov import markov_corpus
@@ -43,9 +43,9 @@ def run(args) -> None:
     print(f"lmlab quickstart: {MARKOV_TRAIN_DOCS} documents sampled from a Markov source -> byte-level BPE -> "
           f"gpt2-tiny, {steps} steps\n")
     model_cfg = preset("gpt2-tiny", vocab_size=1024, context_length=128)
-    train_cfg = TrainConfig(max_steps=steps, batch_size=16, block_size=128,
-                            optim=OptimConfig(lr=2e-3, warmup_steps=steps // 10), eval_every=max(1, steps // 4),
-                            checkpoint_every=steps, keep_checkpoints=1, log_every=10)
+    train_cfg = TrainConfig(loop=LoopConfig(max_steps=steps, batch_size=16, eval_every=max(1, steps // 4),
+                                            checkpoint_every=steps, keep_checkpoints=1, log_every=10), block_size=128,
+                            optim=OptimConfig(lr=2e-3, warmup_steps=steps // 10))
     resume = bool(list_checkpoints(Path(args.out) / "checkpoints"))  # continue an interrupted quickstart
     result = pretrain(model_cfg, train_cfg, "markov", args.out, resume=resume, device=args.device)
     if result.interrupted:

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.config_checks import at_least, positive
 from lmlab.errors import LmlabError
 from lmlab.figures import save_line_plot
@@ -77,10 +77,11 @@ def compare_attention(out: str | Path, s: AttentionComparisonSettings = Attentio
     if (out / f"{RESULTS}.json").exists() or (out / "runs").exists():
         raise LmlabError(f"'{out}' already holds a comparison; choose a new --out directory")
     check_run_dir(out)
-    train = TrainConfig(max_steps=s.max_steps, batch_size=s.batch_size, block_size=s.block_size,
-                        optim=OptimConfig(lr=s.lr, warmup_steps=min(100, s.max_steps // 10)),
-                        eval_every=max(1, s.max_steps // 6), eval_batches=8, checkpoint_every=s.max_steps,
-                        keep_checkpoints=1, log_every=max(1, s.max_steps // 30), seed=s.seed)
+    train = TrainConfig(loop=LoopConfig(max_steps=s.max_steps, batch_size=s.batch_size,
+                                        eval_every=max(1, s.max_steps // 6), checkpoint_every=s.max_steps,
+                                        keep_checkpoints=1, log_every=max(1, s.max_steps // 30), seed=s.seed),
+                        block_size=s.block_size, optim=OptimConfig(lr=s.lr, warmup_steps=min(100, s.max_steps // 10)),
+                        eval_batches=8)
     base = preset(s.model).replace(n_layers=s.n_layers, d_model=s.d_model, n_heads=s.d_model // 32,
                                    n_kv_heads=None, d_ff=4 * s.d_model if preset(s.model).ffn == "gelu"
                                    else 8 * s.d_model // 3 // 8 * 8, vocab_size=s.vocab_size,
@@ -113,9 +114,9 @@ def compare_attention(out: str | Path, s: AttentionComparisonSettings = Attentio
 
 def _copy_task(model_cfg, s: AttentionComparisonSettings, run: Path, show_progress: bool) -> dict:
     """One method's copy-task run: its last held-out accuracy, training tokens/s and accuracy curve."""
-    cfg = CopyTaskConfig(length=s.block_size, symbols=s.copy_symbols, max_steps=s.copy_steps,
-                         batch_size=s.batch_size, optim=OptimConfig(lr=s.lr, warmup_steps=min(100, s.copy_steps // 10)),
-                         seed=s.seed)
+    cfg = CopyTaskConfig(length=s.block_size, symbols=s.copy_symbols,
+                         loop=LoopConfig(max_steps=s.copy_steps, batch_size=s.batch_size, seed=s.seed),
+                         optim=OptimConfig(lr=s.lr, warmup_steps=min(100, s.copy_steps // 10)))
     measures = train_copy(model_cfg, cfg, run, show_progress=show_progress)
     rows = read_metrics(run / "metrics.jsonl")
     return {"copy_accuracy": measures["val_copy_accuracy"], "copy_tokens_per_s": _median_speed(rows),

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.config_checks import at_least, fraction, positive
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
@@ -187,10 +187,10 @@ def _neural_curve(name: str, out: Path, scored: torch.Tensor, vocab_size: int, s
     if (run / "heldout.json").is_file():
         return read_json_object(run / "heldout.json", f"delete {run} to train it again")
     start, every = time.perf_counter(), s.max_steps // s.points
-    train = TrainConfig(max_steps=s.max_steps, batch_size=s.batch_size, block_size=s.block_size,
-                        optim=OptimConfig(lr=s.lr, warmup_steps=s.max_steps // 10), eval_every=every, eval_batches=8,
-                        checkpoint_every=every, keep_checkpoints=s.points + 1, log_every=max(1, s.max_steps // 100),
-                        seed=s.seed)
+    train = TrainConfig(loop=LoopConfig(max_steps=s.max_steps, batch_size=s.batch_size, eval_every=every,
+                                        checkpoint_every=every, keep_checkpoints=s.points + 1,
+                                        log_every=max(1, s.max_steps // 100), seed=s.seed), block_size=s.block_size,
+                        optim=OptimConfig(lr=s.lr, warmup_steps=s.max_steps // 10), eval_batches=8)
     model_cfg, context, stride = _neural_config(name, s)
     resume = bool(list_checkpoints(run / "checkpoints"))
     recipe = pretrain if name == "transformer" else train_neural_lm

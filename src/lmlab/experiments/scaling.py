@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.blocks import split_blocks
 from lmlab.data.corpora import EMBEDDED, MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS, MARKOV_TRAIN_SEED, load_corpus
 from lmlab.data.markov import markov_corpus
@@ -88,7 +88,8 @@ class ScalingSettings:
         if kind(self.model) != "decoder":
             raise LmlabError(f"--model {self.model} is not a decoder preset; choose a decoder family's preset, "
                              "such as gpt2-tiny or llama-tiny")
-        TrainConfig(batch_size=self.batch_size, block_size=self.block_size, optim=OptimConfig(lr=self.lr))
+        TrainConfig(loop=LoopConfig(max_steps=1000, batch_size=self.batch_size), block_size=self.block_size,
+                    optim=OptimConfig(lr=self.lr))
 
     @property
     def sizes(self) -> list[int]:
@@ -206,10 +207,11 @@ def _model_config(s: ScalingSettings, run: PlannedRun):
 def _train_config(s: ScalingSettings, run: PlannedRun) -> TrainConfig:
     """A cosine schedule as long as the run; a few evaluations for the curves; one checkpoint at the end."""
     lr = s.lr * min(1.0, 32 / run.d_model)
-    return TrainConfig(max_steps=run.steps, batch_size=s.batch_size, block_size=s.block_size,
-                       optim=OptimConfig(lr=lr, warmup_steps=min(100, run.steps // 10)),
-                       val_fraction=VAL_FRACTION, eval_every=max(1, run.steps // 8), eval_batches=4,
-                       checkpoint_every=run.steps, keep_checkpoints=1, log_every=max(1, run.steps // 50), seed=s.seed)
+    return TrainConfig(loop=LoopConfig(max_steps=run.steps, batch_size=s.batch_size, eval_every=max(1, run.steps // 8),
+                                       checkpoint_every=run.steps, keep_checkpoints=1,
+                                       log_every=max(1, run.steps // 50), seed=s.seed), block_size=s.block_size,
+                       optim=OptimConfig(lr=lr, warmup_steps=min(100, run.steps // 10)), val_fraction=VAL_FRACTION,
+                       eval_batches=4)
 
 
 def _settings_dict(s: ScalingSettings) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import OptimConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
@@ -74,10 +74,10 @@ def vanishing_gradients(out: str | Path, data: str = "markov", settings: Vanishi
         torch.manual_seed(s.seed)  # the initial weights of the training run below
         norms[f"{cell} init"] = _mean_norms(RNNLM(config), batches)
         if s.train_steps:
-            train = TrainConfig(max_steps=s.train_steps, batch_size=s.batch_size, block_size=s.block_size,
-                                optim=OptimConfig(lr=s.lr, warmup_steps=min(20, s.train_steps)),
-                                eval_every=s.train_steps, checkpoint_every=s.train_steps, keep_checkpoints=1,
-                                seed=s.seed)
+            train = TrainConfig(loop=LoopConfig(max_steps=s.train_steps, batch_size=s.batch_size,
+                                                eval_every=s.train_steps, checkpoint_every=s.train_steps,
+                                                keep_checkpoints=1, seed=s.seed), block_size=s.block_size,
+                                optim=OptimConfig(lr=s.lr, warmup_steps=min(20, s.train_steps)))
             result = train_neural_lm(config, train, data, out / "runs" / cell, tokenizer=out / TOKENIZER_FILE,
                                      show_progress=show_progress)
             norms[f"{cell} trained"] = _mean_norms(load_rnn_dir(result.model_dir), batches)

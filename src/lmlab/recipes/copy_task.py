@@ -13,15 +13,15 @@ from pathlib import Path
 
 import torch
 
-from lmlab.config import ModelConfig, OptimConfig, config_to_dict
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types
+from lmlab.config import LoopConfig, ModelConfig, OptimConfig, config_to_dict
+from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types
 from lmlab.data.copy_task import copy_accuracy, copy_batch
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models import registry
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
+from lmlab.training.loop import last_evaluation, part_of, run_steps, start_session
 
 
 @dataclass(frozen=True)
@@ -30,21 +30,17 @@ class CopyTaskConfig:
 
     length: int = 1024  # tokens per sequence: the copy is length / 2 + 1 tokens after its source
     symbols: int = 32  # alphabet size: chance is 1 / symbols
-    max_steps: int = 300
-    batch_size: int = 4
+    # evaluation, checkpoints and logs come at fixed shares of max_steps (`train_copy`)
+    loop: LoopConfig = LoopConfig(max_steps=300, batch_size=4)
     optim: OptimConfig = OptimConfig(lr=2e-3, warmup_steps=30)
     eval_batches: int = 4  # held-out batches of batch_size strings
-    seed: int = 0
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "max_steps", "batch_size", "eval_batches")
+        at_least(self, 1, "eval_batches")
         at_least(self, 2, "symbols")
         at_least(self, 4, "length")
-        at_least(self, 0, "seed")
         at_most(self, MAX_CONTEXT, "length")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
 
 
 def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, device: str = "auto",
@@ -56,15 +52,16 @@ def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, dev
     dev = training_device(device)
     model_cfg = model_cfg.replace(vocab_size=cfg.symbols + 1, context_length=cfg.length)
     settings = {"recipe": "copy_task", "model": config_to_dict(model_cfg), "task": dataclasses.asdict(cfg)}
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.loop.seed)
     model = registry.build(model_cfg).to(dev)
-    loop = LoopConfig(max_steps=cfg.max_steps, batch_size=cfg.batch_size, eval_every=max(1, cfg.max_steps // 6),
-                      checkpoint_every=cfg.max_steps, keep_checkpoints=1, log_every=max(1, cfg.max_steps // 30))
+    steps = cfg.loop.max_steps
+    loop = cfg.loop.replace(eval_every=max(1, steps // 6), checkpoint_every=steps, keep_checkpoints=1,
+                            log_every=max(1, steps // 30))
     session = start_session(out, model, cfg.optim, loop, settings)
     head_loss = CausalLMLoss(model)
 
     def batch(step: int, held_out: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs, targets = copy_batch(cfg.batch_size, cfg.length, cfg.symbols, cfg.seed, step, held_out)
+        inputs, targets = copy_batch(cfg.loop.batch_size, cfg.length, cfg.symbols, cfg.loop.seed, step, held_out)
         return inputs.to(dev), targets.to(dev)  # (B, length) each
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
@@ -82,5 +79,5 @@ def train_copy(model_cfg: ModelConfig, cfg: CopyTaskConfig, out: str | Path, dev
         return {"val_loss": loss / cfg.eval_batches, "val_copy_accuracy": right / scored}
 
     run_steps(session, step_loss, evaluate, show_progress=show_progress,
-              throughput=("tokens_per_s", cfg.batch_size * cfg.length))
+              throughput=("tokens_per_s", cfg.loop.batch_size * cfg.length))
     return last_evaluation(session)

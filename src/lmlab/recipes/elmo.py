@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import OptimConfig
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction
+from lmlab.config import LoopConfig, OptimConfig
+from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, fraction
 from lmlab.data.blocks import batch_starts, gather, split_blocks
 from lmlab.data.words import build_vocab, corpus_sentences
 from lmlab.errors import LmlabError
@@ -27,7 +27,7 @@ from lmlab.models.elmo.config import ElmoConfig
 from lmlab.models.elmo.files import save_elmo
 from lmlab.models.elmo.model import ElmoLM
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.loop import LoopConfig, last_evaluation, part_of, run_steps, start_session
+from lmlab.training.loop import last_evaluation, part_of, run_steps, start_session
 
 ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss",
                "forward validation": "val_forward_loss", "backward validation": "val_backward_loss"}
@@ -37,31 +37,20 @@ ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss
 class ElmoTrainConfig:
     """Everything about an ELMo training run except the model's shape and the data."""
 
-    max_steps: int = 400  # optimizer steps of the whole run
-    batch_size: int = 16  # blocks per optimizer step, over all processes and micro-batches
-    grad_accum: int = 1  # micro-batches per optimizer step
+    # a batch of blocks
+    loop: LoopConfig = LoopConfig(max_steps=400, batch_size=16, eval_every=100, checkpoint_every=100,
+                                  keep_checkpoints=2, log_every=1)
     block_size: int = 32  # tokens per training sequence
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=20, weight_decay=0.01)
     min_count: int = 2  # words seen fewer times are <unk>
     val_fraction: float = 0.05  # share of the data held out for validation
-    eval_every: int = 100  # steps between evaluations
     eval_batches: int = 8  # held-out batches per evaluation
-    checkpoint_every: int = 100  # steps between checkpoints
-    keep_checkpoints: int = 2  # newest checkpoints kept
-    seed: int = 0  # weights, data order and every random draw
-    bf16: bool = False  # autocast the forward pass to bfloat16
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "block_size", "min_count", "eval_every",
-                 "eval_batches", "checkpoint_every", "keep_checkpoints")
-        at_least(self, 0, "seed")
+        at_least(self, 1, "block_size", "min_count", "eval_batches")
         at_most(self, MAX_CONTEXT, "block_size")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
         fraction(self, "val_fraction")
-        if self.batch_size % self.grad_accum:
-            raise LmlabError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
 
 
 @dataclass(frozen=True)
@@ -103,32 +92,32 @@ def train_elmo(texts: list[str], shape: dict, cfg: ElmoTrainConfig, out: str | P
     max_chars = shape.get("max_chars", ElmoConfig.max_chars)
     stream, vocab = word_stream(texts, cfg.min_count, max_chars)
     model_cfg = ElmoConfig(vocab_size=len(vocab), **shape)
-    split = split_blocks(stream.types, cfg.block_size, cfg.val_fraction, cfg.seed)
-    torch.manual_seed(cfg.seed)
+    split = split_blocks(stream.types, cfg.block_size, cfg.val_fraction, cfg.loop.seed)
+    torch.manual_seed(cfg.loop.seed)
     model = ElmoLM(model_cfg)
     settings = {"recipe": "elmo", "model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(cfg)}
-    session = start_session(out, model, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
+    session = start_session(out, model, cfg.optim, cfg.loop, settings, ckpt)
 
     def batch(starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         block = gather(split.tokens, starts, cfg.block_size)  # (B, T+1) type ids
         return stream.type_chars[block], stream.type_targets[block]  # (B, T+1, C), (B, T+1)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        starts = part_of(batch_starts(split.train_blocks, cfg.batch_size, step, cfg.seed), part, parts)
+        starts = part_of(batch_starts(split.train_blocks, cfg.loop.batch_size, step, cfg.loop.seed), part, parts)
         forward_loss, backward_loss = model(*batch(starts))
         return forward_loss + backward_loss, {"forward_loss": forward_loss.item(),
                                               "backward_loss": backward_loss.item()}
 
     def validate() -> dict:  # each direction's mean loss per word over eval_batches held-out batches
-        starts = split.val_blocks[: cfg.eval_batches * cfg.batch_size]
+        starts = split.val_blocks[: cfg.eval_batches * cfg.loop.batch_size]
         totals = np.zeros(2)
-        for lo in range(0, len(starts), cfg.batch_size):
-            part = starts[lo:lo + cfg.batch_size]
+        for lo in range(0, len(starts), cfg.loop.batch_size):
+            part = starts[lo:lo + cfg.loop.batch_size]
             totals += [loss.item() * len(part) for loss in model(*batch(part))]
         forward, backward = totals / max(len(starts), 1)
         return {"val_forward_loss": forward, "val_backward_loss": backward}
 
-    words_per_step = cfg.batch_size * (cfg.block_size + 1)
+    words_per_step = cfg.loop.batch_size * (cfg.block_size + 1)
     finished = run_steps(session, step_loss, validate, stop_after, show_progress, curves=ELMO_CURVES,
                          ylabel="loss (nats/token)", throughput=("words_per_s", words_per_step))
     if finished and session.dist.is_main:

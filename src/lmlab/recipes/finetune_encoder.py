@@ -30,9 +30,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from lmlab.config import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.models.presets import names, preset
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, at_least, at_most, check_types, fraction, positive
+from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, flag, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
 from lmlab.data.encoder_tasks import (DEFAULT_COLUMNS, EMBEDDED_TASKS, Columns, Example, check_choice_counts,
                                       check_labels, embedded_examples, label_names, read_examples)
@@ -52,7 +52,7 @@ from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
 from lmlab.training.finetune import split_examples
-from lmlab.training.loop import LoopConfig, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.loop import LOOP_DEFAULTS, log_before, measured, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 
 SCRATCH_VOCAB_SIZE = 8000  # WordPiece trained on the training texts when the encoder starts from a preset
@@ -62,15 +62,17 @@ class TruncationWarning(UserWarning):
     """Some inputs were longer than --max-length and were cut."""
 
 
+PER_EPOCH = ("eval_every", "checkpoint_every", "keep_checkpoints")  # the loop's settings the epochs set
+
+
 @dataclass(frozen=True)
 class EncoderFinetuneConfig:
     """Everything about an encoder fine-tuning run except the model, the data and the output directory."""
 
     epochs: int = 3  # passes over the training examples
-    max_steps: int | None = None  # stop after this many optimizer steps (a smoke run); default: all the epochs'
-    batch_size: int = 32  # examples per optimizer step, over all processes and micro-batches
-    grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False  # autocast training and evaluation to bfloat16
+    # max_steps None: all the epochs' steps (a number: a smoke run stops there). The run evaluates and
+    # checkpoints once an epoch, keeping the newest 2: eval_every, checkpoint_every, keep_checkpoints stay unset
+    loop: LoopConfig = LoopConfig(max_steps=None, batch_size=32)
     # Devlin et al.: linear warmup over 10% of the steps, linear decay to 0, betas (0.9, 0.999). BERT's lr
     # range is 2e-5 to 5e-5; an encoder trained from scratch wants ~1e-3.
     optim: OptimConfig = OptimConfig(lr=5e-5, warmup_ratio=0.1, schedule="linear", min_lr_ratio=0.0,
@@ -81,17 +83,15 @@ class EncoderFinetuneConfig:
     max_answer_length: int = 30  # qa: tokens in a predicted answer at most
     truncate: bool = True  # cut inputs over max_length (with a warning) rather than refuse them
     eval_fraction: float = 0.1  # without an evaluation file: share of the training examples held out
-    seed: int = 0  # weights, data order and every random draw
-    log_every: int = 10  # steps between metrics.jsonl rows
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "epochs", "max_steps", "batch_size", "grad_accum", "max_length", "patience", "max_answer_length",
-                 "log_every")
-        at_least(self, 0, "seed")
+        at_least(self, 1, "epochs", "max_length", "patience", "max_answer_length")
         at_most(self, MAX_CONTEXT, "max_length", "max_answer_length")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
+        per_epoch = [name for name in PER_EPOCH if getattr(self.loop, name) != LOOP_DEFAULTS[name]]
+        if per_epoch:
+            raise LmlabError(f"{', '.join(flag(name) for name in per_epoch)}: fine-tuning an encoder evaluates and "
+                             "checkpoints once an epoch; drop them")
         positive(self, "eval_fraction")
         fraction(self, "dropout")
         fraction(self, "eval_fraction")
@@ -146,7 +146,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
     dev = training_device(device)
     if ckpt is not None:  # the run's own tokenizer: one trained from scratch must not be retrained
         tokenizer = str(out / "tokenizer.json")
-    encoder, tok, source = starting_encoder(model, tokenizer, _texts(train_examples), cfg.seed)
+    encoder, tok, source = starting_encoder(model, tokenizer, _texts(train_examples), cfg.loop.seed)
     network = task_model(encoder, task, len(labels), cfg).to(dev)
     tuned = FinetunedEncoder(network, tok, task, labels, cfg.max_length, cfg.max_answer_length)
     train_features = _encoded(tuned, train_examples, cfg, train)
@@ -158,10 +158,11 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
 
     settings = {"recipe": "finetune_encoder", "model": source, "task": task, "train": train, "eval": eval_data,
                 "data_key": _data_key(train_examples, eval_examples), "labels": labels} | dataclasses.asdict(cfg)
-    steps_per_epoch = math.ceil(len(trainable) / cfg.batch_size)
-    max_steps = min(cfg.epochs * steps_per_epoch, cfg.max_steps or cfg.epochs * steps_per_epoch)  # a smoke run: fewer
-    loop = LoopConfig.of(cfg, max_steps=max_steps, eval_every=steps_per_epoch,
-                         checkpoint_every=steps_per_epoch, keep_checkpoints=2)
+    steps_per_epoch = math.ceil(len(trainable) / cfg.loop.batch_size)
+    all_epochs = cfg.epochs * steps_per_epoch
+    max_steps = min(all_epochs, cfg.loop.max_steps or all_epochs)  # a smoke run: fewer
+    loop = cfg.loop.replace(max_steps=max_steps, eval_every=steps_per_epoch, checkpoint_every=steps_per_epoch,
+                            keep_checkpoints=2)
     session = start_session(out, network, cfg.optim, loop, settings, ckpt)
     if not session.resumed:
         session.state.update(best=None, best_epoch=0, best_scores={}, bad_epochs=0, stopped_early=False)
@@ -169,7 +170,7 @@ def finetune_encoder(model: str, task: str, train: str, out: str | Path, eval_da
             tok.save(str(out / "tokenizer.json"))
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        indices = part_of(step_examples(len(trainable), cfg.batch_size, step, cfg.seed, parts), part, parts)
+        indices = part_of(step_examples(len(trainable), cfg.loop.batch_size, step, cfg.loop.seed, parts), part, parts)
         batch = {k: v.to(dev) for k, v in collate(train_features, [trainable[i] for i in indices]).items()}
         outputs = network(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         return spec.loss(outputs, batch["targets"]), {"epoch": (step + 1) / steps_per_epoch}
@@ -241,7 +242,7 @@ def load_splits(task: str, train: str, eval_data: str | None, columns: Columns, 
         if EMBEDDED_TASKS[train] != task:
             raise LmlabError(f"the embedded data '{train}' is a '{EMBEDDED_TASKS[train]}' task, not '{task}'; "
                              f"pass --task {EMBEDDED_TASKS[train]}")
-        train_examples, eval_examples = embedded_examples(train, cfg.seed)
+        train_examples, eval_examples = embedded_examples(train, cfg.loop.seed)
     else:
         if not Path(train).is_file():
             raise LmlabError(f"training data '{train}' not found; pass a CSV/JSONL file or an embedded task: "
@@ -253,7 +254,7 @@ def load_splits(task: str, train: str, eval_data: str | None, columns: Columns, 
     elif eval_examples is None:
         if len(train_examples) < 2:
             raise LmlabError(f"'{train}' holds {len(train_examples)} example; pass --eval or more examples")
-        train_examples, eval_examples = split_examples(train_examples, cfg.eval_fraction, cfg.seed)
+        train_examples, eval_examples = split_examples(train_examples, cfg.eval_fraction, cfg.loop.seed)
     if task == "choice":
         check_choice_counts(train_examples, train)
         check_choice_counts(eval_examples, eval_data or train)
@@ -285,7 +286,7 @@ def starting_encoder(model: str, tokenizer: str | None, texts: list[str], seed: 
 
 
 def task_model(encoder: BertEncoder, task: str, n_labels: int, cfg: EncoderFinetuneConfig) -> EncoderWithHead:
-    """`encoder` with a new head for `task`, its weights drawn from `cfg.seed`; an encoder without the
+    """`encoder` with a new head for `task`, its weights drawn from `cfg.loop.seed`; an encoder without the
     [CLS] pooler the head reads (an MLM checkpoint, any DeBERTa) gets a fresh one of its family's kind, as HF
     adds it."""
     if cfg.max_length > encoder.config.context_length:
@@ -294,7 +295,7 @@ def task_model(encoder: BertEncoder, task: str, n_labels: int, cfg: EncoderFinet
     if TASK_HEADS[task].reads == "pooled" and encoder.pooler is None:
         encoder.pooler = new_pooler(encoder.config)
         encoder.config = encoder.config.replace(pooler=True)
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.loop.seed)
     return EncoderWithHead(encoder, task_head(task, encoder.config.d_model, n_labels, cfg.dropout))
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from lmlab.config import OptimConfig
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_VOCAB, at_least, at_most, check_types, \
+from lmlab.config import LoopConfig, OptimConfig
+from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, check_types, \
     fraction, positive
 from lmlab.data.pair_files import read_pairs
 from lmlab.data.pairs import Pair, PairSplits, TaskSizes
@@ -38,7 +38,7 @@ from lmlab.training.encoder_decoder import (IdPair, encode_text, fingerprint, fi
                                             starting_model, teacher_forced_loss)
 from lmlab.training.finetune import batch_indices, data_key, split_examples
 from lmlab.training import distributed
-from lmlab.training.loop import (LoopConfig, evaluated, last_evaluation, log_before, measured, part_of, run_steps,
+from lmlab.training.loop import (evaluated, last_evaluation, log_before, measured, part_of, run_steps,
                                  start_session)
 from lmlab.training.progress import save_loss_curve
 
@@ -53,17 +53,11 @@ class TruncationWarning(UserWarning):
 class Seq2SeqFinetuneConfig:
     """Everything about a sequence-to-sequence fine-tuning run except the model, the data and the output directory."""
 
-    max_steps: int = 1000  # optimizer steps of the whole run
-    batch_size: int = 32  # pairs per optimizer step
-    grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False  # autocast the forward pass to bfloat16
+    # a batch of pairs
+    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=32, eval_every=100, checkpoint_every=100,
+                                  keep_checkpoints=2)
     # lr 1e-3 suits a tiny model; a large pre-trained one wants ~1e-4
     optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=50, weight_decay=0.01)
-    eval_every: int = 100  # steps between validations
-    checkpoint_every: int = 100  # steps between checkpoints
-    keep_checkpoints: int = 2  # newest checkpoints kept
-    log_every: int = 10  # steps between metrics.jsonl rows
-    seed: int = 0  # weights, data order and every random draw
     vocab_size: int = 1000  # the BPE trained on the pairs when --model is a preset
     truncate: bool = False  # cut texts longer than the model reads (with a warning) rather than refuse them
     val_fraction: float = 0.1  # a pair file without --eval: the share held out for validation
@@ -74,13 +68,9 @@ class Seq2SeqFinetuneConfig:
 
     def __post_init__(self):
         check_types(self)
-        at_least(self, 1, "max_steps", "batch_size", "grad_accum", "eval_every", "checkpoint_every", "keep_checkpoints",
-                 "log_every", "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
-        at_least(self, 0, "seed")
+        at_least(self, 1, "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
         at_most(self, MAX_VOCAB, "vocab_size")
         at_most(self, MAX_CONTEXT, "max_new_tokens")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
         positive(self, "val_fraction")
         fraction(self, "val_fraction")
 
@@ -115,7 +105,7 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
     if ckpt is not None and (out / TOKENIZER_FILE).is_file():  # the run's own tokenizer, never retrained
         tokenizer = out / TOKENIZER_FILE
     texts = [text for pair in splits.train for text in pair]
-    network, tok, source = starting_model(model, texts, cfg.vocab_size, cfg.seed, tokenizer=tokenizer)
+    network, tok, source = starting_model(model, texts, cfg.vocab_size, cfg.loop.seed, tokenizer=tokenizer)
     if cfg.max_new_tokens > network.config.max_target_length:
         raise LmlabError(f"--max-new-tokens {cfg.max_new_tokens} exceeds the {network.config.max_target_length} "
                          "target tokens the model decodes; lower --max-new-tokens")
@@ -129,14 +119,14 @@ def finetune_seq2seq(model: str, train: str, out: str | Path, eval_data: str | N
     if ckpt is None and distributed.current().is_main:
         claim_run_dir(out)
         save_tokenizer(tok, out)
-    session = start_session(out, network, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
+    session = start_session(out, network, cfg.optim, cfg.loop, settings, ckpt)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        rows = part_of(batch_indices(len(data["train"]), cfg.batch_size, step, cfg.seed), part, parts)
+        rows = part_of(batch_indices(len(data["train"]), cfg.loop.batch_size, step, cfg.loop.seed), part, parts)
         return teacher_forced_loss(network, [data["train"][i] for i in rows]), {}
 
     def validate() -> dict:
-        return {"val_loss": mean_loss(network, data["val"], cfg.batch_size),
+        return {"val_loss": mean_loss(network, data["val"], cfg.loop.batch_size),
                 "val_seq_acc": accuracy(network, tok, data["val"], splits.validation, cfg)}
 
     log_before(session, validate)
@@ -160,7 +150,7 @@ def load_pairs(train: str, eval_data: str | None, cfg: Seq2SeqFinetuneConfig) ->
     """(train, validation, test) pairs: a generated task's own splits, or a file's pairs with a
     held-out part (or `eval_data`) for validation and no test split."""
     if train in TASKS and not Path(train).exists():
-        splits = make_task(train, cfg.seed, TaskSizes(cfg.train_size, cfg.val_size, cfg.test_size))
+        splits = make_task(train, cfg.loop.seed, TaskSizes(cfg.train_size, cfg.val_size, cfg.test_size))
         return splits if eval_data is None else PairSplits(splits.train, read_pairs(eval_data), splits.test)
     if not Path(train).is_file():
         raise LmlabError(f"training data '{train}' not found; pass a CSV/JSONL file of source/target pairs or a "
@@ -170,7 +160,7 @@ def load_pairs(train: str, eval_data: str | None, cfg: Seq2SeqFinetuneConfig) ->
         return PairSplits(pairs, read_pairs(eval_data), [])
     if len(pairs) < 2:
         raise LmlabError(f"'{train}' holds {len(pairs)} pair; pass --eval or more pairs")
-    training, validation = split_examples(pairs, cfg.val_fraction, cfg.seed)
+    training, validation = split_examples(pairs, cfg.val_fraction, cfg.loop.seed)
     return PairSplits(training, validation, [])
 
 
@@ -218,5 +208,5 @@ def greedy_texts(model: EncoderDecoder, tok: Tokenizer, sources: list[list[int]]
 def accuracy(model: EncoderDecoder, tok: Tokenizer, encoded: list[IdPair], pairs: list[Pair],
              cfg: Seq2SeqFinetuneConfig) -> float:
     """Sequence accuracy: the share of greedy outputs exactly equal to their reference target."""
-    outputs = greedy_texts(model, tok, [source for source, _ in encoded], 2 * cfg.batch_size, cfg.max_new_tokens)
+    outputs = greedy_texts(model, tok, [source for source, _ in encoded], 2 * cfg.loop.batch_size, cfg.max_new_tokens)
     return sequence_accuracy([o.strip() for o in outputs], [target.strip() for _, target in pairs])

@@ -45,7 +45,7 @@ from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
-from lmlab.training.loop import LoopConfig, last_evaluation, run_steps, start_session
+from lmlab.training.loop import last_evaluation, run_steps, start_session
 from lmlab.training.result import PretrainResult
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
@@ -60,10 +60,11 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     after that many steps with a checkpoint (continue with `resume=True`); so does Ctrl-C.
     """
     out = Path(out)
-    decoder_only(train_cfg.fsdp, train_cfg.max_memory, "the window and RNN LMs")
+    decoder_only(train_cfg.loop.fsdp, train_cfg.max_memory, "the window and RNN LMs")
     processes = distributed.current().world_size
-    if train_cfg.grad_accum * processes != 1:  # each row carries its state to the next step: a batch does not split
-        raise LmlabError(f"--grad-accum {train_cfg.grad_accum} over {processes} process(es): the window and RNN LMs "
+    accum = train_cfg.loop.grad_accum
+    if accum * processes != 1:  # each row carries its state to the next step: a batch does not split
+        raise LmlabError(f"--grad-accum {accum} over {processes} process(es): the window and RNN LMs "
                          "train one whole batch per step; drop --grad-accum and run in one process (no torchrun)")
     train_cfg = train_cfg.replace(block_size=train_cfg.block_size or DEFAULT_BLOCK_SIZE)
     ckpt = resume_checkpoint(out, resume)
@@ -81,7 +82,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
 
     # 2. The transformer's block split (same validation blocks), training blocks laid out as B streams.
     tokens = tokenize_corpus(texts, tok)
-    block_size, batch_size, seed = train_cfg.block_size, train_cfg.batch_size, train_cfg.seed
+    block_size, batch_size, seed = train_cfg.block_size, train_cfg.loop.batch_size, train_cfg.loop.seed
     split = split_blocks(tokens, block_size, train_cfg.val_fraction, seed)
     streams = parallel_streams(tokens, split.train_blocks, block_size, batch_size)
     settings = {"recipe": "neural_lm", "model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
@@ -91,7 +92,7 @@ def train_neural_lm(model_cfg: WindowConfig | RNNConfig, train_cfg: TrainConfig,
     # checkpoint holds it and a resumed run continues each stream where it stopped.
     torch.manual_seed(seed)
     model = registry.build(model_cfg).to(dev)
-    session = start_session(out, model, train_cfg.optim, LoopConfig.of(train_cfg), settings, ckpt)
+    session = start_session(out, model, train_cfg.optim, train_cfg.loop, settings, ckpt)
     session.state.setdefault("carried", model.initial_state(batch_size))
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:

@@ -13,8 +13,8 @@ from typing import Literal
 
 import torch
 
-from lmlab.config import OptimConfig
-from lmlab.config_checks import MAX_BATCH, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, fraction
+from lmlab.config import LoopConfig, OptimConfig
+from lmlab.config_checks import MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
 from lmlab.data.pairs import Pair, TaskSizes
 from lmlab.data.seq2seq_tasks import TASKS, make_task
@@ -28,7 +28,7 @@ from lmlab.progress import in_batches
 from lmlab.objectives.teacher_forcing import teacher_forcing
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.finetune import batch_indices
-from lmlab.training.loop import LoopConfig, evaluated, last_evaluation, part_of, run_steps, start_session
+from lmlab.training.loop import evaluated, last_evaluation, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}
@@ -48,26 +48,16 @@ class Seq2SeqTrainConfig:
     hidden: int = 128  # width of the GRU states
     attention_dim: int = 64  # width of additive attention's hidden layer
     dropout: float = 0.0  # dropout probability in training
-    max_steps: int = 1500  # optimizer steps of the whole run
-    batch_size: int = 64  # examples per optimizer step
-    grad_accum: int = 1  # micro-batches per optimizer step and process
+    loop: LoopConfig = LoopConfig(max_steps=1500, batch_size=64, eval_every=250, checkpoint_every=250,
+                                  keep_checkpoints=2)
     optim: OptimConfig = OptimConfig(lr=3e-3, min_lr_ratio=0.05, warmup_steps=50, weight_decay=0.0)
-    eval_every: int = 250  # steps between evaluations
-    checkpoint_every: int = 250  # steps between checkpoints
-    keep_checkpoints: int = 2  # newest checkpoints kept
-    log_every: int = 10  # steps between metrics.jsonl rows
-    seed: int = 0  # weights, data order and every random draw
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise LmlabError(f"unknown task '{self.task}'; choose one of {', '.join(TASKS)}")
         check_types(self)
-        at_least(self, 1, "train_size", "val_size", "test_size", "embed_dim", "hidden", "attention_dim", "max_steps",
-                 "batch_size", "grad_accum", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every")
-        at_least(self, 0, "seed")
+        at_least(self, 1, "train_size", "val_size", "test_size", "embed_dim", "hidden", "attention_dim")
         at_most(self, MAX_WIDTH, "embed_dim", "hidden", "attention_dim")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
         fraction(self, "dropout")
 
     def replace(self, **changes) -> "Seq2SeqTrainConfig":
@@ -91,23 +81,23 @@ def train_seq2seq(cfg: Seq2SeqTrainConfig, out: str | Path, resume: bool = False
     metrics.jsonl, loss.png, accuracy.png, and model/ once max_steps is reached)."""
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
-    splits = make_task(cfg.task, cfg.seed, task_sizes(cfg))
+    splits = make_task(cfg.task, cfg.loop.seed, task_sizes(cfg))
     src_vocab = CharVocab.from_texts(source for source, _ in splits.train)
     tgt_vocab = CharVocab.from_texts(target for _, target in splits.train)
     model_cfg = Seq2SeqConfig(len(src_vocab), len(tgt_vocab), cfg.embed_dim, cfg.hidden, cfg.attention,
                               cfg.attention_dim, cfg.dropout, pad_id=PAD, bos_id=BOS, eos_id=EOS)
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.loop.seed)
     model = build_seq2seq(model_cfg)
     trained = Seq2SeqModel(model, src_vocab, tgt_vocab, max_len=2 * max(len(t) for _, t in splits.train) + 1,
-                           task={"name": cfg.task, "seed": cfg.seed} | dataclasses.asdict(task_sizes(cfg)))
+                           task={"name": cfg.task, "seed": cfg.loop.seed} | dataclasses.asdict(task_sizes(cfg)))
     settings = {"recipe": "seq2seq", "base_model": None, "base_fingerprint": None} | dataclasses.asdict(cfg)
-    session = start_session(out, model, cfg.optim, LoopConfig.of(cfg), settings, ckpt)
+    session = start_session(out, model, cfg.optim, cfg.loop, settings, ckpt)
 
     sources = [src_vocab.encode(source) for source, _ in splits.train]
     targets = [tgt_vocab.encode(target) for _, target in splits.train]
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        rows = part_of(batch_indices(len(sources), cfg.batch_size, step, cfg.seed), part, parts)
+        rows = part_of(batch_indices(len(sources), cfg.loop.batch_size, step, cfg.loop.seed), part, parts)
         src, tgt_in, tgt_out = teacher_forcing([sources[i] for i in rows], [targets[i] for i in rows], BOS, PAD)
         return cross_entropy(model(src, tgt_in), tgt_out), {}
 

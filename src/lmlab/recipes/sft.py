@@ -33,7 +33,7 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     out = Path(out)
     ckpt = resume_checkpoint(out, resume)
     chats = load_chats(data, cfg)
-    train, val = split_examples(chats, cfg.val_fraction, cfg.seed)
+    train, val = split_examples(chats, cfg.val_fraction, cfg.loop.seed)
     tuned = load_tunable(model, cfg, adapter, device)
     session = start_tuning(out, tuned.model, cfg, run_settings("sft", tuned, data, chats, cfg, adapter, pack=pack),
                            ckpt)
@@ -44,14 +44,14 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
         return inputs.to(tuned.device), targets.to(tuned.device)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
-        indices = part_of(batch_indices(len(train), cfg.batch_size, step, cfg.seed), part, parts)
+        indices = part_of(batch_indices(len(train), cfg.loop.batch_size, step, cfg.loop.seed), part, parts)
         inputs, targets = batch([train[i] for i in indices])
         return cross_entropy(tuned.model(inputs), targets), {}
 
     def validate() -> dict:  # mean loss per assistant token of the held-out chats
         nll, count = 0.0, 0
-        for start in range(0, len(val), cfg.batch_size):
-            inputs, targets = batch(val[start:start + cfg.batch_size])
+        for start in range(0, len(val), cfg.loop.batch_size):
+            inputs, targets = batch(val[start:start + cfg.loop.batch_size])
             nll += cross_entropy(tuned.model(inputs), targets, reduction="sum").item()
             count += int((targets != IGNORE_INDEX).sum())
         return {"val_loss": nll / count} if count else {}
@@ -67,5 +67,5 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
 def load_chats(data: str, cfg: FinetuneConfig) -> list[list[dict]]:
     """The chats of a JSONL file, or for "task" the task's demonstrations (each question once)."""
     if data == TASK:
-        return unique(task_examples(cfg.task_size, cfg.seed, cfg.task_max_operand))
+        return unique(task_examples(cfg.task_size, cfg.loop.seed, cfg.task_max_operand))
     return read_chats(data)

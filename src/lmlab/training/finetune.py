@@ -5,7 +5,7 @@ adds a PEFT method to it (or trains every weight: "none") and trains on examples
 training and a held-out part. A recipe reads, top to bottom:
 
     ckpt = resume_checkpoint(out, resume)                     # training.checkpoint
-    train, val = split_examples(examples, cfg.val_fraction, cfg.seed)
+    train, val = split_examples(examples, cfg.val_fraction, cfg.loop.seed)
     tuned = load_tunable(model, cfg, adapter, device)        # model + tokenizer, PEFT applied
     session = start_tuning(out, tuned.model, cfg, run_settings("sft", tuned, data, examples, cfg), ckpt)
     finished = run_steps(session, step_loss, evaluate)       # training.loop
@@ -28,10 +28,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_SEED, MAX_WIDTH, at_least, at_most, check_types, \
+from lmlab.config_checks import MAX_CONTEXT, MAX_WIDTH, at_least, at_most, check_types, \
     fraction, positive
 from lmlab.data.blocks import batch_starts
-from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
+from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.errors import LmlabError
 from lmlab.models import registry
 from lmlab.models.load import load
@@ -43,10 +43,10 @@ from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
-from lmlab.training.loop import LoopConfig, Session, evaluated, measured, start_session
+from lmlab.training.loop import Session, evaluated, measured, start_session
 from lmlab.training.memory import check_memory
 from lmlab.training.sharding import decoder_only, unsharded
-from lmlab.training.optim import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
 
@@ -63,46 +63,34 @@ class FinetuneConfig:
     adapter_bottleneck: int = 64  # adapters: width of the bottleneck
     n_prefix: int = 16  # prefix tuning: trained key/value positions per layer
     n_prompt_tokens: int = 20  # prompt tuning: trained virtual tokens
-    max_steps: int = 100  # optimizer steps of the whole run
-    batch_size: int = 8  # examples per optimizer step (a ranking or a pair counts as one)
+    # a ranking or a pair counts as one example of the batch
+    loop: LoopConfig = LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50, keep_checkpoints=2,
+                                  log_every=1)
     block_size: int = 512  # tokens per sequence at most; a batch is only as long as its longest one
     chat_template: str | None = dataclasses.field(default=None, metadata={"help": (
         "NAME: render chats with the model's chat template of this name (models may ship several, e.g. "
         "tool_use); default: the one named 'default'")})
     # lr 2e-4 suits LoRA and adapters; full fine-tuning (peft none) wants ~1e-5
     optim: OptimConfig = OptimConfig(lr=2e-4, warmup_steps=10, weight_decay=0.0)
-    grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False  # autocast the forward pass to bfloat16
     val_fraction: float = 0.1  # share of the examples held out for evaluation
-    eval_every: int = 50  # steps between evaluations
-    checkpoint_every: int = 50  # steps between checkpoints
-    keep_checkpoints: int = 2  # newest checkpoints kept
-    log_every: int = 1  # steps between metrics.jsonl rows
-    seed: int = 0  # weights, data order and every random draw
     task_size: int = 1000  # --data task: examples drawn (repeated questions are dropped)
     task_max_operand: int = 99  # --data task: operands 0..N; 99 suits a pre-trained model
     task_eval_size: int = 64  # --data task: held-out questions answered greedily before and after
-    fsdp: bool = dataclasses.field(default=False, metadata={"help": (
-        "shard weights, gradients and AdamW state over the processes (FSDP2; under torchrun, or resumable in one "
-        "process)")})
     max_memory: str | None = dataclasses.field(default=None, metadata={"help": (
         "SIZE: refuse to start when the estimated memory per process exceeds it (8GiB, 512MiB)")})
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # a list would not compare equal
         check_types(self)
-        at_least(self, 1, "lora_rank", "adapter_bottleneck", "n_prefix", "n_prompt_tokens", "max_steps", "batch_size",
-                 "grad_accum", "block_size", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
-                 "task_size", "task_eval_size")
-        at_least(self, 0, "seed", "task_max_operand")
+        at_least(self, 1, "lora_rank", "adapter_bottleneck", "n_prefix", "n_prompt_tokens", "block_size", "task_size",
+                 "task_eval_size")
+        at_least(self, 0, "task_max_operand")
         at_most(self, MAX_CONTEXT, "block_size", "n_prefix", "n_prompt_tokens")
         at_most(self, MAX_WIDTH, "lora_rank", "adapter_bottleneck")
-        at_most(self, MAX_BATCH, "batch_size")
-        at_most(self, MAX_SEED, "seed")
         positive(self, "lora_alpha")
         fraction(self, "lora_dropout")
         fraction(self, "val_fraction")
-        if self.fsdp and self.peft != "none":
+        if self.loop.fsdp and self.peft != "none":
             raise LmlabError(f"--fsdp shards a model whose every weight trains; with --peft {self.peft} only a "
                              "small adapter trains, which data parallelism (torchrun without --fsdp) handles: drop "
                              "--fsdp, or pass --peft none")
@@ -151,7 +139,7 @@ def load_tunable(model: str | Path, cfg: FinetuneConfig, adapter: str | Path | N
         raise LmlabError(f"--block-size {cfg.block_size} exceeds the model's context of {lm.config.context_length} "
                          "tokens; lower --block-size")
     fingerprint = base_fingerprint(lm)
-    torch.manual_seed(cfg.seed)  # the added parameters' starting values (LoRA's A, prefix tokens) follow the seed
+    torch.manual_seed(cfg.loop.seed)  # the added parameters' starting values (LoRA's A, prefix tokens) follow the seed
     if adapter is not None:
         load_peft(lm, adapter)
         record = json.loads((Path(adapter) / SETTINGS_FILE).read_text(encoding="utf-8"))
@@ -180,16 +168,8 @@ def read_chats(path: str | Path) -> list[list[dict]]:
     bad example fails before anything is written."""
     chats = read_chat_jsonl(path)
     for index, chat in enumerate(chats):
-        _checked(path, index + 1, chat)
+        check_example(path, index + 1, chat)
     return chats
-
-
-def read_preferences(path: str | Path) -> list[tuple[list[dict], list[str]]]:
-    """The (prompt, answers best first) rows of a JSONL preference file, prompts checked as for SFT."""
-    rows = read_preference_jsonl(path)
-    for index, (prompt, answers) in enumerate(rows):
-        _checked(path, index + 1, with_reply(prompt, answers[0]))
-    return rows
 
 
 def with_reply(prompt: list[dict], answer: str) -> list[dict]:
@@ -197,7 +177,8 @@ def with_reply(prompt: list[dict], answer: str) -> list[dict]:
     return [*prompt, {"role": "assistant", "content": answer}]
 
 
-def _checked(path: str | Path, index: int, chat: list[dict]) -> None:
+def check_example(path: str | Path, index: int, chat: list[dict]) -> None:
+    """`check_chat` on example `index` (from 1) of the file `path`, the file named in its error."""
     try:
         check_chat(chat, index)
     except LmlabError as e:
@@ -268,11 +249,11 @@ def start_tuning(out: Path, module: torch.nn.Module, cfg: FinetuneConfig, settin
     checked against --max-memory); --fsdp shards only a decoder trained on its own (sft, dpo)."""
     memory = None
     if isinstance(module, TransformerDecoder):
-        memory = check_memory(module, cfg.batch_size, cfg.grad_accum, cfg.block_size, cfg.fsdp, cfg.bf16,
-                              cfg.max_memory)
+        memory = check_memory(module, cfg.loop.batch_size, cfg.loop.grad_accum, cfg.block_size, cfg.loop.fsdp,
+                              cfg.loop.bf16, cfg.max_memory)
     else:
-        decoder_only(cfg.fsdp, cfg.max_memory, f"a {type(module).__name__} around one")
-    return start_session(out, module, cfg.optim, LoopConfig.of(cfg), settings, ckpt, memory=memory)
+        decoder_only(cfg.loop.fsdp, cfg.max_memory, f"a {type(module).__name__} around one")
+    return start_session(out, module, cfg.optim, cfg.loop, settings, ckpt, memory=memory)
 
 
 def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[], dict] | None = None,

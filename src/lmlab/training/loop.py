@@ -31,12 +31,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import claim_run_dir
@@ -46,7 +47,7 @@ from lmlab.training.checkpoint import (checkpoint_file, save_checkpoint, set_rng
                                       shards_of)
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.memory import MemoryEstimate
-from lmlab.training.optim import OptimConfig, build_optimizer, build_schedule
+from lmlab.training.optim import build_optimizer, build_schedule
 from lmlab.training.progress import LOSS_CURVES, MetricsLog, save_loss_curve
 
 # Settings a resumed run may change: they do not touch the weights. The base model is compared by
@@ -54,26 +55,8 @@ from lmlab.training.progress import LOSS_CURVES, MetricsLog, save_loss_curve
 RESUMABLE = frozenset({"max_steps", "eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints",
                        "log_every", "compile", "base_model", "max_memory"})
 
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """How long a run trains, in what pieces, and how often it evaluates, logs and saves."""
-
-    max_steps: int
-    batch_size: int  # examples per optimizer step, over all processes and micro-batches
-    grad_accum: int = 1  # micro-batches per optimizer step and process
-    bf16: bool = False  # autocast the loss (and evaluation) to bfloat16
-    eval_every: int = 200
-    checkpoint_every: int = 200
-    keep_checkpoints: int = 2
-    log_every: int = 1
-    fsdp: bool = False  # shard weights, gradients and optimizer state over the processes (FSDP2)
-
-    @classmethod
-    def of(cls, cfg, **settings) -> "LoopConfig":
-        """The loop settings of a recipe's config: its fields of the same names, then `settings`."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{name: getattr(cfg, name) for name in names if hasattr(cfg, name)} | settings)
+# What a loop setting was in a run saved before its recipe had it.
+LOOP_DEFAULTS = {f.name: f.default for f in fields(LoopConfig) if f.default is not MISSING}
 
 
 @dataclass
@@ -108,6 +91,8 @@ def start_session(out: Path | None, module: nn.Module, optim: OptimConfig, loop:
     before anything is written; then the first process prints the `memory` estimate a process
     needs and (re)starts run.json and metrics.jsonl in `out`."""
     d = distributed.current()
+    if loop.max_steps is None:
+        raise LmlabError("the run's length is not set; pass --max-steps")
     if loop.batch_size % (d.world_size * loop.grad_accum):
         raise LmlabError(f"--batch-size {loop.batch_size} must be a multiple of the processes ({d.world_size}) "
                          f"x --grad-accum ({loop.grad_accum})")
@@ -153,6 +138,8 @@ def check_same_run(ckpt: dict, settings: dict, out: Path | None, resumable: froz
                          f"({saved.get('base_model')}), not {settings.get('base_fingerprint')} "
                          f"({settings.get('base_model')}); resume with the --model it started from")
     saved, now = _flat(saved), _flat(settings)
+    saved |= {key: LOOP_DEFAULTS[key.rsplit(".", 1)[-1]] for key in now
+              if key not in saved and key.rsplit(".", 1)[-1] in LOOP_DEFAULTS}
     diffs = setting_differences(saved, now, {key for key in now if key.rsplit(".", 1)[-1] in resumable})
     if diffs:
         raise LmlabError(f"--resume with a different config ({'; '.join(diffs)}); rerun with the original "
@@ -160,11 +147,13 @@ def check_same_run(ckpt: dict, settings: dict, out: Path | None, resumable: froz
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:
-    """Nested settings as one level, by dotted name: {"train": {"lr": 1}} -> {"train.lr": 1}."""
+    """Nested settings as one level, by dotted name: {"train": {"lr": 1}} -> {"train.lr": 1}. The
+    loop's settings are named as if they were not nested ({"train": {"loop": {"max_steps": 5}}} ->
+    {"train.max_steps": 5}), as a run saved before `LoopConfig` nested them wrote them: it resumes."""
     flat = {}
     for key, value in settings.items():
         if isinstance(value, dict):
-            flat |= _flat(value, f"{prefix}{key}.")
+            flat |= _flat(value, prefix if key == "loop" else f"{prefix}{key}.")
         else:
             flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return flat
