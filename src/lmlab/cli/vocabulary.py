@@ -54,7 +54,6 @@ VOCABULARY = {
     # Commands of their own.
     "--add-k": "add-k smoothing's k (n-gram)",
     "--arpa": "an ARPA n-gram file",
-    "--beta": "DPO's beta",
     "--bootstrap": "bootstrap resamples for the fits' intervals",
     "--budget-minutes": "the wall-clock budget of the whole grid",
     "--cased": "keep letter case",
@@ -124,10 +123,6 @@ VOCABULARY = {
     "--relations": "the fact relations to probe",
     "--reward-fn": "the reward function",
     "--reward-model": "a trained reward model",
-    "--sample-max-new-tokens": "tokens per sampled answer",
-    "--sample-pairs": "preference pairs sampled per step",
-    "--sample-temperature": "temperature of the sampled answers",
-    "--sample-with-reference": "sample answers from the reference model",
     "--self-consistency": "sampled chains of thought per question, majority vote",
     "--shots": "demonstrations per prompt",
     "--slots": "sequences decoded together",
