@@ -66,6 +66,16 @@ def test_training_code_does_not_pick_config_fields_by_name():
     assert not found, found
 
 
+def test_loop_config_is_imported_from_its_one_home():
+    """`lmlab.config.LoopConfig`, as OptimConfig: not through `lmlab.training.loop`, which only uses it."""
+    roots = [SRC, SRC.parents[1] / "tests", SRC.parents[1] / "benchmarks"]
+    found = [f"{path}:{node.lineno}" for root in roots for path in root.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ImportFrom) and node.module != "lmlab.config"
+             and any(alias.name == "LoopConfig" for alias in node.names)]
+    assert not found, found
+
+
 def test_each_recipe_keeps_its_own_loop_defaults():
     assert TrainConfig().loop == LoopConfig(max_steps=1000, batch_size=16, keep_checkpoints=3, log_every=10)
     assert FinetuneConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,

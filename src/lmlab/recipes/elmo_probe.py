@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmlab.config import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.data.analogies import TOPICS, tagged_sentences
 from lmlab.errors import LmlabError
 from lmlab.models.elmo.chars import BOS, EOS, word_chars
 from lmlab.models.elmo.model import ElmoLM
 from lmlab.models.elmo.scalar_mix import ScalarMix
-from lmlab.training.loop import LoopConfig, run_steps, start_session
+from lmlab.training.loop import run_steps, start_session
 
 TRAIN_SEED, TEST_SEED = 1001, 2002  # sentences unlike the training corpus's (seed 0)
 # Adam at a constant learning rate: no warmup, no decay (a linear schedule to 100%), no weight
