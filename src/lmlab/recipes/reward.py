@@ -1,11 +1,11 @@
 """Reward modelling: a language model learns to score answers the way people rank them.
 
 Read top to bottom: preferences (a JSONL file of prompt + chosen/rejected, or prompt + K ranked
-answers; or the embedded addition task, K answers per question) -> a training and a held-out
-part -> the model with a PEFT method applied, and a scalar head read at the last token
-(`heads.reward.RewardModel`) -> per prompt, every one of its K answers scored in one batch and
-all K-choose-2 (better, worse) pairs in the Bradley-Terry loss, averaged over the pairs
-(InstructGPT) -> AdamW steps, checkpoints that resume exactly -> the backbone (adapter, or whole
+answers; or the embedded addition task, K answers per question; `training.preference_data`) -> a
+training and a held-out part -> the model with a PEFT method applied, and a scalar head read at the
+last token (`heads.reward.RewardModel`) -> per prompt, every one of its K answers scored in one batch
+(`training.preference.ranking_chats`) and all K-choose-2 (better, worse) pairs in the Bradley-Terry
+loss, averaged over the pairs (InstructGPT; `training.reward_model.ranking_loss`) -> AdamW steps, checkpoints that resume exactly -> the backbone (adapter, or whole
 model) and the head, which `models.tuned_files.load_reward_model` reads back (for PPO).
 Held-out pairwise accuracy (the share of pairs ordered right) is measured before and after.
 """
