@@ -2,6 +2,7 @@
 holds one (`cfg.loop`) and declares none of its fields itself; the command line stays flat
 (`--max-steps`); a run saved before the settings nested still resumes."""
 
+import argparse
 import ast
 import dataclasses
 from pathlib import Path
@@ -88,7 +89,7 @@ def command_flags(command: list[str]) -> dict:
     """The flags of `lmlab COMMAND` by option string."""
     parser = build_parser()
     for word in command:
-        parser = next(a for a in parser._actions if a.dest == "command").choices[word]
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
     return {option: action for action in parser._actions for option in action.option_strings}
 
 
@@ -97,6 +98,9 @@ def test_the_command_line_stays_flat_and_shows_each_recipe_s_own_default():
     assert "(default 1000)" in train["--max-steps"].help and "(default 16)" in train["--batch-size"].help
     assert "(default 100)" in finetune["--max-steps"].help and "(default 50)" in finetune["--eval-every"].help
     assert train["--max-steps"].config_field == "LoopConfig.max_steps"
+    encoder = command_flags(["finetune"])  # the epochs set its evaluation and checkpoints; FSDP shards decoders only
+    assert "(default 32)" in encoder["--batch-size"].help and "(default 100)" in encoder["--eval-every"].help
+    assert "--fsdp" not in encoder and "--fsdp" not in command_flags(["elmo", "train"])
     args = build_parser().parse_args(["train", "--data", "markov", "--max-steps", "5", "--grad-accum", "2", "--out", "x"])
     cfg = TrainConfig(**config_overrides(args, TrainConfig))
     assert cfg.loop == TrainConfig().loop.replace(max_steps=5, grad_accum=2)

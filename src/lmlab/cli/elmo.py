@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
     for name in SHAPE_FLAGS:
         shape.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int,
                            help=f"default {getattr(ElmoConfig, name)}")
-    add_config_flags(t.add_argument_group("training settings (unset ones keep their defaults)"), ElmoTrainConfig)
+    add_config_flags(t.add_argument_group("training settings (unset ones keep their defaults)"), ElmoTrainConfig,
+                     skip={"fsdp"})  # FSDP shards decoders only
     t.set_defaults(run=run_train)
 
     e = sub.add_parser("embed", help="per-token contextual vectors of a text")

@@ -59,7 +59,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     group = p.add_argument_group("fine-tuning settings (unset ones keep their defaults)")
-    add_config_flags(group, EncoderFinetuneConfig, skip=PER_EPOCH)  # the epochs set them; --task seq2seq has them
+    # the epochs set PER_EPOCH (--task seq2seq has them); FSDP shards decoders only
+    add_config_flags(group, EncoderFinetuneConfig, skip={*PER_EPOCH, "fsdp"})
     finetune_seq2seq.add_seq2seq_flags(p)
     p.set_defaults(run=run)
 

@@ -26,7 +26,7 @@ SEQ2SEQ_ONLY = sorted(flag_fields(Seq2SeqFinetuneConfig) - flag_fields(EncoderFi
 def add_seq2seq_flags(p) -> None:
     """One flag per `Seq2SeqFinetuneConfig` setting that the encoder tasks do not already have."""
     group = p.add_argument_group(f"sequence-to-sequence settings (--task {TASK} only)")
-    add_config_flags(group, Seq2SeqFinetuneConfig, skip=flag_fields(EncoderFinetuneConfig) - set(PER_EPOCH))
+    add_config_flags(group, Seq2SeqFinetuneConfig, skip=flag_fields(EncoderFinetuneConfig) - set(PER_EPOCH) | {"fsdp"})
 
 
 def refuse_flags(args, names: list[str], task: str) -> None:

@@ -27,7 +27,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--out", required=True, help="run directory (checkpoints, metrics, model/)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--stop-after", type=int, help="stop (with a checkpoint) after this many steps this session")
-    add_config_flags(train.add_argument_group("settings (unset ones keep their defaults)"), Seq2SeqTrainConfig)
+    add_config_flags(train.add_argument_group("settings (unset ones keep their defaults)"), Seq2SeqTrainConfig,
+                     skip={"fsdp"})  # FSDP shards decoders only
     train.set_defaults(run=run_train)
 
     translate = commands.add_parser("translate", help="rewrite one text with a trained model")
