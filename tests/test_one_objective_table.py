@@ -26,10 +26,7 @@ HELD = {id(value) for record in REGISTRY.values() for field in dataclasses.field
         if callable(value := getattr(record, field.name))}
 
 # file (relative to src/lmlab) -> why it still goes around the registry
-EXCEPTIONS: dict[str, str] = {
-    "recipes/ppo.py": "the pre-training mix (PPO-ptx) shifts its blocks with causal_lm directly; it belongs to "
-                      "the preference recipes' rework of issue 37, which may take REGISTRY['causal_lm'].batch",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _objective_names(node: ast.AST) -> list[str]:

@@ -36,7 +36,7 @@ from lmlab.heads.reward import ScalarHead
 from lmlab.losses.cross_entropy import cross_entropy, token_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
 from lmlab.losses.ppo import entropy_from_logits, gae, ppo_policy_loss, ppo_value_loss, whiten
-from lmlab.objectives.causal_lm import causal_lm
+from lmlab.objectives.registry import REGISTRY
 from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
@@ -47,6 +47,8 @@ from lmlab.training.loop import evaluated, log_before, part_of, run_steps
 from lmlab.training.preference import Logits, frozen_reference
 from lmlab.training.rewards import RewardFn, load_prompts, reward_source
 from lmlab.training.task_score import task_score
+
+PRETRAINING_MIX = REGISTRY["causal_lm"]  # PPO-ptx: the policy keeps its causal-LM loss on pre-training text
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
             tokens, starts = ptx
             block = gather(tokens, part_of(batch_starts(starts, ppo_cfg.ptx_batch_size, step, cfg.loop.seed), part,
                                           parts), ppo_cfg.ptx_block_size)
-            inputs, targets = causal_lm(block)  # (B, ptx_block_size) each
+            inputs, targets = PRETRAINING_MIX.batch(block)  # (B, ptx_block_size) each
             ptx_loss = cross_entropy(tuned.model(inputs.to(tuned.device)), targets.to(tuned.device))
             loss = loss + ppo_cfg.ptx_coef * ptx_loss
             logged["ptx_loss"] = ptx_loss.item()
