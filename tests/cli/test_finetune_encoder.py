@@ -122,7 +122,7 @@ def test_resume_continues_a_stopped_run(encoder_dir, train_csv, tmp_path, capsys
 
 def test_a_batch_that_micro_batches_do_not_divide_is_refused(encoder_dir, train_csv, tmp_path, capsys):
     assert finetune(encoder_dir, train_csv, tmp_path / "out", "--grad-accum", "3") == 2
-    one_line_error(capsys, "--batch-size 4", "--grad-accum (3)")
+    one_line_error(capsys, "--batch-size 4 is not divisible by --grad-accum 3")  # LoopConfig's check, before any work
     assert not (tmp_path / "out").exists()
 
 
