@@ -402,7 +402,8 @@ class OptimConfig:
 class LoopConfig:
     """The training loop's settings (`lmlab.training.loop`): how long a run trains, in what pieces, how
     often it evaluates, logs and saves, and its seed. Each recipe's config holds one (`cfg.loop`), with
-    defaults that suit it; on the command line its fields are flags of their own (`--max-steps`)."""
+    defaults that suit it; on the command line its fields are flags of their own (`--max-steps`). A
+    recipe that counts its own steps leaves max_steps None and sets it (`finetune_encoder`: its epochs')."""
 
     max_steps: int | None  # optimizer steps of the whole run
     batch_size: int  # examples per optimizer step, over all processes and micro-batches
@@ -436,7 +437,7 @@ class LoopConfig:
 class TrainConfig:
     """Everything about a pre-training run except the model's shape and the data's location."""
 
-    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=16)
+    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=16)  # a batch of token blocks
     block_size: int | None = None  # tokens per training sequence; None = the model's context length
     optim: OptimConfig = OptimConfig()
     val_fraction: float = 0.05  # share of the blocks held out for validation
