@@ -128,14 +128,26 @@ ADVERSARIAL = {"spaces": " " * 20_000 + "x", "newlines": "\n" * 20_000 + "x", "l
                "digits": "1" * 20_000 + "a", "punctuation": "!" * 20_000 + " ", "mixed": " \n" * 10_000 + "x"}
 
 
+ORDINARY = (TEXT * (20_000 // len(TEXT) + 1))[:20_000]  # as long as each run, in words and spaces
+
+
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_published_patterns_stay_fast_on_long_runs(tmp_path, bpe_json, name):
-    """What the safe class still lets through can be quadratic on a long run (`\\s+$`: 3.4 s on 30,000
-    spaces); the published patterns are not: 20,000 characters of each kind of run split in well under
-    a second."""
+    """What the safe class still lets through can be quadratic on a long run (`\\s+$`: 80 times as long
+    as ordinary text of the same length, 3.4 s on 30,000 spaces); the published patterns are not: each
+    kind of run of 20,000 characters splits within 10 times the time of ordinary text (about 1 time).
+    A ratio, each side the best of three, so a slow or busy machine does not decide it."""
     pre_tokenizer = {"type": "Sequence", "pretokenizers": [split(PUBLISHED[name]), BYTE_LEVEL]}
     tokenizer = load_tokenizer(write(tmp_path, bpe_json | {"pre_tokenizer": pre_tokenizer}))
-    start = time.perf_counter()
-    for text in ADVERSARIAL.values():
-        tokenizer.encode(text, add_special_tokens=False)
-    assert time.perf_counter() - start < 1.0
+
+    def seconds(texts) -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for text in texts:
+                tokenizer.encode(text, add_special_tokens=False)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    runs, ordinary = seconds(ADVERSARIAL.values()), seconds([ORDINARY] * len(ADVERSARIAL))
+    assert runs < 10 * ordinary, f"{runs:.3f} s on long runs against {ordinary:.3f} s on ordinary text"
