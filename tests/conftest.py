@@ -1,5 +1,6 @@
 """Shared fixtures: an isolated lmlab cache, a tiny corpus, tiny configs."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,21 @@ from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 from real_models import models_root
+from fuzz.record import merge_worker_reports
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (pyproject's addopts run two workers) each worker takes its share of the cores
+    for torch's threads: two workers of two threads each on two cores wait on each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+
+
+def pytest_sessionfinish(session):
+    """The fuzz report of a run split over pytest-xdist workers is written once they have all finished."""
+    if not hasattr(session.config, "workerinput"):
+        merge_worker_reports()
 
 
 @pytest.fixture(autouse=True)

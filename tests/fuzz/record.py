@@ -33,10 +33,28 @@ def summary() -> dict:
 @pytest.fixture(scope="session", autouse=True)
 def fuzz_report():
     """At the end of the session, write the summary where LMLAB_FUZZ_REPORT says (if it is set).
-    Each fuzz module imports this fixture, which makes it autouse there."""
+    Each fuzz module imports this fixture, which makes it autouse there. A pytest-xdist worker writes
+    its cases beside it instead (PATH.gw0, ...), and `merge_worker_reports` makes the one summary."""
     yield
     path = os.environ.get("LMLAB_FUZZ_REPORT")
-    if path and OUTCOMES:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if path and OUTCOMES and worker:
+        cases = {case: [family, outcome.kind, outcome.detail] for case, (family, outcome) in OUTCOMES.items()}
+        Path(f"{path}.{worker}").write_text(json.dumps(cases))
+    elif path and OUTCOMES:
+        Path(path).write_text(json.dumps(summary(), indent=2))
+
+
+def merge_worker_reports() -> None:
+    """The summary of the cases every pytest-xdist worker wrote beside LMLAB_FUZZ_REPORT's path (the
+    workers' files are removed); nothing without workers' files. Called at the end of the session."""
+    path = os.environ.get("LMLAB_FUZZ_REPORT")
+    parts = sorted(Path(path).parent.glob(Path(path).name + ".gw*")) if path else []
+    for part in parts:
+        for case, (family, kind, detail) in json.loads(part.read_text()).items():
+            OUTCOMES[case] = (family, Outcome(kind, detail))
+        part.unlink()
+    if parts:
         Path(path).write_text(json.dumps(summary(), indent=2))
 
 
