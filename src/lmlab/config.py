@@ -405,8 +405,8 @@ class LoopConfig:
     defaults that suit it; on the command line its fields are flags of their own (`--max-steps`). A
     recipe that counts its own steps leaves max_steps None and sets it (`finetune_encoder`: its epochs')."""
 
-    max_steps: int | None  # optimizer steps of the whole run
-    batch_size: int  # examples per optimizer step, over all processes and micro-batches
+    max_steps: int | None = 1000  # optimizer steps of the whole run
+    batch_size: int = 16  # examples per optimizer step, over all processes and micro-batches
     grad_accum: int = 1  # micro-batches per optimizer step and process
     bf16: bool = False  # autocast the forward pass (and evaluation) to bfloat16
     eval_every: int = 200  # steps between evaluations
@@ -437,7 +437,7 @@ class LoopConfig:
 class TrainConfig:
     """Everything about a pre-training run except the model's shape and the data's location."""
 
-    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=16)  # a batch of token blocks
+    loop: LoopConfig = LoopConfig()  # a batch of token blocks
     block_size: int | None = None  # tokens per training sequence; None = the model's context length
     optim: OptimConfig = OptimConfig()
     val_fraction: float = 0.05  # share of the blocks held out for validation
