@@ -70,7 +70,7 @@ import transformers
 from lmlab.config import LoopConfig
 from lmlab.recipes import dpo as dpo_recipe
 from lmlab.recipes import sft as sft_recipe
-from lmlab.training.finetune import TASK, FinetuneConfig, batch_indices, split_examples
+from lmlab.training.post_training import TASK, PostTrainConfig, batch_indices, split_examples
 from lmlab.training.preference_data import load_pairs
 
 from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
@@ -124,16 +124,16 @@ class Job:
     max_length: int
 
 
-def finetune_config(job: Job) -> FinetuneConfig:
+def post_train_config(job: Job) -> PostTrainConfig:
     """lmlab's config for `job`; TRL's arguments are set from it. No held-out part (val_fraction 0),
     so neither side evaluates; max_steps is one more than the steps run (see the module docstring)."""
-    return FinetuneConfig(peft="lora", lora_rank=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0,
-                          lora_targets=LMLAB_TARGETS,
-                          loop=LoopConfig(max_steps=job.steps + 1, batch_size=job.batch_size, eval_every=job.steps + 1,
-                                          checkpoint_every=job.steps + 1, keep_checkpoints=2, log_every=1),
-                          block_size=job.max_length, optim=FinetuneConfig.optim.replace(lr=LR, beta2=ADAM_BETA2),
-                          val_fraction=0.0, task_size=job.batch_size * job.steps, task_max_operand=99,
-                          task_eval_size=1)
+    return PostTrainConfig(peft="lora", lora_rank=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0,
+                           lora_targets=LMLAB_TARGETS,
+                           loop=LoopConfig(max_steps=job.steps + 1, batch_size=job.batch_size, eval_every=job.steps + 1,
+                                           checkpoint_every=job.steps + 1, keep_checkpoints=2, log_every=1),
+                           block_size=job.max_length, optim=PostTrainConfig.optim.replace(lr=LR, beta2=ADAM_BETA2),
+                           val_fraction=0.0, task_size=job.batch_size * job.steps, task_max_operand=99,
+                           task_eval_size=1)
 
 
 def resident_kb(field: str) -> int:
@@ -188,7 +188,7 @@ def run_lmlab(job: Job, memory: PeakMemory) -> dict:
         memory.mark(tuned.model)
         return tuned
 
-    cfg = finetune_config(job)
+    cfg = post_train_config(job)
     with tempfile.TemporaryDirectory(prefix="lmlab-bench-") as out, \
             mock.patch.object(recipe, "load_tunable", load_then_mark):
         if job.method == "sft":
@@ -227,7 +227,7 @@ class StepClock(transformers.TrainerCallback):
         return [b - a for a, b in zip(times, times[1:])]
 
 
-def trl_rows(job: Job, cfg: FinetuneConfig) -> list[dict]:
+def trl_rows(job: Job, cfg: PostTrainConfig) -> list[dict]:
     """The task's examples as TRL reads them, in the order lmlab's batches take them."""
     if job.method == "sft":
         examples = split_examples(sft_recipe.load_chats(TASK, cfg), cfg.val_fraction, cfg.loop.seed)[0]
@@ -269,7 +269,7 @@ def run_trl(job: Job, memory: PeakMemory) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = hf_model(path).to(device)
     memory.mark(model)
-    cfg = finetune_config(job)
+    cfg = post_train_config(job)
     lora = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=PEFT_TARGETS,
                            bias="none", task_type="CAUSAL_LM")
     clock = StepClock(device)
@@ -402,8 +402,8 @@ def main() -> None:
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "transformers": transformers.__version__, **versions,
                "python": platform.python_version(), "load_average_1min": [load_before, os.getloadavg()[0]]}
-    cfg = finetune_config(Job("lmlab", "sft", args.device, args.threads, args.warmup + args.steps,
-                              args.batch_size, args.max_length))
+    cfg = post_train_config(Job("lmlab", "sft", args.device, args.threads, args.warmup + args.steps,
+                                args.batch_size, args.max_length))
     settings = {"model": MODEL, "gguf": path.name, "dtype": "fp32", "lora_rank": LORA_RANK, "lora_alpha": LORA_ALPHA,
                 "lora_dropout": 0.0, "lmlab_targets": list(LMLAB_TARGETS), "peft_targets": PEFT_TARGETS,
                 "batch_size": args.batch_size, "max_length": args.max_length, "lr": LR,

@@ -1,6 +1,6 @@
 """A tiny chat model for the post-training tests (SFT, reward, PPO, DPO): a random Llama with a ChatML
 template and a tokenizer trained on the addition task, the settings of a 4-step run on it (as a
-FinetuneConfig and as CLI flags) and a toy reward."""
+PostTrainConfig and as CLI flags) and a toy reward."""
 
 import torch
 
@@ -11,15 +11,15 @@ from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
-from lmlab.training.finetune import FinetuneConfig
+from lmlab.training.post_training import PostTrainConfig
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A tiny run on the addition task with operands up to 9 (100 questions): 4 steps of 4 chats.
-TINY_RUN = FinetuneConfig(loop=LoopConfig(max_steps=4, batch_size=4, eval_every=2, checkpoint_every=2,
-                                          keep_checkpoints=2, log_every=1), block_size=48,
-                          optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), lora_rank=4, task_size=60,
-                          task_max_operand=9, task_eval_size=4)
+TINY_RUN = PostTrainConfig(loop=LoopConfig(max_steps=4, batch_size=4, eval_every=2, checkpoint_every=2,
+                                           keep_checkpoints=2, log_every=1), block_size=48,
+                           optim=OptimConfig(lr=1e-2, warmup_steps=1, weight_decay=0.0), lora_rank=4, task_size=60,
+                           task_max_operand=9, task_eval_size=4)
 TINY_FLAGS = ["--max-steps", "4", "--batch-size", "4", "--block-size", "48", "--lr", "0.01", "--warmup-steps", "1",
               "--eval-every", "2", "--checkpoint-every", "2", "--lora-rank", "4", "--task-size", "60",
               "--task-max-operand", "9", "--task-eval-size", "4"]

@@ -1,5 +1,5 @@
 """Helpers for the encoder-decoder parity tests (BART, Marian): a random HF model whose every
-weight matters, a padded seq2seq batch, and the three checks each family must pass."""
+weight matters, a padded encoder-decoder batch, and the three checks each family must pass."""
 
 import torch
 
@@ -29,7 +29,7 @@ def lmlab_copy(reference, convert):
     return ours
 
 
-def seq2seq_batch(vocab_size: int, pad_id: int):
+def encoder_decoder_batch(vocab_size: int, pad_id: int):
     """Sources (3, 9), the last two right-padded; decoder inputs (3, 6), the first two right-padded."""
     g = torch.Generator().manual_seed(1)
     src = torch.randint(3, vocab_size, (3, 9), generator=g)
@@ -49,7 +49,7 @@ def seq2seq_batch(vocab_size: int, pad_id: int):
 def encoder_and_logit_gaps(reference, ours, pad_id: int) -> tuple[float, float]:
     """The largest |HF - lmlab| of the encoder output (real source tokens) and of the logits (real
     target tokens), with padded sources and a decoder attention mask."""
-    src, src_mask, tgt, tgt_mask = seq2seq_batch(ours.config.vocab_size, pad_id)
+    src, src_mask, tgt, tgt_mask = encoder_decoder_batch(ours.config.vocab_size, pad_id)
     expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
                          decoder_attention_mask=tgt_mask)
     memory = ours.encode(src, src_mask)
@@ -65,7 +65,7 @@ def exported_logit_gap(ours, convert, hf_class, pad_id: int) -> float:
     config = hf_class.config_class(**convert.config_to_hf(ours.config))
     reference = hf_class(config).eval()
     reference.load_state_dict(convert.to_hf(ours.state_dict(), ours.config), strict=True)
-    src, src_mask, tgt, _ = seq2seq_batch(ours.config.vocab_size, pad_id)
+    src, src_mask, tgt, _ = encoder_decoder_batch(ours.config.vocab_size, pad_id)
     expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt).logits
     return (expected - ours(src, src_mask, tgt)).abs().max().item()
 
@@ -74,7 +74,7 @@ def exported_logit_gap(ours, convert, hf_class, pad_id: int) -> float:
 def incremental_logit_gap(reference, ours, pad_id: int) -> float:
     """Decode one target token at a time: lmlab with memory_kv + KV cache, HF with past_key_values;
     the largest logit gap over all steps (padded sources)."""
-    src, src_mask, tgt, _ = seq2seq_batch(ours.config.vocab_size, pad_id)
+    src, src_mask, tgt, _ = encoder_decoder_batch(ours.config.vocab_size, pad_id)
     encoder_outputs = reference.get_encoder()(input_ids=src, attention_mask=src_mask)
     memory_kv = ours.memory_kv(ours.encode(src, src_mask))
     cache = ours.new_cache(src.size(0))

@@ -46,6 +46,14 @@ def test_names_are_the_deep_functions():
         lmlab.lod
 
 
+def test_a_renamed_name_still_works_for_a_release_and_names_its_replacement():
+    assert lmlab._RENAMED  # old name -> new name (FinetuneConfig -> PostTrainConfig)
+    for old, new in lmlab._RENAMED.items():
+        with pytest.warns(DeprecationWarning, match=f"lmlab.{old} is deprecated; use lmlab.{new}"):
+            assert getattr(lmlab, old) is getattr(lmlab, new)
+        assert old not in lmlab.__all__ and new in lmlab.__all__
+
+
 def test_train_picks_the_recipe_from_the_config(tmp_path, tiny_train):
     result = lmlab.train(lmlab.preset("llama-tiny", **TINY_MODEL), tiny_train, "markov", tmp_path / "decoder",
                          show_progress=False)

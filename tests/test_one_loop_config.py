@@ -15,12 +15,12 @@ from torch import nn
 
 import lmlab
 from lmlab.cli.commands import build_parser
-from lmlab.cli.config_flags import config_overrides
+from lmlab.cli.common.config_flags import config_overrides
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import FinetuneConfig
+from lmlab.training.post_training import PostTrainConfig
 from lmlab.training.loop import check_same_run, part_of, run_steps, start_session
 
 SRC = Path(lmlab.__file__).parent
@@ -79,8 +79,8 @@ def test_loop_config_is_imported_from_its_one_home():
 
 def test_each_recipe_keeps_its_own_loop_defaults():
     assert TrainConfig().loop == LoopConfig(max_steps=1000, batch_size=16, keep_checkpoints=3, log_every=10)
-    assert FinetuneConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,
-                                               keep_checkpoints=2, log_every=1)
+    assert PostTrainConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,
+                                                keep_checkpoints=2, log_every=1)
     assert lmlab.LoopConfig is LoopConfig  # the front door: TrainConfig(loop=LoopConfig(max_steps=200, batch_size=8))
     assert TrainConfig(loop=LoopConfig(max_steps=200, batch_size=8)).loop.max_steps == 200
 

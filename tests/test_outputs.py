@@ -26,7 +26,7 @@ RUN_COMMANDS = {
     "seq2seq": ["seq2seq", "train", "--task", "dates", "--out"],
     "elmo": ["elmo", "train", "--data", CORPUS, "--out"],
     "experiment": ["experiment", "vanishing-gradients", "--data", CORPUS, "--out"],
-    "experiment-seq2seq": ["experiment", "seq2seq-pretraining", "--out"],
+    "experiment-encoder-decoder": ["experiment", "encoder-decoder-pretraining", "--out"],
 }
 DIR_COMMANDS = {  # write a directory whole
     "word2vec": ["word2vec", "train", "--data", CORPUS, "--out"],

@@ -16,7 +16,7 @@ from lmlab.models.window.config import WindowConfig
 from lmlab.models.word2vec.config import Word2VecConfig
 from lmlab.recipes.dpo import DPOConfig
 from lmlab.recipes.ppo import PPOConfig
-from lmlab.training.finetune import FinetuneConfig
+from lmlab.training.post_training import PostTrainConfig
 
 TINY = dict(family="gpt2", vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
 ENCODER = dict(vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)
@@ -43,7 +43,7 @@ ENCODER = dict(vocab_size=300, context_length=32, n_layers=2, n_heads=2, d_model
     (lambda: OptimConfig(lr=math.inf), "--lr inf must be a finite number"),
     (lambda: TrainConfig(val_fraction=1.0), "--val-fraction 1.0 must lie in [0, 1)"),
     (lambda: LoopConfig(max_steps=1000, batch_size=16, seed=-1), "--seed -1 must be at least 0"),
-    (lambda: FinetuneConfig(lora_rank=0), "--lora-rank 0 must be at least 1"),
+    (lambda: PostTrainConfig(lora_rank=0), "--lora-rank 0 must be at least 1"),
     (lambda: LoopConfig(max_steps=0, batch_size=8), "--max-steps 0 must be at least 1"),
     (lambda: OptimConfig(warmup_ratio=1.5), "--warmup-ratio 1.5 must lie in [0, 1)"),
     (lambda: PPOConfig(gamma=2.0), "--gamma 2.0 must lie in [0, 1]"),

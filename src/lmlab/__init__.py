@@ -12,6 +12,7 @@ Names are imported on first use, so `import lmlab` stays cheap (no torch until a
 The deep imports (`lmlab.models.load.load`, `lmlab.recipes.sft.sft`, …) remain the same functions.
 """
 
+import warnings
 from importlib import import_module
 
 __version__ = "0.1.0"
@@ -33,7 +34,7 @@ _EXPORTS = {
     # training and post-training
     "train": "lmlab.api",
     "finetune_encoder": "lmlab.recipes.finetune_encoder",
-    "FinetuneConfig": "lmlab.training.finetune",
+    "PostTrainConfig": "lmlab.training.post_training",
     "sft": "lmlab.recipes.sft",
     "reward": "lmlab.recipes.reward",
     "ppo": "lmlab.recipes.ppo",
@@ -45,10 +46,16 @@ _EXPORTS = {
     "logit_lens": "lmlab.inspect.logit_lens",
 }
 
+# old name -> its new name: still works for one release, with a DeprecationWarning
+_RENAMED = {"FinetuneConfig": "PostTrainConfig"}
+
 __all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str):
+    if name in _RENAMED:
+        warnings.warn(f"lmlab.{name} is deprecated; use lmlab.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return getattr(import_module(__name__), _RENAMED[name])
     if name not in _EXPORTS:
         raise AttributeError(f"module 'lmlab' has no attribute {name!r}")
     value = getattr(import_module(_EXPORTS[name]), name)

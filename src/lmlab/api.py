@@ -14,14 +14,14 @@ from lmlab.models import registry
 from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.recipes.pretrain import pretrain
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
-from lmlab.recipes.pretrain_seq2seq import pretrain_seq2seq
+from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder
 
 # Family.recipe -> the recipe `train` runs: those of one signature, (model_cfg, train_cfg, data, out, **options).
 # The other families (n-gram, RNN seq2seq, word2vec, ELMo) train with their own command (`Family.command`).
 RECIPES = {
     "pretrain": pretrain,  # decoders: causal LM
     "pretrain_encoder": pretrain_encoder,  # masked LM (+ NSP / SOP / RTD by `objective`)
-    "pretrain_seq2seq": pretrain_seq2seq,  # span corruption or denoising
+    "pretrain_encoder_decoder": pretrain_encoder_decoder,  # span corruption or denoising
     "neural_lm": train_neural_lm,  # window and recurrent LMs
 }
 

@@ -1,5 +1,5 @@
 """What a new user meets first: `lmlab --version`, an unknown flag pointing to the command's own help, and `--help`
-showing each flag by one name (the old spellings still parse, with a warning: tests/cli/test_vocabulary.py)."""
+showing each flag by one name (the old spellings still parse, with a warning: tests/cli/common/test_vocabulary.py)."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from importlib.metadata import version
 import pytest
 
 from lmlab.cli.commands import build_parser, leaf_parsers
-from lmlab.cli.vocabulary import DEPRECATED
+from lmlab.cli.common.vocabulary import DEPRECATED
 
 from conftest import lmlab
 

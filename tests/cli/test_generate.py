@@ -17,7 +17,7 @@ from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
-from lmlab.training.finetune import FinetuneConfig, load_tunable
+from lmlab.training.post_training import PostTrainConfig, load_tunable
 
 TEMPLATE = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
@@ -246,7 +246,7 @@ def test_chat_template_flag_picks_a_named_template(model_dirs, capsys):
 
 
 def test_finetuning_renders_with_the_chosen_named_template(model_dirs, capsys, tmp_path):
-    tuned = load_tunable(model_dirs["named"], FinetuneConfig(chat_template="terse", block_size=32))
+    tuned = load_tunable(model_dirs["named"], PostTrainConfig(chat_template="terse", block_size=32))
     assert chat_prompt(tuned.tokenizer, [{"role": "user", "content": "hi"}]).endswith("<|bos|>A\n")
     for command in ("sft", "reward", "dpo", "ppo"):
         assert lmlab(command, "--model", model_dirs["named"], "--data", "task", "--out", tmp_path / command,

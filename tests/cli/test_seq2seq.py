@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from lmlab.figures import heatmap_image
-from lmlab.eval.seq2seq import attention_map
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.seq2seq import translate_ids
+from lmlab.generation.seq2seq import attention_map, translate_ids
 from lmlab.models.seq2seq.files import load_seq2seq_dir
 
 from conftest import lmlab, one_line_error

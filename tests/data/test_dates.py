@@ -1,4 +1,4 @@
-"""The generated seq2seq tasks and the character vocabulary: deterministic, leak-free, correct answers."""
+"""The generated source -> target tasks and the character vocabulary: deterministic, leak-free, correct answers."""
 
 import datetime
 import random
@@ -10,7 +10,7 @@ from lmlab.data.char_vocab import BOS, EOS, PAD, SPECIALS, UNK, CharVocab
 from lmlab.data.dates import FIRST_DAY, FORMS, LAST_DAY, MONTHS, WEEKDAYS, date_form, date_task, ordinal
 from lmlab.data.digits import reverse_task
 from lmlab.data.pairs import TaskSizes
-from lmlab.data.seq2seq_tasks import make_task
+from lmlab.data.pair_tasks import make_task
 from lmlab.errors import LmlabError
 
 SMALL = TaskSizes(train=2000, validation=300, test=300)

@@ -11,7 +11,7 @@ from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig
 from lmlab.generation.beam import beam_steps
-from lmlab.generation.encoder_decoder import generate_seq2seq
+from lmlab.generation.encoder_decoder import generate_encoder_decoder
 from lmlab.generation.history import History
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
@@ -48,7 +48,7 @@ def sources():
 def eos_of(model, ids, mask):
     """A stop token that greedy decoding of some source first produces at its 3rd step or later
     (so stopping mid-way is tested)."""
-    free = generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=8, eos_id=-1))
+    free = generate_encoder_decoder(model, ids, mask, GenerationConfig(max_new_tokens=8, eos_id=-1))
     return next(t for out in free for i, t in enumerate(out) if i >= 2 and t not in out[:i])
 
 
@@ -95,7 +95,7 @@ def test_cached_greedy_gives_the_tokens_of_rerunning_the_full_model(name):
     eos = eos_of(model, ids, mask)
     expected = naive_greedy(model, ids, mask, 9, eos)
     assert any(0 < len(out) < 9 for out in expected)  # a stop token was produced and cut
-    assert generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=9, eos_id=eos)) == expected
+    assert generate_encoder_decoder(model, ids, mask, GenerationConfig(max_new_tokens=9, eos_id=eos)) == expected
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -106,7 +106,7 @@ def test_cached_beam_search_gives_the_tokens_of_rerunning_the_full_model(name, s
     ids, mask = sources()
     config = GenerationConfig(max_new_tokens=8, eos_id=eos_of(model, ids, mask), **settings)
     expected = [g.token_ids for g in naive_beam(model, ids, mask, config, 8)]
-    assert generate_seq2seq(model, ids, mask, config) == expected
+    assert generate_encoder_decoder(model, ids, mask, config) == expected
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -115,8 +115,8 @@ def test_a_padded_batch_gives_what_each_source_gets_alone(name, beams):
     model = tiny(name)
     ids, mask = sources()
     config = GenerationConfig(max_new_tokens=8, num_beams=beams, eos_id=eos_of(model, ids, mask))
-    alone = [generate_seq2seq(model, ids[i:i + 1, :int(mask[i].sum())], None, config)[0] for i in range(3)]
-    assert generate_seq2seq(model, ids, mask, config) == alone
+    alone = [generate_encoder_decoder(model, ids[i:i + 1, :int(mask[i].sum())], None, config)[0] for i in range(3)]
+    assert generate_encoder_decoder(model, ids, mask, config) == alone
 
 
 def test_beam_search_with_one_beam_is_greedy():
@@ -124,7 +124,7 @@ def test_beam_search_with_one_beam_is_greedy():
     ids, mask = sources()
     eos = eos_of(model, ids, mask)
     one_beam = GenerationConfig(max_new_tokens=8, eos_id=eos, early_stopping=True)  # K=1: the first end wins
-    expected = generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=8, eos_id=eos))
+    expected = generate_encoder_decoder(model, ids, mask, GenerationConfig(max_new_tokens=8, eos_id=eos))
     assert [g.token_ids for g in naive_beam(model, ids, mask, one_beam, 8)] == expected
 
 
@@ -144,8 +144,8 @@ def test_beam_search_finds_the_best_sequence_of_an_exhaustive_search(length_pena
     best = max(set(candidates), key=score)
     config = GenerationConfig(max_new_tokens=n, num_beams=64, length_penalty=length_penalty)  # 64 = 4**3: all kept
     expected = list(best[:-1] if best[-1] == eos else best)
-    assert generate_seq2seq(model, ids, mask, config) == [expected]
-    greedy = generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=n))[0]
+    assert generate_encoder_decoder(model, ids, mask, config) == [expected]
+    greedy = generate_encoder_decoder(model, ids, mask, GenerationConfig(max_new_tokens=n))[0]
     assert score(tuple(greedy) + ((eos,) if len(greedy) < n else ())) <= score(best) + 1e-6
 
 
@@ -156,7 +156,7 @@ def test_no_repeat_ngram_size_2_never_repeats_a_bigram(beams):
     start = model.config.decoder_start_id
     for config in (GenerationConfig(max_new_tokens=11, num_beams=beams, eos_id=-1),
                    GenerationConfig(max_new_tokens=11, num_beams=beams, eos_id=-1, no_repeat_ngram_size=2)):
-        outputs = [[start, *out] for out in generate_seq2seq(model, ids, mask, config)]
+        outputs = [[start, *out] for out in generate_encoder_decoder(model, ids, mask, config)]
         repeats = [len(out) - 1 - len(set(zip(out, out[1:]))) for out in outputs]
         if config.no_repeat_ngram_size:
             assert repeats == [0, 0, 0]
@@ -170,7 +170,7 @@ def test_sampling_with_a_seed_is_reproducible_and_seeds_differ():
 
     def sample(seed):
         config = GenerationConfig(max_new_tokens=10, temperature=2.0, top_k=20, top_p=0.95, seed=seed, eos_id=-1)
-        return generate_seq2seq(model, ids, mask, config)
+        return generate_encoder_decoder(model, ids, mask, config)
 
     assert sample(3) == sample(3)
     assert sample(3) != sample(4)
@@ -182,11 +182,11 @@ def test_bad_input_is_one_clear_line():
     config = GenerationConfig(max_new_tokens=4)
     decoder_only = build_decoder(preset("gpt2-tiny", vocab_size=40, n_layers=1, d_model=32, n_heads=2, d_ff=64))
     cases = [
-        (lambda: generate_seq2seq(decoder_only, ids, mask, config), "needs an encoder-decoder model"),
-        (lambda: generate_seq2seq(model, ids, mask[:, :5], config), "attention_mask has shape"),
-        (lambda: generate_seq2seq(model, ids, mask * 0, config), "source 0 has no real token"),
-        (lambda: generate_seq2seq(model, ids[0], None, config), "input_ids must be a non-empty"),
-        (lambda: generate_seq2seq(model, torch.ones(1, 17, dtype=torch.long), None, config), "at most 16"),
+        (lambda: generate_encoder_decoder(decoder_only, ids, mask, config), "needs an encoder-decoder model"),
+        (lambda: generate_encoder_decoder(model, ids, mask[:, :5], config), "attention_mask has shape"),
+        (lambda: generate_encoder_decoder(model, ids, mask * 0, config), "source 0 has no real token"),
+        (lambda: generate_encoder_decoder(model, ids[0], None, config), "input_ids must be a non-empty"),
+        (lambda: generate_encoder_decoder(model, torch.ones(1, 17, dtype=torch.long), None, config), "at most 16"),
         (lambda: GenerationConfig(no_repeat_ngram_size=-2), "--no-repeat-ngram-size -2 must be at least 0"),
     ]
     for call, message in cases:
@@ -198,7 +198,7 @@ def test_bad_input_is_one_clear_line():
 def test_outputs_stop_at_the_model_s_longest_target():
     model = tiny("transformer-tiny")
     ids, mask = sources()
-    outputs = generate_seq2seq(model, ids, mask, GenerationConfig(max_new_tokens=50, eos_id=-1))
+    outputs = generate_encoder_decoder(model, ids, mask, GenerationConfig(max_new_tokens=50, eos_id=-1))
     assert [len(out) for out in outputs] == [model.config.max_target_length] * 3
 
 
@@ -285,4 +285,4 @@ def test_greedy_and_beam_search_match_hf_bart_generate(setting):
     expected = hf_generate(eos)
     assert any(len(row) < 9 for row in expected)  # some row did stop
     config = GenerationConfig(max_new_tokens=9, eos_id=eos, **HF_SETTINGS[setting])
-    assert generate_seq2seq(model, ids, mask, config) == expected
+    assert generate_encoder_decoder(model, ids, mask, config) == expected

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from conftest import lmlab, one_line_error
-from encoder_decoder_parity import lmlab_copy, randomized as randomized_seq2seq
+from encoder_decoder_parity import lmlab_copy, randomized as randomized_encoder_decoder
 from encoder_parity import randomized
 from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.encoder_decoder import generate_seq2seq
+from lmlab.generation.encoder_decoder import generate_encoder_decoder
 from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models import bart, t5
@@ -101,7 +101,7 @@ def tiny_t5():
 @pytest.mark.parity
 @pytest.mark.parametrize("make,convert", [(tiny_bart, bart.convert), (tiny_t5, t5.convert)], ids=["bart", "t5"])
 def test_encoder_decoder_self_and_cross_maps_equal_hf_eager_output_attentions(make, convert):
-    reference = randomized_seq2seq(make())
+    reference = randomized_encoder_decoder(make())
     ours = lmlab_copy(reference, convert)
     source, target = ids(48, 9, low=3), ids(48, 6, low=3)
     with torch.no_grad():
@@ -156,12 +156,12 @@ def model_dirs(tmp_path_factory):
     torch.manual_seed(0)
     decoder = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=64,
                                    n_layers=2, d_model=32, n_heads=2, d_ff=64))
-    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
-                                                           n_heads=2, max_source_length=12, max_target_length=10))
+    encoder_decoder = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
+                                                   n_heads=2, max_source_length=12, max_target_length=10))
     with torch.no_grad():
-        seq2seq.logits_bias[seq2seq.config.eos_id] = -100.0  # greedy decoding never stops early
+        encoder_decoder.logits_bias[encoder_decoder.config.eos_id] = -100.0  # greedy decoding never stops early
     return {"decoder": save_hf_dir(decoder, root / "decoder", backend),
-            "seq2seq": save_encoder_decoder(seq2seq, word_tokenizer(), root / "seq2seq")}
+            "bart": save_encoder_decoder(encoder_decoder, word_tokenizer(), root / "bart")}
 
 
 def test_json_has_every_layers_maps_and_head_summaries(model_dirs, capsys):
@@ -184,7 +184,7 @@ def test_layer_and_head_pick_one_map_and_the_png_draws_it(model_dirs, capsys, tm
 
 
 def test_encoder_decoder_shows_encoder_decoder_and_cross_maps_for_a_target(model_dirs, capsys, tmp_path):
-    assert lmlab("inspect", "attention", "--model", model_dirs["seq2seq"], "--text", "the cat sat",
+    assert lmlab("inspect", "attention", "--model", model_dirs["bart"], "--text", "the cat sat",
                  "--target", "cat sat", "--json", "--png", tmp_path / "cross.png") == 0
     result = json.loads(capsys.readouterr().out)
     assert len(result["target_tokens"]) == 3 and result["target_tokens"][1:] == ["cat", "sat"]  # after the start
@@ -194,11 +194,11 @@ def test_encoder_decoder_shows_encoder_decoder_and_cross_maps_for_a_target(model
 
 
 def test_encoder_decoder_without_target_reads_its_greedy_output(model_dirs, capsys):
-    assert lmlab("inspect", "attention", "--model", model_dirs["seq2seq"], "--text", "the cat", "--json") == 0
+    assert lmlab("inspect", "attention", "--model", model_dirs["bart"], "--text", "the cat", "--json") == 0
     result = json.loads(capsys.readouterr().out)
-    model, tokenizer = load_encoder_decoder(model_dirs["seq2seq"])
-    written = generate_seq2seq(model, torch.tensor([tokenizer.encode("the cat").ids]), None,
-                               GenerationConfig(max_new_tokens=9))[0]
+    model, tokenizer = load_encoder_decoder(model_dirs["bart"])
+    written = generate_encoder_decoder(model, torch.tensor([tokenizer.encode("the cat").ids]), None,
+                                       GenerationConfig(max_new_tokens=9))[0]
     assert result["target_tokens"][1:] == [tokenizer.id_to_token(i) for i in written]
     assert len(result["target_tokens"]) == 10  # the start token and as many as the decoder has room for
     assert np.array(result["decoder_attentions"]["1"]).shape == (2, 10, 10)
@@ -217,7 +217,7 @@ def test_bad_flags_are_one_line_errors(model_dirs, capsys, flags, fragment):
 
 
 def test_encoder_decoder_table_lists_three_kinds_of_map(model_dirs, capsys):
-    assert lmlab("inspect", "attention", "--model", model_dirs["seq2seq"], "--text", "the cat", "--target", "sat",
+    assert lmlab("inspect", "attention", "--model", model_dirs["bart"], "--text", "the cat", "--target", "sat",
                  "--layer", "0") == 0
     out = capsys.readouterr().out
     for kind in ("\nself-attention", "decoder self-attention", "cross-attention: entropy (nats) per head"):

@@ -58,9 +58,9 @@ def test_layer_i_is_the_first_i_blocks_read_by_the_final_norm_and_head(layer):
 
 
 def test_models_without_a_single_decoder_stack_are_refused():
-    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32, n_heads=2))
+    bart = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32, n_heads=2))
     with pytest.raises(LmlabError, match="decoder-only"):
-        logit_lens(seq2seq, torch.tensor([[3, 4]]))
+        logit_lens(bart, torch.tensor([[3, 4]]))
     with pytest.raises(LmlabError, match="--top 98"):
         logit_lens(random_llama(), torch.tensor([[3, 4]]), top_k=98)
 
@@ -72,10 +72,9 @@ def model_dirs(tmp_path_factory):
     torch.manual_seed(0)
     decoder = build_decoder(preset("gpt2-tiny", vocab_size=backend.get_vocab_size(), context_length=16,
                                    n_layers=2, d_model=32, n_heads=2, d_ff=64))
-    seq2seq = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32,
-                                                           n_heads=2))
+    bart = build_encoder_decoder(preset("bart-tiny", vocab_size=40, d_model=16, d_ff=32, n_heads=2))
     return {"decoder": save_hf_dir(decoder, root / "decoder", backend),
-            "seq2seq": save_encoder_decoder(seq2seq, word_tokenizer(), root / "seq2seq")}
+            "bart": save_encoder_decoder(bart, word_tokenizer(), root / "bart")}
 
 
 def test_json_has_top_k_per_layer_and_position(model_dirs, capsys):
@@ -102,7 +101,7 @@ def test_table_has_a_row_per_layer_and_the_png_a_row_of_cells_per_layer(model_di
     ("decoder", ["--top", "0"], "--top 0"),
     ("decoder", ["--text", ""], "--text has 0 tokens"),
     ("decoder", ["--text", "the cat " * 20], "--text has"),
-    ("seq2seq", [], "decoder-only"),
+    ("bart", [], "decoder-only"),
 ])
 def test_bad_input_is_a_one_line_error(model_dirs, capsys, model, flags, fragment):
     assert lmlab("inspect", "logit-lens", "--model", model_dirs[model], "--text", "the cat", *flags) == 2

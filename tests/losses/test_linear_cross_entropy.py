@@ -6,11 +6,11 @@ import torch
 from lmlab.models.presets import preset
 from lmlab.losses import linear_cross_entropy as lce
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.losses.linear_cross_entropy import CausalLMLoss, Seq2SeqLoss, linear_cross_entropy
+from lmlab.losses.linear_cross_entropy import CausalLMLoss, EncoderDecoderLoss, linear_cross_entropy
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.targets import IGNORE_INDEX
-from lmlab.objectives.seq2seq_batch import seq2seq_batch
+from lmlab.objectives.encoder_decoder_batch import encoder_decoder_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -108,7 +108,7 @@ def test_without_gradients_it_gives_the_same_loss():
 
 
 @pytest.mark.parametrize("name", ["t5-tiny", "bart-tiny"])
-def test_seq2seq_loss_module_matches_the_model_logits_path(name):
+def test_encoder_decoder_loss_module_matches_the_model_logits_path(name):
     """T5's scaled tied head and BART's logits bias: every gradient equals the logits path's."""
     torch.manual_seed(0)
     model = build_encoder_decoder(preset(name))
@@ -116,13 +116,13 @@ def test_seq2seq_loss_module_matches_the_model_logits_path(name):
         model.logits_bias.normal_()
     cfg = model.config
     pairs = [([5, 6, 7, 8, 1], [9, 10, 1]), ([11, 12, 1], [13, 14, 15, 16, 1])]
-    batch = seq2seq_batch(pairs, cfg.pad_id, cfg.decoder_start_id)
+    batch = encoder_decoder_batch(pairs, cfg.pad_id, cfg.decoder_start_id)
     args = batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"]
 
     cross_entropy(model(*args, batch["decoder_attention_mask"]), batch["labels"]).backward()
     expected = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
-    Seq2SeqLoss(model)(*args, batch["labels"], batch["decoder_attention_mask"]).backward()
+    EncoderDecoderLoss(model)(*args, batch["labels"], batch["decoder_attention_mask"]).backward()
     for name, p in model.named_parameters():
         if name in expected:
             torch.testing.assert_close(p.grad, expected[name], rtol=1e-4, atol=1e-6, msg=name)

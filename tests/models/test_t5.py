@@ -53,7 +53,7 @@ def hf_t5_and_ours(fields: dict):
     return reference, cfg, ours
 
 
-def seq2seq_batch(vocab_size: int):
+def encoder_decoder_batch(vocab_size: int):
     """Sources (3, 12) with two right-padded rows, targets (3, 7) with one right-padded row."""
     g = torch.Generator().manual_seed(1)
     src = torch.randint(2, vocab_size, (3, 12), generator=g)
@@ -72,7 +72,7 @@ def seq2seq_batch(vocab_size: int):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_hf_t5_weights_in_lmlab_give_the_same_encoder_states_and_logits(variant):
     reference, cfg, ours = hf_t5_and_ours(VARIANTS[variant])
-    src, src_mask, tgt, tgt_mask = seq2seq_batch(cfg.vocab_size)
+    src, src_mask, tgt, tgt_mask = encoder_decoder_batch(cfg.vocab_size)
     with torch.no_grad():
         expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
                              decoder_attention_mask=tgt_mask)
@@ -98,7 +98,7 @@ def test_lmlab_t5_exported_with_to_hf_loads_strictly_in_hf_and_gives_the_same_lo
     if not cfg.tie_embeddings and reference.lm_head.weight is reference.shared.weight:
         reference.lm_head.weight = nn.Parameter(reference.shared.weight.detach().clone())
     reference.load_state_dict(convert.to_hf(ours.state_dict(), cfg), strict=True)
-    src, src_mask, tgt, tgt_mask = seq2seq_batch(cfg.vocab_size)
+    src, src_mask, tgt, tgt_mask = encoder_decoder_batch(cfg.vocab_size)
     with torch.no_grad():
         expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
                              decoder_attention_mask=tgt_mask).logits
@@ -121,7 +121,7 @@ def test_to_hf_then_from_hf_gives_back_every_tensor(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cached_decoding_one_token_at_a_time_equals_hf_past_key_values(variant):
     reference, cfg, ours = hf_t5_and_ours(VARIANTS[variant])
-    src, src_mask, tgt, _ = seq2seq_batch(cfg.vocab_size)
+    src, src_mask, tgt, _ = encoder_decoder_batch(cfg.vocab_size)
     with torch.no_grad():
         memory_kv = ours.memory_kv(ours.encode(src, src_mask))  # encoded and projected once
         cache = ours.new_cache(src.size(0), max_len=tgt.size(1))
@@ -162,7 +162,7 @@ def test_an_hf_directory_goes_through_transformers_from_pretrained_and_save_pret
     back = convert.from_hf(load_file(tmp_path / "saved" / "model.safetensors"), convert.config_from_hf(saved))
     for name, tensor in ours.state_dict().items():
         assert torch.equal(back[name], tensor), name
-    src, src_mask, tgt, tgt_mask = seq2seq_batch(cfg.vocab_size)
+    src, src_mask, tgt, tgt_mask = encoder_decoder_batch(cfg.vocab_size)
     with torch.no_grad():
         expected = reference(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
                              decoder_attention_mask=tgt_mask).logits

@@ -5,7 +5,7 @@ each family's default and refuses, in one line, an objective its model kind cann
 MASKED and SEQ2SEQ are the outputs printed by the code before the registry existed (masked_lm,
 whole_word_masked_lm and span_masked_lm through dynamic_masking.mask_each with seeded generators;
 span_corruption, bart_denoising and gap_sentences with random.Random(f"{seed}:{step}:{k}") as
-recipes/pretrain_seq2seq.py drew it): the same key must keep giving the same pair, masks included.
+recipes/pretrain_encoder_decoder.py drew it): the same key must keep giving the same pair, masks included.
 """
 
 import random
@@ -117,7 +117,7 @@ def test_example_keys_are_today_s_generator_seeds():
 
 
 @pytest.mark.parametrize("name, key", list(SEQ2SEQ))
-def test_seq2seq_objectives_give_today_s_pairs(name, key):
+def test_encoder_decoder_objectives_give_today_s_pairs(name, key):
     settings = {"noise": SpanNoise(0.3, 2.0)} if name == "span_corruption_0.3_2" else {}
     record = REGISTRY[name.removesuffix("_0.3_2")]
     inputs, targets = build_objective(record, word_level(SEQ2SEQ_VOCAB), **settings)(CHUNK, key)

@@ -15,7 +15,7 @@ from lmlab.heads.reward import RewardModel, last_token_index
 from lmlab.losses.bradley_terry import bradley_terry_loss
 from lmlab.models.decoder import build_decoder
 from lmlab.recipes.reward import reward
-from lmlab.training.finetune import split_examples
+from lmlab.training.post_training import split_examples
 from lmlab.training.loop import evaluated
 from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
 from lmlab.training.preference import ranking_chats

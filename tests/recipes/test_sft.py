@@ -18,7 +18,7 @@ from lmlab.modules.peft import LoRALinear, adapters_disabled
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints
 from lmlab.models.tuned_files import load_tuned
-from lmlab.training.finetune import FinetuneConfig, load_tunable, run_settings, start_tuning
+from lmlab.training.post_training import PostTrainConfig, load_tunable, run_settings, start_tuning
 from lmlab.training.loop import run_steps
 
 from chat_models import CHATML, TINY_FLAGS, TINY_RUN, tiny_chat_model
@@ -175,9 +175,9 @@ def test_resume_with_other_settings_or_data_is_refused(base, tmp_path):
 def test_sft_with_lora_teaches_smollm2_the_answer_format(tmp_path):
     """End to end on the real SmolLM2-135M-Instruct: a few minutes of LoRA on the addition task
     raise the held-out task reward (it starts below 0: the model answers in prose)."""
-    cfg = FinetuneConfig(loop=LoopConfig(max_steps=40, batch_size=8, eval_every=40, checkpoint_every=40,
-                                         keep_checkpoints=2, log_every=1), block_size=64,
-                         optim=FinetuneConfig.optim.replace(lr=2e-3), task_size=400, task_eval_size=32)
+    cfg = PostTrainConfig(loop=LoopConfig(max_steps=40, batch_size=8, eval_every=40, checkpoint_every=40,
+                                          keep_checkpoints=2, log_every=1), block_size=64,
+                          optim=PostTrainConfig.optim.replace(lr=2e-3), task_size=400, task_eval_size=32)
     result = sft(real_model("smollm2-135m-instruct"), "task", tmp_path / "r", cfg, show_progress=False)
     assert result.after["task_reward"] > result.before["task_reward"] + 0.3
 

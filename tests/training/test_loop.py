@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-from lmlab.cli.config_flags import add_config_flags, config_overrides
+from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.training.checkpoint import list_checkpoints, resume_checkpoint
-from lmlab.training.finetune import FinetuneConfig
+from lmlab.training.post_training import PostTrainConfig
 from lmlab.training import distributed
 from lmlab.training.loop import check_same_run, part_of, run_steps, start_session
 
@@ -139,10 +139,10 @@ def test_warmup_ratio_replaces_warmup_steps():
 
 
 def test_a_recipe_config_holds_its_loop_settings_as_one_loop_config():
-    cfg = FinetuneConfig(loop=LoopConfig(max_steps=9, batch_size=4, grad_accum=2, eval_every=3, log_every=5))
+    cfg = PostTrainConfig(loop=LoopConfig(max_steps=9, batch_size=4, grad_accum=2, eval_every=3, log_every=5))
     assert cfg.loop.max_steps == 9 and cfg.loop.replace(max_steps=2).max_steps == 2
-    assert FinetuneConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,
-                                               keep_checkpoints=2, log_every=1)  # the recipe's own defaults
+    assert PostTrainConfig().loop == LoopConfig(max_steps=100, batch_size=8, eval_every=50, checkpoint_every=50,
+                                                keep_checkpoints=2, log_every=1)  # the recipe's own defaults
     with pytest.raises(LmlabError, match="unknown loop setting"):
         cfg.loop.replace(lr=1.0)
 

@@ -10,7 +10,7 @@ import torch
 
 from lmlab.losses.dpo import sequence_logprobs
 from lmlab.objectives.sft import sft_batch
-from lmlab.training.finetune import load_tunable, with_reply
+from lmlab.training.post_training import load_tunable, with_reply
 from lmlab.training.preference import frozen_reference, pair_chats, pair_logprobs, reference_is_adapters_off
 
 from chat_models import TINY_RUN, tiny_chat_model

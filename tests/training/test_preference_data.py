@@ -3,7 +3,7 @@
 
 import json
 
-from lmlab.training.finetune import with_reply
+from lmlab.training.post_training import with_reply
 from lmlab.training.preference import ranking_chats
 from lmlab.training.preference_data import load_pairs, ranking_pairs, read_preferences
 

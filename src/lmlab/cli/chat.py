@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.generation.compiled import compiled_decoder
-from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
+from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import stream_text

@@ -6,17 +6,22 @@ inside its Ctrl-C guard, so an interrupt during start-up ends as quietly as one 
 
 import argparse
 import contextlib
+import sys
 from importlib.metadata import version
 
 from lmlab.cli import eval as eval_cmd
-from lmlab.cli import chat, download, dpo, generate, logprobs, ppo, quickstart, reward, serve, sft, tokenizer, train
-from lmlab.cli import elmo, embed, experiment, finetune_encoder, inspect, ngram, quantize, seq2seq, similarity, word2vec
+from lmlab.cli import chat, download, generate, logprobs, quickstart, serve, tokenizer, train
+from lmlab.cli import elmo, embed, experiment, finetune, inspect, ngram, quantize, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
-from lmlab.cli.vocabulary import DEPRECATED, VOCABULARY
+from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
+from lmlab.cli.post_training import dpo, ppo, reward, sft
 
-COMMANDS = [quickstart, tokenizer, train, finetune_encoder, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
+COMMANDS = [quickstart, tokenizer, train, finetune, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
             embed, similarity, eval_cmd, inspect, experiment, quantize, download, list_cmd, ngram, seq2seq, word2vec,
             elmo]
+
+# Renamed commands: the old words still run the new command, after one line saying so.
+RENAMED = {("experiment", "seq2seq-pretraining"): ("experiment", "encoder-decoder-pretraining")}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,10 +71,21 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """The parsed command line; a flag the command does not know is one error pointing to that command's own
     help (`lmlab generate --help`), not to `lmlab --help`."""
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(current_names(sys.argv[1:] if argv is None else argv))
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
+
+
+def current_names(argv: list[str]) -> list[str]:
+    """`argv` with a renamed command's old words (`RENAMED`) replaced by the new ones, after a warning."""
+    argv = [str(word) for word in argv]
+    for old, new in RENAMED.items():
+        if tuple(argv[:len(old)]) == old:
+            print(f"lmlab: warning: `lmlab {' '.join(old)}` is deprecated; use `lmlab {' '.join(new)}`",
+                  file=sys.stderr)
+            return [*new, *argv[len(old):]]
+    return argv
 
 
 def leaf_parsers(parser: argparse.ArgumentParser, path: str = ""):

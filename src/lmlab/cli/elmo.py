@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from lmlab.cli.config_flags import add_config_flags, config_overrides
+from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import split_words
 from lmlab.errors import LmlabError

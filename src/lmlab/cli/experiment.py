@@ -1,19 +1,19 @@
 """`lmlab experiment`: experiments from the course, run end to end. `vanishing-gradients`: how the
 gradient of the loss with respect to inputs k steps back decays in an Elman RNN, an LSTM and a GRU.
-`seq2seq-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
+`encoder-decoder-pretraining`: T5 and BART pre-trained with their own objective, then fine-tuned, against
 the same models fine-tuned from scratch. `scaling`: a grid of decoder sizes and token budgets within a time
 budget, and Kaplan's and Chinchilla's scaling laws fitted to it. `attention`: the efficient attention methods,
 each training the same decoder with the same budget on long blocks. `classic-vs-neural`: Kneser-Ney n-grams
 against window, recurrent and transformer LMs on the same real text, held-out perplexity against training tokens."""
 
-from lmlab.cli.vocabulary import alias
+from lmlab.cli.common.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
-from lmlab.data.seq2seq_tasks import TASKS
-from lmlab.experiments import attention_comparison, classic_vs_neural, scaling, seq2seq_pretraining
+from lmlab.data.pair_tasks import TASKS
+from lmlab.experiments import attention_comparison, classic_vs_neural, scaling, encoder_decoder_pretraining
 from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
 from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
 from lmlab.experiments.scaling import ScalingSettings
-from lmlab.experiments.seq2seq_pretraining import PretrainingExperimentSettings
+from lmlab.experiments.encoder_decoder_pretraining import PretrainingExperimentSettings
 from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
 
 
@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
     vg.add_argument("--vocab-size", type=int, default=d.vocab_size, help=f"BPE vocabulary (default {d.vocab_size})")
     vg.add_argument("--seed", type=int, default=d.seed, help=f"initial weights and measured sequences (default {d.seed})")
     vg.set_defaults(run=run_vanishing_gradients)
-    _add_seq2seq_pretraining(sub)
+    _add_encoder_decoder_pretraining(sub)
     _add_scaling(sub)
     _add_attention(sub)
     _add_classic_vs_neural(sub)
@@ -53,14 +53,15 @@ def _settings(args, cls):
     return cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__ if hasattr(args, f)})
 
 
-def _add_seq2seq_pretraining(sub) -> None:
+def _add_encoder_decoder_pretraining(sub) -> None:
     d = PretrainingExperimentSettings()
-    sp = sub.add_parser("seq2seq-pretraining",
+    sp = sub.add_parser("encoder-decoder-pretraining",
                         help="T5 and BART: pre-trained with their own objective vs from scratch (table, JSON, PNG)",
                         description="Pre-train each preset on --data with its own objective (T5: span corruption, "
                                     "BART: denoising), fine-tune it on a generated task, and fine-tune the same "
                                     "network from scratch with the same steps, pairs and tokenizer; report test "
-                                    "sequence accuracy and write seq2seq_pretraining.json, .md and .png to --out.")
+                                    "sequence accuracy and write encoder_decoder_pretraining.json, .md and .png to "
+                                    "--out.")
     sp.add_argument("--out", required=True, help="a new directory for the results (and the training runs)")
     sp.add_argument("--presets", nargs="+", default=list(d.presets), metavar="PRESET",
                     help=f"encoder-decoder presets (default: {' '.join(d.presets)})")
@@ -80,7 +81,7 @@ def _add_seq2seq_pretraining(sub) -> None:
         ("paired", "share of the generated corpus's sentences that write a number both ways"),
         ("noise_density", "T5 span corruption: share of the tokens dropped"),
         ("mean_span_length", "T5 span corruption: mean length of a dropped span")))
-    sp.set_defaults(run=run_seq2seq_pretraining)
+    sp.set_defaults(run=run_encoder_decoder_pretraining)
 
 
 def _add_scaling(sub) -> None:
@@ -186,10 +187,11 @@ def run_vanishing_gradients(args) -> None:
     print(f"written: {args.out}/vanishing_gradients.json, .md, .png")
 
 
-def run_seq2seq_pretraining(args) -> None:
-    report = seq2seq_pretraining.seq2seq_pretraining(args.out, _settings(args, PretrainingExperimentSettings))
-    print(seq2seq_pretraining.results_table(report), end="")
-    print(f"written: {args.out}/seq2seq_pretraining.json, .md, .png")
+def run_encoder_decoder_pretraining(args) -> None:
+    settings = _settings(args, PretrainingExperimentSettings)
+    report = encoder_decoder_pretraining.encoder_decoder_pretraining(args.out, settings)
+    print(encoder_decoder_pretraining.results_table(report), end="")
+    print(f"written: {args.out}/encoder_decoder_pretraining.json, .md, .png")
 
 
 def run_scaling(args) -> None:

@@ -9,7 +9,7 @@ import json
 import sys
 from dataclasses import replace
 
-from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
+from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.config import GenerationConfig

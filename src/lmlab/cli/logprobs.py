@@ -4,7 +4,7 @@ import argparse
 import json
 import math
 
-from lmlab.cli.model_dtype import add_dtype_arg
+from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.generation.logprobs import top_logprobs
 from lmlab.models.load import load
 

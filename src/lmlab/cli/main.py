@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _interrupt_outside_imports)
     try:
         from lmlab.cli.commands import build_parser, parse
-        from lmlab.cli.output_paths import check_outputs
+        from lmlab.cli.common.output_paths import check_outputs
 
         args = parse(build_parser(), argv)
         check_outputs(args)

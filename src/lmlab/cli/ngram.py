@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from lmlab.cli.config_flags import flag_fields
+from lmlab.cli.common.config_flags import flag_fields
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.presets import preset

@@ -4,7 +4,7 @@ and every command's --model read back (quantized, memory-mapped)."""
 import argparse
 from pathlib import Path
 
-from lmlab.cli.model_dtype import say_gguf_kernels
+from lmlab.cli.common.model_dtype import say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
 from lmlab.models.load import load, zoo_or_path

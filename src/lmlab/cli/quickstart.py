@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from lmlab.cli.vocabulary import alias
+from lmlab.cli.common.vocabulary import alias
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS

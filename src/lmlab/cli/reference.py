@@ -8,7 +8,7 @@ help; `flag_vocabulary()` is the vocabulary every command's flags come from. The
 import argparse
 
 from lmlab.cli.commands import build_parser, leaf_parsers
-from lmlab.cli.vocabulary import DEPRECATED, VOCABULARY
+from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
 
 
 def cli_reference() -> str:

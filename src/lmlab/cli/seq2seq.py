@@ -4,12 +4,11 @@ task's test split."""
 
 import json
 
-from lmlab.cli.config_flags import add_config_flags, config_overrides
+from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
-from lmlab.eval.seq2seq import attention_map
 from lmlab.figures import save_heatmap
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.seq2seq import translate_ids
+from lmlab.generation.seq2seq import attention_map, translate_ids
 from lmlab.io.outputs import check_file_output
 from lmlab.models.seq2seq.files import load_seq2seq_dir
 from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq

@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from lmlab.cli.model_dtype import add_dtype_arg, say_gguf_kernels
+from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder

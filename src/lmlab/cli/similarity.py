@@ -3,7 +3,7 @@
 import argparse
 from pathlib import Path
 
-from lmlab.cli.vocabulary import alias
+from lmlab.cli.common.vocabulary import alias
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.io.lines import read_lines

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 
-from lmlab.cli.vocabulary import alias
+from lmlab.cli.common.vocabulary import alias
 from lmlab.data.analogies import analogy_questions
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.words import corpus_sentences

@@ -13,7 +13,7 @@ corpus teaches the words and the digits of numbers but not the mapping between t
 `paired` > 0 that share of sentences writes a number both ways, as cheques and forms do
 ("a cheque for 312 (three hundred and twelve) pounds"), and `exclude` keeps chosen numbers (a
 task's held-out ones) out of the corpus entirely. Pre-training on it (T5 span corruption, BART
-denoising) is the "own objective" stage of the `seq2seq-pretraining` experiment.
+denoising) is the "own objective" stage of the `encoder-decoder-pretraining` experiment.
 """
 
 import random

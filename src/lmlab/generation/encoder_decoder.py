@@ -1,7 +1,7 @@
 """Generation for encoder-decoder models (the original Transformer, T5, BART): read the source once,
 then write the target one token at a time.
 
-    generate_seq2seq(model, input_ids, attention_mask, GenerationConfig(num_beams=4, max_new_tokens=32))
+    generate_encoder_decoder(model, input_ids, attention_mask, GenerationConfig(num_beams=4, max_new_tokens=32))
 
 The encoder runs once per batch, and each decoder layer's cross-attention keys and values of the
 encoded source are computed once (`model.memory_kv`) and read at every step; the decoder's own keys
@@ -27,8 +27,8 @@ from lmlab.models.encoder_decoder.model import EncoderDecoder
 
 
 @torch.inference_mode()
-def generate_seq2seq(model: EncoderDecoder, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                     config: GenerationConfig) -> list[list[int]]:
+def generate_encoder_decoder(model: EncoderDecoder, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                             config: GenerationConfig) -> list[list[int]]:
     """The new target ids for each source in input_ids (B, S); attention_mask (B, S): 1 on real tokens.
 
     Each output leaves out the decoder start token and ends before its first stop token (the stop
@@ -75,7 +75,7 @@ def check_sources(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
     """One-line errors for a model that is not an encoder-decoder and for malformed or empty sources."""
     if not isinstance(model, EncoderDecoder):
         kind = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
-        raise LmlabError(f"generate_seq2seq needs an encoder-decoder model (t5, bart, transformer); "
+        raise LmlabError(f"generate_encoder_decoder needs an encoder-decoder model (t5, bart, transformer); "
                          f"'{kind}' is not one: use lmlab.generation.generate for decoder-only models")
     if input_ids.dim() != 2 or input_ids.size(0) == 0 or input_ids.size(1) == 0:
         raise LmlabError(f"input_ids must be a non-empty (batch, source length) tensor; got shape "
@@ -88,4 +88,4 @@ def check_sources(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
         if empty:
             raise LmlabError(f"source {empty[0]} has no real token (its attention_mask is all 0); drop it")
     if config.stop_strings:
-        raise LmlabError("stop strings are matched in text; generate_seq2seq works on ids: use eos_id")
+        raise LmlabError("stop strings are matched in text; generate_encoder_decoder works on ids: use eos_id")

@@ -10,6 +10,7 @@ the best of the pool is the answer (HF's rules, see `beam.py`); K=1 makes exactl
 Only the model calls are this file's own: the sources are encoded once (their states, mask and the
 decoder's first state); each step feeds every row's newest character and its GRU state. Beam search
 makes K rows per source, and the GRU state follows the surviving beams. Scores add up in float64.
+`attention_map` gives where the decoder looked while writing a given output (teacher-forced).
 """
 
 import dataclasses
@@ -107,3 +108,14 @@ def _step(model: Seq2Seq, tokens: torch.Tensor, encoded: Encoded,
     float64 and the new state."""
     logits, state, _ = model.decode(tokens[:, None], encoded, state)  # (R, 1, V)
     return logits[:, 0].double(), state
+
+
+@torch.inference_mode()
+def attention_map(model: Seq2Seq, source: list[int], output: list[int]) -> torch.Tensor | None:
+    """Attention weights (T, S) of the decoder producing `output` (ids ending with </s>) from `source`
+    (ids ending with </s>): row t is where it looked to write output[t]. None without attention."""
+    device = next(model.parameters()).device
+    encoded = model.encode(torch.tensor([source], device=device))
+    tgt_in = torch.tensor([[model.config.bos_id] + output[:-1]], device=device)  # (1, T)
+    _, _, weights = model.decode(tgt_in, encoded)  # (1, T, S)
+    return None if weights is None else weights[0].float().cpu()

@@ -33,7 +33,7 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     return _LinearCrossEntropy.apply(hidden, weight, targets, bias)
 
 
-class Seq2SeqLoss(nn.Module):
+class EncoderDecoderLoss(nn.Module):
     """A teacher-forced batch -> mean target-token loss of an `EncoderDecoder`, through
     `linear_cross_entropy` (with BART's fixed logits bias). Like `CausalLMLoss`, weightless."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from lmlab.tokenizers.seq2seq import PAD
+from lmlab.tokenizers.encoder_decoder_bpe import PAD
 
 Kind = Literal["decoder", "encoder", "encoder-decoder", "classic"]
 KINDS: tuple[Kind, ...] = ("decoder", "encoder", "encoder-decoder", "classic")

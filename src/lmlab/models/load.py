@@ -106,8 +106,8 @@ def _family(path: Path) -> Family | None:
         return None
     family = registry.lookup(model_type, str(path))
     if family.reader != LOAD:
-        then = (" and generate with lmlab.generation.encoder_decoder.generate_seq2seq, or fine-tune it with "
-                "`lmlab finetune --task seq2seq`") if family.kind == "encoder-decoder" else ""
+        then = (" and generate with lmlab.generation.encoder_decoder.generate_encoder_decoder, or fine-tune it with "
+                "`lmlab finetune --task text-to-text`") if family.kind == "encoder-decoder" else ""
         raise LmlabError(f"'{path}' holds a {family.title}, which is not supported by lmlab.load (nor lmlab "
                          f"generate, eval perplexity): use {family.reader}{then}")
     return family

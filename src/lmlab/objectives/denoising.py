@@ -24,7 +24,7 @@ from functools import partial
 from lmlab.errors import LmlabError
 from lmlab.objectives.objective import Key, Objective, Tokens, python_rng
 from lmlab.objectives.sentences import sentence_end_ids, split_sentences
-from lmlab.tokenizers.seq2seq import MASK
+from lmlab.tokenizers.encoder_decoder_bpe import MASK
 
 NoiseFn = Callable[[list[int], random.Random], list[int]]
 

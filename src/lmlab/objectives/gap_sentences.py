@@ -18,7 +18,7 @@ from collections.abc import Callable
 from lmlab.errors import LmlabError
 from lmlab.objectives.objective import Key, Objective, Tokens
 from lmlab.objectives.sentences import sentence_end_ids, split_sentences
-from lmlab.tokenizers.seq2seq import MASK
+from lmlab.tokenizers.encoder_decoder_bpe import MASK
 
 PEGASUS_RATIO = 0.3  # the share of a document's sentences Pegasus masks
 

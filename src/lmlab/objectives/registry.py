@@ -45,7 +45,7 @@ from lmlab.objectives.sft import sft_objective
 from lmlab.objectives.span_corruption import span_corruption_objective, t5_sentinel_tokens
 from lmlab.objectives.span_masking import span_masking_objective
 from lmlab.objectives.whole_word import whole_word_objective
-from lmlab.tokenizers.seq2seq import MASK
+from lmlab.tokenizers.encoder_decoder_bpe import MASK
 
 
 class Trainee(Protocol):

@@ -29,8 +29,8 @@ from lmlab.errors import LmlabError
 from lmlab.losses.bradley_terry import pairwise_accuracy
 from lmlab.losses.dpo import dpo_loss
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, Tunable, batch_indices, finish,
-                                     load_tunable, run_settings, split_examples, start_tuning, unique)
+from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, Tunable, batch_indices, finish,
+                                          load_tunable, run_settings, split_examples, start_tuning, unique)
 from lmlab.training.loop import log_before, part_of, run_steps
 from lmlab.training.preference import pair_logprobs, pair_reference
 from lmlab.training.preference_data import Pair, load_pairs, sampled_pairs
@@ -40,7 +40,7 @@ from lmlab.training.task_score import task_score
 
 @dataclass(frozen=True)
 class DPOConfig:
-    """DPO's own settings (the rest, batch size included, is `FinetuneConfig`)."""
+    """DPO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
 
     beta: float = 0.1  # strength of the pull to the reference model
     sample_pairs: int = dataclasses.field(default=0, metadata={"help": (
@@ -64,10 +64,10 @@ class DPOConfig:
         at_most(self, MAX_CONTEXT, "sample_max_new_tokens")
 
 
-def dpo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(),
+def dpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(),
         dpo_cfg: DPOConfig = DPOConfig(), reward_fn: str | None = None, reward_model: str | Path | None = None,
         adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
-        device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+        device: str = "auto", show_progress: bool = True) -> PostTrainResult:
     """Align `model` (a zoo name, model or run directory, .gguf) with the preferences in `data` (a
     JSONL file, or "task") into the run directory `out`; `dpo_cfg.beta` scales the implicit reward
     (larger: stay closer to the reference). With `dpo_cfg.sample_pairs` = K, `data` holds prompts

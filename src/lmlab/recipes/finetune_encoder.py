@@ -51,7 +51,7 @@ from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.finetune import split_examples
+from lmlab.training.post_training import split_examples
 from lmlab.training.loop import LOOP_DEFAULTS, log_before, measured, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 

@@ -41,8 +41,8 @@ from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     run_settings, split_examples, start_tuning, unique)
+from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
+                                          run_settings, split_examples, start_tuning, unique)
 from lmlab.training.loop import evaluated, log_before, part_of, run_steps
 from lmlab.training.preference import Logits, frozen_reference
 from lmlab.training.rewards import RewardFn, load_prompts, reward_source
@@ -53,7 +53,7 @@ PRETRAINING_MIX = REGISTRY["causal_lm"]  # PPO-ptx: the policy keeps its causal-
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """PPO's own settings (the rest, batch size included, is `FinetuneConfig`)."""
+    """PPO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
 
     ppo_epochs: int = 4  # optimizer steps on each rollout
     clip: float = 0.2  # policy ratio clip
@@ -100,10 +100,10 @@ class PolicyWithValue(nn.Module):
         return self.policy.logits(hidden), self.value_head(hidden)
 
 
-def ppo(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(),
+def ppo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(),
         ppo_cfg: PPOConfig = PPOConfig(), reward_fn: str | None = None, reward_model: str | Path | None = None,
         adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
-        device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+        device: str = "auto", show_progress: bool = True) -> PostTrainResult:
     """Optimise `model` (a zoo name, model or run directory, .gguf) for a reward on the prompts in
     `data` (a JSONL file of {"messages": [...]}, the reply left out, or "task") into run directory
     `out`. The reward is `reward_fn` ("module:function", called with the prompt's messages and the

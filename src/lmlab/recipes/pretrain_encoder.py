@@ -41,7 +41,7 @@ from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.encoder_heads import HEADS
-from lmlab.training.finetune import batch_indices, split_examples
+from lmlab.training.post_training import batch_indices, split_examples
 from lmlab.training import distributed
 from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
 

@@ -17,17 +17,17 @@ import torch
 from lmlab.heads.reward import RewardModel
 from lmlab.models.tuned_files import save_reward_head
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     run_settings, split_examples, start_tuning)
+from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
+                                          run_settings, split_examples, start_tuning)
 from lmlab.training.loop import log_before, part_of, run_steps
 from lmlab.training.preference import ranking_chats
 from lmlab.training.preference_data import Ranking, load_rankings
 from lmlab.training.reward_model import chat_rewards, ranking_loss
 
 
-def reward(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), k: int = 4,
+def reward(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(), k: int = 4,
            adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
-           device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+           device: str = "auto", show_progress: bool = True) -> PostTrainResult:
     """Train a reward model from `model` (a zoo name, model or run directory, .gguf) on the
     preferences in `data` (a JSONL file, or "task": `k` ranked answers per question) into the
     run directory `out`. `adapter`, `stop_after` and `resume` work as for `recipes.sft.sft`."""

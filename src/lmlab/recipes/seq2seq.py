@@ -17,9 +17,9 @@ from lmlab.config import LoopConfig, OptimConfig
 from lmlab.config_checks import MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
 from lmlab.data.pairs import Pair, TaskSizes
-from lmlab.data.seq2seq_tasks import TASKS, make_task
+from lmlab.data.pair_tasks import TASKS, make_task
 from lmlab.errors import LmlabError
-from lmlab.eval.seq2seq import char_accuracy, sequence_accuracy
+from lmlab.eval.sequence_accuracy import char_accuracy, sequence_accuracy
 from lmlab.generation.seq2seq import translate_texts
 from lmlab.models.seq2seq.files import Seq2SeqModel, save_seq2seq_dir
 from lmlab.losses.cross_entropy import cross_entropy
@@ -27,7 +27,7 @@ from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 from lmlab.progress import in_batches
 from lmlab.objectives.teacher_forcing import teacher_forcing
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import batch_indices
+from lmlab.training.post_training import batch_indices
 from lmlab.training.loop import evaluated, last_evaluation, part_of, run_steps, start_session
 from lmlab.training.progress import save_loss_curve
 

@@ -17,15 +17,15 @@ from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import sft_batch
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.finetune import (TASK, FinetuneConfig, FinetuneResult, batch_indices, finish, load_tunable,
-                                     read_chats, run_settings, split_examples, start_tuning, trim_padding, unique)
+from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
+                                          read_chats, run_settings, split_examples, start_tuning, trim_padding, unique)
 from lmlab.training.loop import log_before, part_of, run_steps
 from lmlab.training.task_score import task_score
 
 
-def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = FinetuneConfig(), pack: bool = False,
+def sft(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(), pack: bool = False,
         adapter: str | Path | None = None, resume: bool = False, stop_after: int | None = None,
-        device: str = "auto", show_progress: bool = True) -> FinetuneResult:
+        device: str = "auto", show_progress: bool = True) -> PostTrainResult:
     """Fine-tune `model` (a zoo name, model or run directory, .gguf) on the chats in `data` (a JSONL
     file, or "task") into the run directory `out`. `adapter` continues training a saved adapter;
     `stop_after` ends this session after that many steps with a checkpoint (so does Ctrl-C), and
@@ -64,7 +64,7 @@ def sft(model: str | Path, data: str, out: str | Path, cfg: FinetuneConfig = Fin
     return finish(session, tuned, finished, graded)
 
 
-def load_chats(data: str, cfg: FinetuneConfig) -> list[list[dict]]:
+def load_chats(data: str, cfg: PostTrainConfig) -> list[list[dict]]:
     """The chats of a JSONL file, or for "task" the task's demonstrations (each question once)."""
     if data == TASK:
         return unique(task_examples(cfg.task_size, cfg.loop.seed, cfg.task_max_operand))

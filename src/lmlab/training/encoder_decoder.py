@@ -18,13 +18,13 @@ from tokenizers import Tokenizer
 from lmlab.errors import LmlabError
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
-from lmlab.losses.linear_cross_entropy import Seq2SeqLoss
+from lmlab.losses.linear_cross_entropy import EncoderDecoderLoss
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.models.presets import family_of, names, preset
 from lmlab.models.encoder_decoder.model import EncoderDecoder
-from lmlab.objectives.seq2seq_batch import seq2seq_batch
+from lmlab.objectives.encoder_decoder_batch import encoder_decoder_batch
 from lmlab.tokenizers.bpe import load_tokenizer
-from lmlab.tokenizers.seq2seq import BOS, EOS, PAD, train_seq2seq_bpe
+from lmlab.tokenizers.encoder_decoder_bpe import BOS, EOS, PAD, train_encoder_decoder_bpe
 
 IdPair = tuple[list[int], list[int]]  # (source ids, target ids), each ending with </s>
 
@@ -37,7 +37,7 @@ def starting_model(model: str, texts: list[str], vocab_size: int, seed: int, ext
     `tokenizer` (a tokenizer.json or its directory) replaces the trained or the model's own."""
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     if model in names("encoder-decoder") and not Path(model).exists():
-        tok = tok or train_seq2seq_bpe(texts, vocab_size, family_of(model).name, extra_tokens)
+        tok = tok or train_encoder_decoder_bpe(texts, vocab_size, family_of(model).name, extra_tokens)
         missing = [t for t in (PAD, EOS, *extra_tokens) if tok.token_to_id(t) is None]
         if missing:
             raise LmlabError(f"tokenizer '{tokenizer}' lacks the special tokens {missing}; leave out --tokenizer "
@@ -111,9 +111,9 @@ def fit_length(ids: list[int], limit: int, truncate: bool, what: str) -> tuple[l
 def teacher_forced_loss(model: EncoderDecoder, pairs: list[IdPair]) -> torch.Tensor:
     """Mean cross-entropy of the targets given the sources, the decoder reading the reference prefix."""
     cfg, device = model.config, model.lm_head.weight.device
-    batch = {k: v.to(device) for k, v in seq2seq_batch(pairs, cfg.pad_id, cfg.decoder_start_id).items()}
-    return Seq2SeqLoss(model)(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
-                              batch["labels"], batch["decoder_attention_mask"])
+    batch = {k: v.to(device) for k, v in encoder_decoder_batch(pairs, cfg.pad_id, cfg.decoder_start_id).items()}
+    return EncoderDecoderLoss(model)(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
+                                     batch["labels"], batch["decoder_attention_mask"])
 
 
 def mean_loss(model: EncoderDecoder, pairs: list[IdPair], batch_size: int) -> float:

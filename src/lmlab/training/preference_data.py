@@ -21,7 +21,7 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.losses.bradley_terry import ranked_pairs
 from lmlab.progress import progress_bar
 from lmlab.tokenizers.chat import chat_prompt
-from lmlab.training.finetune import TASK, FinetuneConfig, check_example, unique, with_reply
+from lmlab.training.post_training import TASK, PostTrainConfig, check_example, unique, with_reply
 from lmlab.training.rewards import RewardFn
 
 Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
@@ -45,7 +45,7 @@ def ranking_pairs(ranking: Ranking) -> list[Pair]:
     return [(prompt, answers[i], answers[j]) for i, j in zip(better.tolist(), worse.tolist())]
 
 
-def load_rankings(data: str, cfg: FinetuneConfig, k: int) -> list[Ranking]:
+def load_rankings(data: str, cfg: PostTrainConfig, k: int) -> list[Ranking]:
     """The rankings of a JSONL file, or for "task" `k` answers of distinct rewards to each question
     (each question once)."""
     if data == TASK:
@@ -54,7 +54,7 @@ def load_rankings(data: str, cfg: FinetuneConfig, k: int) -> list[Ranking]:
     return read_preferences(data)
 
 
-def load_pairs(data: str, cfg: FinetuneConfig) -> list[Pair]:
+def load_pairs(data: str, cfg: PostTrainConfig) -> list[Pair]:
     """The pairs of a JSONL file (every pair of each of its rankings), or for "task" the task's pairs
     (each question once)."""
     if data == TASK:

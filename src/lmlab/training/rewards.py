@@ -18,20 +18,20 @@ from lmlab.data.tasks import perfect_reply, task_prompts
 from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
 from lmlab.objectives.sft import ROLES
-from lmlab.training.finetune import TASK, FinetuneConfig, unique, with_reply
+from lmlab.training.post_training import TASK, PostTrainConfig, unique, with_reply
 from lmlab.models.tuned_files import load_reward_model
 from lmlab.training.reward_model import chat_rewards
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward
 
 
-def load_prompts(data: str, cfg: FinetuneConfig) -> list[list[dict]]:
+def load_prompts(data: str, cfg: PostTrainConfig) -> list[list[dict]]:
     """Chat prompts to reply to: the task's questions (each once), or a JSONL file's `messages`
     (a trailing assistant reply, if any, is dropped: the policy writes its own)."""
     return [prompt for prompt, _ in prompts_and_replies(data, cfg)]
 
 
-def prompts_and_replies(data: str, cfg: FinetuneConfig) -> list[tuple[list[dict], str | None]]:
+def prompts_and_replies(data: str, cfg: PostTrainConfig) -> list[tuple[list[dict], str | None]]:
     """`load_prompts`, each with the reply the data gives for it: the task's perfect answer, a JSONL
     example's trailing assistant message, or None when the example ends with the question."""
     if data == TASK:

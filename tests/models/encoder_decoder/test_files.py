@@ -162,5 +162,5 @@ def test_lmlab_load_refuses_an_encoder_decoder_and_names_its_reader(tmp_path):
     save_encoder_decoder(tiny("bart-tiny"), word_tokenizer(), tmp_path / "m")
     with pytest.raises(LmlabError) as error:
         load(tmp_path / "m")
-    assert "load_encoder_decoder" in one_line(error) and "generate_seq2seq" in one_line(error)
+    assert "load_encoder_decoder" in one_line(error) and "generate_encoder_decoder" in one_line(error)
     assert "lmlab seq2seq" not in one_line(error)  # the RNN seq2seq commands do not read transformers

@@ -104,7 +104,7 @@ def _encoder_decoder_family(path: Path, hf: dict) -> Family:
         return family
     roles = {LOAD: "a decoder-only model", LOAD_ENCODER: "an encoder-only model"}
     if family.reader in roles:
-        raise LmlabError(f"'{path}' holds a {family.model_type} model, which is {roles[family.reader]}; seq2seq "
+        raise LmlabError(f"'{path}' holds a {family.model_type} model, which is {roles[family.reader]}; this "
                          f"needs an encoder-decoder ({readable})")
     raise LmlabError(f"'{path}' holds a {family.title}, which lmlab does not read as an encoder-decoder; it reads: "
                      f"{readable} (read this one with {family.reader})")

@@ -1,6 +1,6 @@
 """`EncoderDecoder`: shared embedding -> encoder stack -> decoder stack (with cross-attention) -> LM head.
 
-The three calls follow the course's picture of a seq2seq transformer: `encode` reads the source
+The three calls follow the course's picture of an encoder-decoder transformer: `encode` reads the source
 once; `decode` predicts target tokens from a target prefix and the encoded source; `forward` is
 the teacher-forced pass training uses (decoder inputs = targets shifted right). Generation calls
 `encode` once, `memory_kv` once, then `decode` one token at a time with a KV cache.

@@ -5,6 +5,6 @@ from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, Encoder
 from lmlab.models.family import LOAD_ENCODER_DECODER, Family
 from lmlab.models.t5 import convert
 
-FAMILY = Family("t5", "encoder-decoder", LOAD_ENCODER_DECODER, EncoderDecoderConfig, "pretrain_seq2seq",
+FAMILY = Family("t5", "encoder-decoder", LOAD_ENCODER_DECODER, EncoderDecoderConfig, "pretrain_encoder_decoder",
                 build=build_encoder_decoder, convert=convert, objective="span_corruption",
                 presets={name: cfg for name, cfg in ENCODER_DECODER_PRESETS.items() if cfg.family == "t5"})

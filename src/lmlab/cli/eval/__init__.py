@@ -1,0 +1,11 @@
+"""`lmlab eval …`: how well a model does: perplexity, the addition task, few-shot prompting, cloze, facts,
+behavioural tests of a classifier, lm-evaluation-harness tasks. Each subcommand lives in its own module."""
+
+from lmlab.cli.eval import checklist, cloze, facts, fewshot, harness, perplexity, task
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="evaluate a model")
+    sub = p.add_subparsers(dest="eval_command", required=True)
+    for command in (perplexity, task, fewshot, cloze, facts, checklist, harness):
+        command.add_parser(sub)
