@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 from lmlab.experiments.classic_vs_neural import RESULTS, ClassicVsNeuralSettings, compare_classic_neural, results_table
-
 from machine import device_name  # benchmarks/machine.py
 
 OUT = Path(__file__).parent / "results" / f"{RESULTS}.json"

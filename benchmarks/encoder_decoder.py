@@ -33,6 +33,7 @@ and ratios, so the spread shows how noisy the machine was. Usage:
 """
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -50,7 +51,6 @@ from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.models.presets import preset
 from lmlab.training.host_memory import keep_freed_memory
-
 from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "encoder_decoder.json"
@@ -258,8 +258,9 @@ def main() -> None:
         lengths = {side: [len(o) for o in fn(models[side], ids, mask, args)]
                    for side, fn in (("lmlab", lmlab_generate), ("hf", hf_generate))}
         assert lengths["lmlab"] == lengths["hf"] == [args.new_tokens] * args.sources, f"unequal work: {lengths}"
-        generate = compare({"lmlab": lambda i: lmlab_generate(models["lmlab"], ids, mask, args),
-                            "hf": lambda i: hf_generate(models["hf"], ids, mask, args)},
+        calls = {side: functools.partial(fn, models[side], ids, mask, args)
+                 for side, fn in (("lmlab", lmlab_generate), ("hf", hf_generate))}
+        generate = compare({side: lambda i, call=call: call() for side, call in calls.items()},
                            args.sources * args.new_tokens, args.calls, args.warmup, args.rounds, device)
         for task, numbers in (("train", train), ("generate", generate)):
             medians = {side: statistics.median(r) for side, r in numbers["rates"].items()}

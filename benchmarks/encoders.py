@@ -51,22 +51,21 @@ import torch.nn.functional as F
 import transformers
 
 from lmlab.config import EncoderConfig
-from lmlab.models.deberta import convert as deberta_convert
-from lmlab.models.encoders import build
-from lmlab.models.presets import preset
 from lmlab.data.stdlib import stdlib_texts
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inference.embeddings import sentence_embeddings
-from lmlab.models.load import load_encoder
+from lmlab.losses.task_heads import classification_loss
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
+from lmlab.models.deberta import convert as deberta_convert
+from lmlab.models.encoders import build
+from lmlab.models.load import load_encoder
+from lmlab.models.presets import preset
 from lmlab.modules.pooling import mean_pooled_embedding
-from lmlab.tokenizers.wordpiece import encode_batch, train_wordpiece
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
+from lmlab.tokenizers.wordpiece import encode_batch, train_wordpiece
 from lmlab.training.optim import build_optimizer, build_schedule
-from lmlab.losses.task_heads import classification_loss
-
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "encoders.json"

@@ -164,6 +164,7 @@ def main() -> None:
         print(json.dumps(draw_times(args.side, PICTURES, args.rounds)))
         return
     import torch
+
     from machine import device_name  # imports torch: only here, never in the measured child processes
 
     PICTURES.mkdir(parents=True, exist_ok=True)

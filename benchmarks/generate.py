@@ -66,7 +66,6 @@ from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
 from lmlab.models.load import load
 from lmlab.modules.kernels.build import kernel_ops
-
 from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
@@ -348,7 +347,7 @@ def main() -> None:
 
     def decode_rounds(prompts: list[list[int]]) -> dict[str, list]:
         for impl in impls:  # warm-up at this batch size (lmlab also lays out its weights for it, or compiles)
-            seconds = timed(lambda: impl.decode(prompts, 2), device)[0]
+            seconds = timed(lambda impl=impl: impl.decode(prompts, 2), device)[0]
             if impl.name in compile_s:
                 compile_s[impl.name].append(seconds)
         return interleaved(impls, lambda impl: decode(impl, prompts), args.rounds)

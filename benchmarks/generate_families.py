@@ -32,7 +32,6 @@ from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.fused import fused_step_refusal
 from lmlab.models.presets import preset
-
 from machine import alternating, device_name  # benchmarks/machine.py
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the test helpers that build and convert the models
@@ -61,6 +60,7 @@ def family_config(family: str) -> ModelConfig:
 def written(family: str, root: Path) -> tuple[Path, Path]:
     """(HF directory, Q4_0 GGUF file) of a random-weight model of `family` on SmolLM2's shape."""
     import llama_cpp
+
     from hf_models import hf_model
     from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, tokenizer_files
 
@@ -152,6 +152,7 @@ def measure(family: str, root: Path, args) -> dict:
 def run_families(args) -> None:
     """Measure every family of FAMILIES (or --family ones), print the table and write the JSON."""
     import os
+
     import llama_cpp  # noqa: F401  (required: the comparison is the point)
 
     if args.threads:

@@ -31,7 +31,6 @@ from lmlab.config_checks import BIDIRECTIONAL_ATTENTION
 from lmlab.figures import save_line_plot
 from lmlab.modules.attention import SelfAttention
 from lmlab.modules.efficient_attention import METHODS, attention_core
-
 from machine import alternating, device_name, in_fresh_process, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "long_attention.json"
@@ -143,7 +142,7 @@ def main() -> None:
     rounds = 1 if args.quick else args.rounds
     lengths = [512 * 2**i for i in range(int(math.log2(max_length // 512)) + 1)]
     modules = {(m, c): layer(m, c, max_length, device) for m, c in sides()}
-    for (m, c), module in modules.items():  # warm up: kernels, allocator
+    for (_, c), module in modules.items():  # warm up: kernels, allocator
         step(module, c, torch.randn(1, 512, D_MODEL, device=device, requires_grad=True))
     times: dict[tuple, list[float]] = {}
     for _, (side, length) in alternating([(s, n) for n in lengths for s in modules], rounds):
@@ -159,7 +158,7 @@ def main() -> None:
             [peak_memory_mib(*side, n, device) for n in lengths]
         results[name(*side)] = {"method": side[0], "causal": side[1], "ms": ms, "peak_mib": memory,
                                 "time_slope": slope(lengths, ms), "memory_slope": slope(lengths, memory)}
-    for label, r in results.items():
+    for r in results.values():
         sdpa = results[name("full", r["causal"])]
         r["crossover_tokens"] = None if r["method"] == "full" else crossover(lengths, r["ms"], sdpa["ms"])
 

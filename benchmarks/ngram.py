@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from lmlab.data.corpora import load_corpus
-from lmlab.models.ngram.arpa import write_arpa
 from lmlab.models.ngram import fit_ngram, stream_runs
+from lmlab.models.ngram.arpa import write_arpa
 from lmlab.models.ngram.scoring import SCORER
 from lmlab.modules.kernels.build import compiled
 from lmlab.tokenizers.bpe import train_bpe

@@ -31,7 +31,6 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.models.load import load
 from lmlab.models.quantize import quantize_model
-
 from machine import downloaded  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "quantized_quality.json"

@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,6 @@ import transformers
 
 from lmlab.models.load import load
 from lmlab.tokenizers.chat import chat_prompt
-
 from machine import device_name, downloaded  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "serve.json"

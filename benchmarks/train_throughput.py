@@ -43,16 +43,15 @@ import torch
 import transformers
 
 from lmlab.config import LoopConfig, ModelConfig, OptimConfig
-from lmlab.models.presets import preset
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.models.registry import family
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.training.compile import maybe_compile
 from lmlab.training.host_memory import keep_freed_memory
 from lmlab.training.loop import run_steps, start_session
-
 from machine import alternating, device_name, in_fresh_process, page_faults, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "train_throughput.json"

@@ -34,7 +34,6 @@ from lmlab.eval.analogy import analogy_accuracy
 from lmlab.models.word2vec.config import Word2VecConfig
 from lmlab.models.word2vec.vectors import WordVectors
 from lmlab.recipes.word2vec import train_word2vec
-
 from machine import alternating, device_name  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "word2vec.json"

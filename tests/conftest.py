@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from fuzz.record import merge_worker_reports
 from lmlab.cli.main import main
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
-from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
-from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from real_models import models_root
-from fuzz.record import merge_worker_reports
 
 
 def pytest_configure(config):

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import torch
 
-from lmlab.models.presets import preset
-from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.bert.build import build_encoder
+from lmlab.models.encoder_files import save_hf_encoder_dir
+from lmlab.models.presets import preset
 from lmlab.tokenizers.wordpiece import train_wordpiece
 
 WORDS = ("the cat sat on a mat . paris is in france and rome is in italy ; anna lives in oslo with bob "

@@ -9,12 +9,11 @@ import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader
 
+from gguf_files import logits, write_gguf
+from llama_cpp_converter import llama_cpp as llama_cpp_module
 from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
 from lmlab.modules.kv_cache import KVCache
-
-from gguf_files import logits, write_gguf
-from llama_cpp_converter import llama_cpp as llama_cpp_module
 
 GGUF_PY_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0)  # the block types gguf.quants.quantize writes
 FTYPES = {  # the block type -> the llama.cpp file type whose default (with `pure`) it is

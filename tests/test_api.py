@@ -6,28 +6,28 @@ import sys
 import pytest
 
 import lmlab
-from lmlab.config import ENCODER_PRESETS, PRESETS as DECODER_PRESETS, EncoderConfig, ModelConfig
-from lmlab.models.presets import preset
+from conftest import TINY_MODEL
+from conftest import lmlab as run_cli
+from lmlab.config import ENCODER_PRESETS, EncoderConfig, ModelConfig
+from lmlab.config import PRESETS as DECODER_PRESETS
 from lmlab.errors import LmlabError
-from lmlab.models.load import load
 from lmlab.models.elmo.config import ELMO_PRESETS
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS, EncoderDecoderConfig
 from lmlab.models.gemma2.family import PRESETS as GEMMA2_PRESETS
 from lmlab.models.gemma3.family import PRESETS as GEMMA3_PRESETS
+from lmlab.models.load import load
 from lmlab.models.mistral.family import PRESETS as MISTRAL_PRESETS
+from lmlab.models.ngram.model import NGRAM_PRESETS
 from lmlab.models.olmo2.family import PRESETS as OLMO2_PRESETS
 from lmlab.models.phi3.family import PRESETS as PHI3_PRESETS
+from lmlab.models.presets import names, preset
 from lmlab.models.qwen2.family import PRESETS as QWEN2_PRESETS
 from lmlab.models.qwen3.family import PRESETS as QWEN3_PRESETS
-from lmlab.models.ngram.model import NGRAM_PRESETS
-from lmlab.models.presets import names
 from lmlab.models.rnn.config import RNN_PRESETS, RNNConfig
 from lmlab.models.seq2seq.config import SEQ2SEQ_PRESETS
 from lmlab.models.window.config import WINDOW_PRESETS
 from lmlab.models.word2vec.config import WORD2VEC_PRESETS
 from lmlab.recipes.sft import sft
-
-from conftest import TINY_MODEL, lmlab as run_cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,7 +43,7 @@ def test_names_are_the_deep_functions():
     for name in lmlab.__all__:
         assert getattr(lmlab, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'lod'"):
-        lmlab.lod
+        _ = lmlab.lod
 
 
 def test_a_renamed_name_still_works_for_a_release_and_names_its_replacement():

@@ -3,8 +3,9 @@ that each run whole test files, and a command a test runs in a child process fin
 
 import os
 import shlex
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from real_models import models_root
 

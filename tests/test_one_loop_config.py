@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import lmlab as run_lmlab
-from conftest import one_line_error
 from torch import nn
 
 import lmlab
+from conftest import lmlab as run_lmlab
+from conftest import one_line_error
 from lmlab.cli.commands import build_parser
 from lmlab.cli.common.config_flags import config_overrides
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.recipes.finetune_encoder import EncoderFinetuneConfig
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import PostTrainConfig
 from lmlab.training.loop import check_same_run, part_of, run_steps, start_session
+from lmlab.training.post_training import PostTrainConfig
 
 SRC = Path(lmlab.__file__).parent
 LOOP_FIELDS = {f.name for f in dataclasses.fields(LoopConfig)}

@@ -7,10 +7,10 @@ import pytest
 
 from conftest import lmlab, one_line_error
 from lmlab.config import EncoderConfig, LoopConfig, ModelConfig, OptimConfig, TrainConfig
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation.config import GenerationConfig
 from lmlab.models.elmo.config import ElmoConfig
+from lmlab.models.presets import preset
 from lmlab.models.rnn.config import RNNConfig
 from lmlab.models.window.config import WindowConfig
 from lmlab.models.word2vec.config import Word2VecConfig

@@ -1,8 +1,9 @@
 """A six-word word-level tokenizer (HF tokenizers) for tiny encoder-decoders."""
 
-from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
+
+from tokenizers import Tokenizer
 
 
 def word_tokenizer() -> Tokenizer:

@@ -10,8 +10,22 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, MAX_EPS, MAX_LAYERS, MAX_ROPE_BASE, MAX_SEED, MAX_VOCAB, \
-    MAX_WIDTH, at_least, at_most, check_causal_attention, check_types, fraction, positive
+from lmlab.config_checks import (
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_EPS,
+    MAX_LAYERS,
+    MAX_ROPE_BASE,
+    MAX_SEED,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    at_least,
+    at_most,
+    check_causal_attention,
+    check_types,
+    fraction,
+    positive,
+)
 from lmlab.errors import LmlabError
 
 MAX_PARAMETERS = 10**11  # ~400 GB of float32 weights: far past anything lmlab trains or loads

@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from lmlab.data.analogies import analogy_corpus
-
 from conftest import lmlab, one_line_error
+from lmlab.data.analogies import analogy_corpus
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]

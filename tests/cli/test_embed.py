@@ -6,13 +6,12 @@ import json
 import pytest
 import torch
 
+from conftest import lmlab, one_line_error
+from encoder_data import tiny_encoder_dir
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.models.load import load_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch
-
-from conftest import lmlab, one_line_error
-from encoder_data import tiny_encoder_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,6 +6,8 @@ from types import NoneType
 
 import pytest
 
+from conftest import lmlab, one_line_error
+from encoder_data import task_rows, tiny_encoder_dir, write_csv, write_jsonl
 from lmlab.cli.commands import build_parser, parse
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, TASKS, read_examples
 from lmlab.models.encoder_task_files import load_finetuned
@@ -13,9 +15,6 @@ from lmlab.models.finetuned_encoder import TASK_HEADS
 from lmlab.modules.pooling import ContextPooler
 from lmlab.recipes.finetune_encoder import TASK_SPECS, task_scores
 from lmlab.tokenizers.wordpiece import train_wordpiece
-
-from conftest import lmlab, one_line_error
-from encoder_data import task_rows, tiny_encoder_dir, write_csv, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,10 +7,9 @@ from importlib.metadata import version
 
 import pytest
 
+from conftest import lmlab
 from lmlab.cli.commands import build_parser, leaf_parsers
 from lmlab.cli.common.vocabulary import DEPRECATED
-
-from conftest import lmlab
 
 
 def test_version_prints_the_installed_version():

@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
-from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer

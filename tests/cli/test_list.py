@@ -2,11 +2,10 @@
 
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.models.presets import names
 from lmlab.models.registry import FAMILIES
 from lmlab.objectives.registry import REGISTRY as OBJECTIVES
-
-from conftest import lmlab, one_line_error
 
 
 def rows(capsys) -> list[list[str]]:

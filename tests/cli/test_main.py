@@ -9,10 +9,9 @@ import time
 
 import pytest
 
+from conftest import TINY_MODEL_ARGS, lmlab, one_line_error
 from lmlab.cli.main import main
 from lmlab.models.load import load
-
-from conftest import TINY_MODEL_ARGS, lmlab, one_line_error
 
 FAST = ["--max-steps", "4", "--batch-size", "4", "--block-size", "16", "--eval-every", "2", "--log-every", "1",
         "--checkpoint-every", "2"]

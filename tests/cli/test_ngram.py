@@ -7,12 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from conftest import lmlab, one_line_error
+from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
-from lmlab.models.decoder import build_decoder
 from lmlab.tokenizers.bpe import load_tokenizer
-
-from conftest import lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

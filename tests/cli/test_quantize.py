@@ -6,12 +6,11 @@ import json
 import pytest
 import torch
 
+from chat_models import tiny_chat_model
+from conftest import lmlab, one_line_error
 from lmlab.models.load import load
 from lmlab.models.quantized_files import QUANTIZATION_FILE
 from lmlab.modules.quantized import QuantizedLinear
-
-from chat_models import tiny_chat_model
-from conftest import lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 

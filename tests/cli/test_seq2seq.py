@@ -5,12 +5,11 @@ import json
 import numpy as np
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.figures import heatmap_image
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.seq2seq import attention_map, translate_ids
 from lmlab.models.seq2seq.files import load_seq2seq_dir
-
-from conftest import lmlab, one_line_error
 from png_files import read_png
 
 pytestmark = pytest.mark.usefixtures("one_thread")

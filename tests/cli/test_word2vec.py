@@ -6,11 +6,10 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.data.analogies import analogy_corpus
 from lmlab.eval.word_similarity import read_pairs
 from lmlab.models.word2vec.vectors import load_vectors
-
-from conftest import lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = ["--dim", "16", "--epochs", "2", "--min-count", "2", "--batch-size", "256"]

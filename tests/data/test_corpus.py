@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models
 
 from lmlab.data import tokens as tokens_module
 from lmlab.data.blocks import batch_starts, gather, split_blocks
@@ -14,6 +13,7 @@ from lmlab.data.stdlib import stdlib_texts
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import train_bpe
+from tokenizers import Tokenizer, models
 
 # --- sources ---------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ import pytest
 from lmlab.data.char_vocab import BOS, EOS, PAD, SPECIALS, UNK, CharVocab
 from lmlab.data.dates import FIRST_DAY, FORMS, LAST_DAY, MONTHS, WEEKDAYS, date_form, date_task, ordinal
 from lmlab.data.digits import reverse_task
-from lmlab.data.pairs import TaskSizes
 from lmlab.data.pair_tasks import make_task
+from lmlab.data.pairs import TaskSizes
 from lmlab.errors import LmlabError
 
 SMALL = TaskSizes(train=2000, validation=300, test=300)

@@ -7,8 +7,8 @@ import pytest
 
 from lmlab.data.corpora import EMBEDDED, load_corpus
 from lmlab.data.number_words import number_corpus, number_form, number_task, number_words
-from lmlab.data.pairs import TaskSizes
 from lmlab.data.pair_tasks import make_task
+from lmlab.data.pairs import TaskSizes
 from lmlab.errors import LmlabError
 
 SMALL = TaskSizes(train=500, validation=100, test=100)

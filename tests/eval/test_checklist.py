@@ -8,13 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from lmlab.data.sentiment import NEGATIONS, NEGATIVE, POSITIVE
-from lmlab.errors import LmlabError
-from lmlab.eval.checklist import (CITIES, NAMES, NEW_NEGATIVE, NEW_POSITIVE, STRONG_INTENSIFIERS, checklist_suite,
-                                  run_checklist, sentiment_labels)
-
 from conftest import lmlab, one_line_error
 from encoder_data import task_rows, tiny_encoder_dir, write_csv, write_jsonl
+from lmlab.data.sentiment import NEGATIONS, NEGATIVE, POSITIVE
+from lmlab.errors import LmlabError
+from lmlab.eval.checklist import (
+    CITIES,
+    NAMES,
+    NEW_NEGATIVE,
+    NEW_POSITIVE,
+    STRONG_INTENSIFIERS,
+    checklist_suite,
+    run_checklist,
+    sentiment_labels,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,16 +8,15 @@ import math
 import pytest
 import torch
 
-from lmlab.models.presets import preset
+from conftest import lmlab, one_line_error
 from lmlab.data.cloze_passages import TEMPLATES, cloze_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import ClozeResult, last_sentence, predict_word, score_passage, split_passage, summary
-from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
-
-from conftest import lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,20 +7,19 @@ import json
 import pytest
 import torch
 
-from lmlab.models.presets import preset
+from conftest import lmlab, one_line_error
 from lmlab.data.facts import RELATIONS, Relation
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import candidates, precision_at, rank_causal, rank_masked
+from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.encoder_files import save_pretraining_dir
 from lmlab.models.load import load
 from lmlab.models.masked_lm import load_masked_lm
-from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.models.pretraining import build_for_pretraining
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.wordpiece import wordpiece_from_vocab
-
-from conftest import lmlab, one_line_error
 from real_models import models_root, real_model
 
 transformers = pytest.importorskip("transformers")

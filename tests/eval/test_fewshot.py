@@ -6,17 +6,16 @@ import json
 import pytest
 import torch
 
-from lmlab.models.presets import preset
+from conftest import lmlab, one_line_error
 from lmlab.eval.answers import choice_hits, exact_match, extract_answer, majority, normalize
 from lmlab.eval.fewshot import SEPARATOR, build_prompt, demonstrations, evaluate_cot, evaluate_fewshot
 from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.eval.prompt_tasks import TASKS, Example, PromptTask, load_task
+from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.load import load
-from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
-
-from conftest import lmlab, one_line_error
 from real_models import models_root, real_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

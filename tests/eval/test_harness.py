@@ -11,20 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import lmlab, one_line_error
 from lmlab.errors import LmlabError
 from lmlab.modules.quantized import QuantizedLinear
-
-from conftest import lmlab, one_line_error
 
 lm_eval = pytest.importorskip("lm_eval")
 transformers = pytest.importorskip("transformers")
 from lm_eval import simple_evaluate  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 from lmlab.eval import harness  # noqa: E402
 from lmlab.eval.task_files import task_code  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread", "quiet_lm_eval")]
 

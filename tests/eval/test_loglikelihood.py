@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.eval.baselines import unigram_perplexity
 from lmlab.eval.perplexity import perplexity
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.objectives.causal_lm import causal_lm
 from lmlab.targets import IGNORE_INDEX
 

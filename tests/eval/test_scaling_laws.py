@@ -8,8 +8,16 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.eval.scaling_laws import (ChinchillaFit, KaplanFit, bootstrap, compute_optimal, fit_chinchilla,
-                                     fit_kaplan, fit_power_law, isoflop_optimum)
+from lmlab.eval.scaling_laws import (
+    ChinchillaFit,
+    KaplanFit,
+    bootstrap,
+    compute_optimal,
+    fit_chinchilla,
+    fit_kaplan,
+    fit_power_law,
+    isoflop_optimum,
+)
 
 CHINCHILLA = ChinchillaFit(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, objective=0.0)  # their fit
 SIZES, TOKENS = [1e6, 3e6, 1e7, 3e7, 1e8, 3e8], [1e8, 3e8, 1e9, 3e9, 1e10]

@@ -6,10 +6,9 @@ import json
 import pytest
 import torch
 
-from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
-from lmlab.models.rnn import RNNConfig, RNNLM
-
 from conftest import lmlab, one_line_error
+from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
+from lmlab.models.rnn import RNNLM, RNNConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,8 +10,12 @@ import pytest
 
 from conftest import lmlab, one_line_error
 from lmlab.data.pair_tasks import make_task
-from lmlab.experiments.encoder_decoder_pretraining import (PretrainingExperimentSettings, encoder_decoder_pretraining,
-                                                       task_sizes, write_number_corpus)
+from lmlab.experiments.encoder_decoder_pretraining import (
+    PretrainingExperimentSettings,
+    encoder_decoder_pretraining,
+    task_sizes,
+    write_number_corpus,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

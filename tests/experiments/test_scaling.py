@@ -13,8 +13,14 @@ from lmlab.config import PRESETS
 from lmlab.errors import LmlabError
 from lmlab.experiments import scaling as experiment
 from lmlab.experiments.scaling import ScalingSettings, scaling
-from lmlab.experiments.scaling_grid import (LADDER, RUN_OVERHEAD_S, enough_for_fits, ladder_config,
-                                            non_embedding_parameters, plan_grid)
+from lmlab.experiments.scaling_grid import (
+    LADDER,
+    RUN_OVERHEAD_S,
+    enough_for_fits,
+    ladder_config,
+    non_embedding_parameters,
+    plan_grid,
+)
 from png_files import read_png
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -5,7 +5,6 @@ import pytest
 
 from lmlab.figures import axis_label, heatmap_grid, heatmap_image, save_heatmap
 from lmlab.figures.raster import FRAME, INK, WHITE
-
 from png_files import read_png
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from lmlab.figures import save_line_plot
-
 from png_files import read_png
 
 BLUE, ORANGE = (31, 119, 180), (255, 127, 14)  # the first two series colours

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from lmlab.figures import write_png
-
 from png_files import read_png
 
 

@@ -11,11 +11,11 @@ import gguf
 import torch
 from gguf import GGUFValueType as V
 
-from lmlab.models.presets import preset
 from lmlab.data.tasks import task_examples
-from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.llama.gguf import config_to_gguf, to_gguf
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.gguf import CONTROL, NORMAL
 from lmlab.tokenizers.text import TextTokenizer

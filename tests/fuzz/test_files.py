@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmlab.config import ModelConfig, TrainConfig
+from encoder_data import tiny_encoder_dir
 from fuzz.inputs import chat_tokenizer, data_files, make_wheel, save_model_dir, tiny_decoder, write_gguf
 from fuzz.oracle import Outcome, classify, run_cli
 from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
-
-from encoder_data import tiny_encoder_dir
+from lmlab.config import ModelConfig, TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -18,11 +18,11 @@ from gguf import GGUFValueType as V
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from lmlab.models.presets import preset
-from lmlab.models.llama.gguf import config_to_gguf
 from fuzz.inputs import DELETE, chat_tokenizer, data_files, tiny_decoder, write_gguf
 from fuzz.oracle import classify, run_cli
 from fuzz.record import check, fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
+from lmlab.models.llama.gguf import config_to_gguf
+from lmlab.models.presets import preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -18,11 +18,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from encoder_data import tiny_encoder_dir
 from fuzz.inputs import CHATML, chat_tokenizer, data_files, model_dirs, save_model_dir, tiny_decoder
 from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
-
-from encoder_data import tiny_encoder_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

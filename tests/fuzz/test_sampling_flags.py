@@ -5,10 +5,9 @@ sizes of 10^30). Each is refused in one line, or runs and prints text; never a t
 
 import pytest
 
+from chat_models import tiny_chat_model
 from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
-
-from chat_models import tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

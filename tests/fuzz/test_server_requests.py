@@ -21,16 +21,15 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from fuzz.oracle import Outcome
-from fuzz.record import check, fuzz_report  # noqa: F401 (fuzz_report: the session's report)
-
 from chat_models import tiny_chat_model
 from encoder_data import tiny_encoder_dir
-from served import lmlab_serve, served
+from fuzz.oracle import Outcome
+from fuzz.record import check, fuzz_report  # noqa: F401 (fuzz_report: the session's report)
 from lmlab.inference import engine as engine_module
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import Embedder, create_app
 from lmlab.models.load import load, load_encoder
+from served import lmlab_serve, served
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,10 +9,9 @@ import shutil
 
 import pytest
 
+from encoder_data import tiny_encoder_dir
 from fuzz.inputs import chat_tokenizer, data_files, save_model_dir, tiny_decoder
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
-
-from encoder_data import tiny_encoder_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
+from encoder_data import tiny_encoder_dir
 from fuzz.inputs import chat_tokenizer, data_files, save_model_dir, tiny_decoder
 from fuzz.oracle import run_cli
 from fuzz.record import fuzz_report, probe  # noqa: F401 (fuzz_report: the session's report)
-from encoder_data import tiny_encoder_dir
 from published_tokenizers import REAL_STYLE
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,13 +6,13 @@ import re
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.generation.beam import beam_search
 from lmlab.generation.config import MIN_TEMPERATURE, PENALTY_RANGE, SEED_RANGE
 from lmlab.generation.sampling import apply_repetition_penalty, ban_repeated_ngrams, filter_logits, next_token
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import itertools
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig
 from lmlab.generation.beam import beam_steps
@@ -15,6 +14,7 @@ from lmlab.generation.encoder_decoder import generate_encoder_decoder
 from lmlab.generation.history import History
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.presets import preset
 
 FAMILIES = ["transformer-tiny", "t5-tiny", "bart-tiny"]
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import lmlab.generation.decode as decode
+from lmlab.config import ModelConfig
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
-from lmlab.config import ModelConfig
 from lmlab.generation.fused import fused_step, fused_step_refusal
 from lmlab.generation.layout import decoding_view
 from lmlab.inference.engine import Engine

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from lmlab.models.presets import preset
 from lmlab.generation.layout import MAX_ROWS, PanelLinear, decoding_view
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 
 
 def tiny_llama():

@@ -4,12 +4,11 @@ the token sequences of HF transformers' `generate(do_sample=False)`, one prompt 
 import pytest
 import torch
 
-from lmlab.models.presets import preset
+from hf_models import PRESET, TINY, hf_model
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.models.registry import family
-
-from hf_models import PRESET, TINY, hf_model
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.parity

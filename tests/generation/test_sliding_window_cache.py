@@ -6,8 +6,7 @@ dropping its own keys at its own length)."""
 import pytest
 import torch
 
-from lmlab.generation import GenerationConfig, generate_batch
-from lmlab.generation import batch
+from lmlab.generation import GenerationConfig, batch, generate_batch
 from lmlab.inference import slots
 from lmlab.inference.engine import Engine
 from lmlab.models.presets import preset

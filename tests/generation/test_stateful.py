@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.generation.generate import generate, generate_batch, stream_text
 from lmlab.generation.config import GenerationConfig
+from lmlab.generation.generate import generate, generate_batch, stream_text
 from lmlab.models.stateful import StatefulLM
 
 

@@ -3,15 +3,15 @@ and stop strings end generation with the text cut just before them."""
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.generation import GenerationConfig, generate_batch, stream_text
 from lmlab.generation.detokenize import IncrementalDetokenizer
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 UNICODE = "héllo wörld — 日本語 🙂 naïve café"
 

@@ -3,11 +3,10 @@
 import pytest
 import torch
 
-from lmlab.heads.span_extraction import best_spans
 from lmlab.data.encoder_batches import first_subtoken_labels
-
-from lmlab.targets import IGNORE_INDEX
+from lmlab.heads.span_extraction import best_spans
 from lmlab.losses.task_heads import span_loss, tagging_loss
+from lmlab.targets import IGNORE_INDEX
 
 I = IGNORE_INDEX
 

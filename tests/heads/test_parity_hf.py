@@ -4,16 +4,16 @@
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.heads.multiple_choice import MultipleChoice
 from lmlab.heads.regression import SequenceRegressor
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.span_extraction import SpanExtractor
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.heads.token_classification import TokenClassifier
+from lmlab.losses.task_heads import classification_loss
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
-from lmlab.losses.task_heads import classification_loss
+from lmlab.models.presets import preset
 
 transformers = pytest.importorskip("transformers")
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]

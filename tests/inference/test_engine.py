@@ -11,7 +11,8 @@ from chat_models import tiny_chat_model
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.fused import fused_step
-from lmlab.inference import engine as engine_module, slots
+from lmlab.inference import engine as engine_module
+from lmlab.inference import slots
 from lmlab.inference.engine import Engine
 from lmlab.models.decoder import build_decoder
 from lmlab.models.load import load

@@ -12,9 +12,9 @@ import httpx
 import pytest
 import uvicorn
 
-from served import served
 from lmlab.inference.guard import LOCAL_HOSTS, Access, RequestGuard, access_for, body_limit
 from lmlab.inference.protocol import HeaderDeadlineProtocol
+from served import served
 
 
 async def echo(scope, receive, send):

@@ -7,8 +7,14 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest,
-                                        generation_config, parse_body)
+from lmlab.inference.openai_api import (
+    ApiError,
+    ChatRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+    generation_config,
+    parse_body,
+)
 
 PROMPT = {"model": "m", "prompt": "1+"}
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -17,12 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chat_models import tiny_chat_model
 from encoder_data import tiny_encoder_dir
-from served import served
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.inference.engine import Engine
 from lmlab.inference.request import Request
 from lmlab.inference.server import Embedder, create_app
 from lmlab.models.load import load, load_encoder
+from served import served
 
 MODEL = "tiny-chat"
 LONG = 2000  # tokens of a reply long enough to be cut off mid-stream (the model's context is 2048)

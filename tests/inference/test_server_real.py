@@ -4,12 +4,12 @@ is exactly what `lmlab chat --greedy` prints for the same message."""
 import openai
 import pytest
 
-from real_models import real_model
-from served import served
 from lmlab.cli.main import main
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import create_app
 from lmlab.models.load import load
+from real_models import real_model
+from served import served
 
 QUESTION = "What is the capital of France? Answer in one sentence."
 

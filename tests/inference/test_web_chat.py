@@ -12,10 +12,10 @@ import pytest
 from playwright import sync_api
 
 from chat_models import CHATML, tiny_chat_model
-from served import served
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import create_app
 from lmlab.models.load import load
+from served import served
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

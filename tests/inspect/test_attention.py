@@ -10,26 +10,26 @@ import pytest
 import torch
 
 from conftest import lmlab, one_line_error
-from encoder_decoder_parity import lmlab_copy, randomized as randomized_encoder_decoder
+from encoder_decoder_parity import lmlab_copy
+from encoder_decoder_parity import randomized as randomized_encoder_decoder
 from encoder_parity import randomized
-from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
-from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.encoder_decoder import generate_encoder_decoder
-from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
-from lmlab.models.decoder_files import save_hf_dir
+from lmlab.inspect.attention import attention_maps, capturing, head_distance, head_entropy, self_attentions
 from lmlab.models import bart, t5
 from lmlab.models.albert.build import build_albert
 from lmlab.models.bert import convert as bert_convert
 from lmlab.models.bert.build import build_encoder
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.presets import preset
 from lmlab.models.registry import family
 from lmlab.tokenizers.bpe import train_bpe
-
-from word_tokenizers import word_tokenizer
 from png_files import read_png
+from word_tokenizers import word_tokenizer
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from lmlab.config import EncoderConfig
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.inspect.layers import patching, recording, stack_blocks
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoders import build
+from lmlab.models.presets import preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

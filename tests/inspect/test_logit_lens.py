@@ -9,18 +9,17 @@ import torch
 from torch import nn
 
 from conftest import lmlab, one_line_error
-from lmlab.models.presets import preset
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
 from lmlab.inspect.logit_lens import logit_lens
-from lmlab.models.encoder_decoder.files import save_encoder_decoder
-from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.files import save_encoder_decoder
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
-
-from word_tokenizers import word_tokenizer
 from png_files import read_png
+from word_tokenizers import word_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,11 +7,10 @@ import json
 import pytest
 import torch
 
-from lmlab.models.presets import preset
+from conftest import lmlab, one_line_error
 from lmlab.inspect.patching import causal_trace
 from lmlab.models.decoder import build_decoder
-
-from conftest import lmlab, one_line_error
+from lmlab.models.presets import preset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,17 +7,16 @@ import json
 import pytest
 import torch
 
+from conftest import lmlab, one_line_error
+from encoder_data import tiny_encoder_dir, write_csv
 from lmlab.config import EncoderConfig
-from lmlab.models.presets import preset
 from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.inspect.saliency import classifier_saliency, next_token_saliency, saliency
 from lmlab.inspect.subject import load_subject
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoders import build
-
-from conftest import lmlab, one_line_error
-from encoder_data import tiny_encoder_dir, write_csv
+from lmlab.models.presets import preset
 from real_models import models_root, real_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.data.pair_files import read_pairs
 from lmlab.data.sources import read_texts
@@ -19,8 +20,6 @@ from lmlab.io import lines
 from lmlab.models.ngram.arpa import read_arpa
 from lmlab.tokenizers.bpe import LONGEST_WORD, train_bpe, training_words
 from lmlab.tokenizers.wordpiece import train_wordpiece
-
-from conftest import lmlab, one_line_error
 
 CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
 PREFERENCE = json.dumps({"prompt": "2 + 2?", "chosen": "4", "rejected": "5"})

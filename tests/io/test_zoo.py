@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from gguf_files import tiny_model, write_gguf
 from lmlab.cli.main import main
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
 from lmlab.models.load import load
-
-from gguf_files import tiny_model, write_gguf
 from real_models import real_model
 
 SMOL = "smollm2-135m-instruct"

@@ -3,14 +3,14 @@
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.losses import linear_cross_entropy as lce
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.losses.linear_cross_entropy import CausalLMLoss, EncoderDecoderLoss, linear_cross_entropy
 from lmlab.models.decoder import build_decoder
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-from lmlab.targets import IGNORE_INDEX
+from lmlab.models.presets import preset
 from lmlab.objectives.encoder_decoder_batch import encoder_decoder_batch
+from lmlab.targets import IGNORE_INDEX
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

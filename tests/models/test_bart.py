@@ -5,8 +5,14 @@ and cached one-token decoding matches HF's past_key_values."""
 import pytest
 import torch
 
-from encoder_decoder_parity import (TOLERANCE, encoder_and_logit_gaps, exported_logit_gap, incremental_logit_gap,
-                                    lmlab_copy, randomized)
+from encoder_decoder_parity import (
+    TOLERANCE,
+    encoder_and_logit_gaps,
+    exported_logit_gap,
+    incremental_logit_gap,
+    lmlab_copy,
+    randomized,
+)
 from lmlab.errors import LmlabError
 from lmlab.models.bart import convert
 from lmlab.models.encoder_decoder.build import build_encoder_decoder

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from encoder_parity import real_diff
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
-from lmlab.models.load import load, load_encoder
 from lmlab.models.bert import convert
 from lmlab.models.bert.build import build_encoder
+from lmlab.models.load import load, load_encoder
+from lmlab.models.presets import preset
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch, wordpiece_from_vocab
 

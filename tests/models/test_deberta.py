@@ -9,17 +9,21 @@ import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
 from lmlab.errors import LmlabError
+from lmlab.heads.sequence_classification import SequenceClassifier
+from lmlab.heads.task_model import EncoderWithHead
 from lmlab.models.deberta import convert
 from lmlab.models.encoder_files import save_electra_dirs, save_hf_encoder_dir, save_pretraining_dir
 from lmlab.models.encoders import build
 from lmlab.models.load import load_encoder
 from lmlab.models.masked_lm import load_masked_lm
 from lmlab.models.presets import preset
-from lmlab.models.pretraining import (EncoderForPreTraining, build_electra_for_pretraining, build_for_pretraining,
-                                      mlm_head)
+from lmlab.models.pretraining import (
+    EncoderForPreTraining,
+    build_electra_for_pretraining,
+    build_for_pretraining,
+    mlm_head,
+)
 from lmlab.models.pretraining_names import electra_from_hf, electra_to_hf, pretraining_to_hf
-from lmlab.heads.sequence_classification import SequenceClassifier
-from lmlab.heads.task_model import EncoderWithHead
 from lmlab.modules.relative_position import log_buckets
 
 transformers = pytest.importorskip("transformers")
@@ -167,7 +171,7 @@ def test_sequence_classifier_gives_hfs_logits_and_gradients(name):
     grads = convert.from_hf({k.removeprefix(convert.BASE_PREFIX): p.grad for k, p in reference.named_parameters()},
                             cfg)
     for name_, p in ours.encoder.named_parameters():
-        torch.testing.assert_close(p.grad, grads[name_], rtol=1e-4, atol=1e-5, msg=lambda m: f"{name_}: {m}")
+        torch.testing.assert_close(p.grad, grads[name_], rtol=1e-4, atol=1e-5, msg=lambda m, name_=name_: f"{name_}: {m}")
 
 
 @pytest.mark.parity

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from encoder_parity import max_diff, padded_batch, randomized, real_diff
-from lmlab.models.presets import preset
+from lmlab.models.electra import convert
 from lmlab.models.encoder_files import save_electra_dirs
 from lmlab.models.load import load_encoder
-from lmlab.models.electra import convert
+from lmlab.models.presets import preset
 from lmlab.models.pretraining import build_electra_for_pretraining
 from lmlab.models.pretraining_names import electra_from_hf, electra_to_hf
 

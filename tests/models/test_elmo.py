@@ -17,7 +17,7 @@ from lmlab.models.elmo.files import load_elmo
 from lmlab.models.elmo.model import ElmoLM, reverse_padded
 from lmlab.models.elmo.scalar_mix import ScalarMix
 from lmlab.recipes.elmo import ElmoTrainConfig, train_elmo
-from lmlab.recipes.elmo_probe import topic_data, probe_topics, train_tagger
+from lmlab.recipes.elmo_probe import probe_topics, topic_data, train_tagger
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")]

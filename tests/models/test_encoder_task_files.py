@@ -8,15 +8,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from conftest import lmlab, one_line_error
+from encoder_data import tiny_encoder_dir
 from lmlab.errors import LmlabError
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.encoder_task_files import HEAD_FILE, TASK_FILE, load_finetuned, save_finetuned
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, task_head
 from lmlab.models.load import load_encoder
-
-from conftest import lmlab, one_line_error
-from encoder_data import tiny_encoder_dir
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,14 +10,13 @@ import pytest
 import torch
 
 import lmlab
+from conftest import lmlab as cli
+from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import load_hf_dir, read_hf_config, save_hf_dir
 from lmlab.models.presets import preset
 from lmlab.models.registry import build, family
-
-from conftest import lmlab as cli
-from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.parity

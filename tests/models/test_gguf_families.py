@@ -15,15 +15,14 @@ import pytest
 import torch
 
 import lmlab
+from hf_models import FAMILY_TINY, hf_model
+from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, tokenizer_files
+from llama_cpp_converter import llama_cpp as llama_cpp_module
 from lmlab.errors import LmlabError
 from lmlab.models.llama import gguf as llama_gguf
 from lmlab.models.llama.rope_freqs import ROPE_FREQS, llama3_factors, llama3_settings
 from lmlab.models.presets import preset
 from lmlab.models.qwen2 import gguf as qwen2_gguf
-
-from hf_models import FAMILY_TINY, hf_model
-from llama_cpp_converter import convert_hf_to_gguf, extracted_converter, llama_cpp as llama_cpp_module, \
-    tokenizer_files
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
 

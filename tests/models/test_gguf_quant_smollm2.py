@@ -10,11 +10,16 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
+from gguf_reference import (
+    assert_same_choices_but_ties,
+    greedy,
+    matrix_types,
+    quantized_by_llama_cpp,
+    reference_greedy,
+    transformers_model,
+)
 from lmlab.models.load import load
 from lmlab.models.quantized_gguf import form
-
-from gguf_reference import assert_same_choices_but_ties, greedy, matrix_types, quantized_by_llama_cpp, \
-    reference_greedy, transformers_model
 from real_models import real_model
 
 pytestmark = [pytest.mark.parity, pytest.mark.slow, pytest.mark.usefixtures("built_kernels")]

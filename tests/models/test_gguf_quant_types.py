@@ -12,16 +12,24 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
+from conftest import lmlab
+from gguf_files import IDS, TEXTS, logits, write_gguf
+from gguf_reference import (
+    FALLBACK,
+    PROMPTS,
+    assert_same_choices_but_ties,
+    greedy,
+    matrix_types,
+    reference_greedy,
+    transformers_model,
+    wide_model,
+    written_as,
+)
 from lmlab.models.load import load
 from lmlab.models.quantized_gguf import KEPT, form, kernel_summary, repack
 from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized_formats import QuantizedWeight, dequantize
 from lmlab.tokenizers.bpe import train_bpe
-
-from conftest import lmlab
-from gguf_files import IDS, TEXTS, logits, write_gguf
-from gguf_reference import FALLBACK, PROMPTS, assert_same_choices_but_ties, greedy, matrix_types, reference_greedy, \
-    transformers_model, wide_model, written_as
 
 pytestmark = [pytest.mark.usefixtures("one_thread", "built_kernels"), pytest.mark.parity]
 TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS]

@@ -3,11 +3,10 @@ saving (transformers would read the directory as another model); one it can hold
 
 import pytest
 
+from fuzz.oracle import run_cli
 from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import check_hf_form
 from lmlab.models.presets import preset
-
-from fuzz.oracle import run_cli
 
 
 @pytest.mark.parametrize("name, changes, flag", [

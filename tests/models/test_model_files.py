@@ -10,20 +10,19 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lmlab.models.presets import preset
+from conftest import lmlab, one_line_error
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import generate
-from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
-from lmlab.models.decoder_files import save_hf_dir
-from lmlab.models.encoder_files import save_hf_encoder_dir
-from lmlab.models.load import load, load_encoder
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.encoder_files import save_hf_encoder_dir
 from lmlab.models.encoders import build
+from lmlab.models.load import load, load_encoder
+from lmlab.models.presets import preset
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
-
-from conftest import lmlab, one_line_error
 
 TEXTS = ["the cat sat on the mat", "a dog ran after the cat", "the end of the story"]
 SHAPE = dict(context_length=32, n_layers=2, n_heads=2, d_model=32, d_ff=64)

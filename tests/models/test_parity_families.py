@@ -5,12 +5,11 @@ saved back in HF layout that transformers loads with the same logits."""
 import pytest
 import torch
 
+from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.models.decoder_files import load_hf_dir, save_hf_dir
 from lmlab.models.presets import preset
 from lmlab.models.registry import build, family
-
-from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.parity

@@ -3,12 +3,11 @@
 import pytest
 import torch
 
-from lmlab.models.presets import preset
-from lmlab.models.decoder_files import load_hf_dir, save_hf_dir
-from lmlab.models.decoder import build_decoder
-from lmlab.models.registry import family
-
 from hf_models import PRESET, TINY, hf_model
+from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import load_hf_dir, save_hf_dir
+from lmlab.models.presets import preset
+from lmlab.models.registry import family
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.parity
@@ -67,4 +66,4 @@ def test_training_gradients_match_hf(name):
     torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1)).backward()
     expected = family(cfg.family).from_hf({n: p.grad for n, p in reference.named_parameters()}, cfg)
     for n, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, expected[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+        torch.testing.assert_close(p.grad, expected[n], rtol=1e-4, atol=1e-6, msg=lambda m, n=n: f"{n}: {m}")

@@ -11,7 +11,6 @@ import torch
 from lmlab.models.load import load_encoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.tokenizers.wordpiece import encode_batch, load_wordpiece, wordpiece_from_vocab
-
 from real_models import real_model
 
 transformers = pytest.importorskip("transformers")

@@ -14,7 +14,6 @@ from lmlab.eval.perplexity import perplexity
 from lmlab.models.load import load
 from lmlab.modules.kv_cache import KVCache
 from lmlab.tokenizers.chat import chat_prompt
-
 from real_models import models_root, real_model
 
 transformers = pytest.importorskip("transformers")

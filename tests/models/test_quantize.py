@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from chat_models import tiny_chat_model
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.models.decoder import build_decoder
@@ -17,8 +18,6 @@ from lmlab.models.presets import preset
 from lmlab.models.quantize import dequantize_model, quantize_model
 from lmlab.models.quantized_files import QUANTIZATION_FILE, WEIGHTS_FILE, save_quantized
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
-
-from chat_models import tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 

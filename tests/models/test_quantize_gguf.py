@@ -6,12 +6,11 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
+from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 from lmlab.models.llama import gguf_file
 from lmlab.models.load import load
 from lmlab.modules.quantized import QuantizedLinear
 from lmlab.tokenizers.bpe import train_bpe
-
-from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 

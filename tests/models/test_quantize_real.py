@@ -11,7 +11,6 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.models.load import load
 from lmlab.models.quantize import quantize_model
-
 from real_models import models_root, real_model
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,10 @@ import torch
 
 import lmlab
 from conftest import lmlab as run_cli
+from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 from lmlab.errors import LmlabError
 from lmlab.models.decoder_files import load_hf_dir
 from lmlab.models.registry import family
-
-from hf_models import FAMILY_PRESET, FAMILY_TINY, hf_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,7 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
 from lmlab.models.neural_lm_files import save_neural_lm_dir
-from lmlab.models.rnn import RNNConfig, RNNLM
+from lmlab.models.rnn import RNNLM, RNNConfig
 from lmlab.models.stateful import StatefulLM
 from lmlab.modules.recurrent import CELLS, CellStack, FusedStack
 from lmlab.tokenizers.bpe import train_bpe

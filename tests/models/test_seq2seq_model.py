@@ -6,8 +6,8 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.models.seq2seq import ATTENTION_KINDS, Seq2SeqConfig, build_seq2seq
 from lmlab.models.seq2seq.attention import AdditiveAttention, DotAttention, MultiplicativeAttention
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.teacher_forcing import teacher_forcing
+from lmlab.targets import IGNORE_INDEX
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

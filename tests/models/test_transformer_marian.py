@@ -6,8 +6,14 @@ matches HF's past_key_values."""
 import pytest
 import torch
 
-from encoder_decoder_parity import (TOLERANCE, encoder_and_logit_gaps, exported_logit_gap, incremental_logit_gap,
-                                    lmlab_copy, randomized)
+from encoder_decoder_parity import (
+    TOLERANCE,
+    encoder_and_logit_gaps,
+    exported_logit_gap,
+    incremental_logit_gap,
+    lmlab_copy,
+    randomized,
+)
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
 from lmlab.models.presets import preset

@@ -7,16 +7,30 @@ import torch
 import torch.nn.functional as F
 
 from lmlab.data.analogies import SECTIONS, analogy_corpus, analogy_questions, format_questions, tagged_sentences
-from lmlab.data.words import UNK, WordVocab, build_vocab, corpus_sentences, parse_vocab_text, save_vocab_text, \
-    split_words
+from lmlab.data.words import (
+    UNK,
+    WordVocab,
+    build_vocab,
+    corpus_sentences,
+    parse_vocab_text,
+    save_vocab_text,
+    split_words,
+)
 from lmlab.errors import LmlabError
 from lmlab.eval.analogy import analogy_accuracy, parse_questions
+from lmlab.models.word2vec.compiled import TRAINER
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.sampling import (NOISE_POWER, cbow_windows, draw_negatives, keep_probabilities,
-                                            noise_table, skipgram_pairs, subsample)
+from lmlab.models.word2vec.sampling import (
+    NOISE_POWER,
+    cbow_windows,
+    draw_negatives,
+    keep_probabilities,
+    noise_table,
+    skipgram_pairs,
+    subsample,
+)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, scores, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors, load_vectors, save_vectors
-from lmlab.models.word2vec.compiled import TRAINER
 from lmlab.modules.kernels.build import compiled
 from lmlab.recipes import word2vec as word2vec_recipe
 from lmlab.recipes.word2vec import train_word2vec

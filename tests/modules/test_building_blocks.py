@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from lmlab.models.presets import preset
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.modules.attention import CrossAttention, SelfAttention, attend, decoder_mask
 from lmlab.modules.kv_cache import KVCache
 from lmlab.modules.norms import RMSNorm

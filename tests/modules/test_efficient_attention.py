@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from lmlab.config_checks import check_causal_attention
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
 from lmlab.models.decoder_files import save_hf_dir
@@ -14,7 +15,6 @@ from lmlab.models.encoder_files import load_hf_encoder_dir, save_hf_encoder_dir
 from lmlab.models.encoders import build
 from lmlab.models.load import load_hf_dir
 from lmlab.models.presets import preset
-from lmlab.config_checks import check_causal_attention
 from lmlab.modules.efficient_attention import attention_core
 from lmlab.modules.efficient_attention.linformer import LinformerAttention
 from lmlab.modules.efficient_attention.lsh import SELF_SCORE, LSHAttention

@@ -7,14 +7,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch
 from lmlab.models.decoder import build_decoder
-from lmlab.modules.peft import (LoRALinear, adapters_disabled, apply_lora, apply_peft, apply_prompt_tuning,
-                                count_parameters, describe, merge_lora,
-                                peft_parameters, trainable_parameters, unmerge_lora)
 from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
+from lmlab.models.presets import preset
+from lmlab.modules.peft import (
+    LoRALinear,
+    adapters_disabled,
+    apply_lora,
+    apply_peft,
+    apply_prompt_tuning,
+    count_parameters,
+    describe,
+    merge_lora,
+    peft_parameters,
+    trainable_parameters,
+    unmerge_lora,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,9 +10,14 @@ import torch.nn.functional as F
 
 from lmlab.modules import quantized_ops
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
-from lmlab.modules.quantized_formats import (QuantizedWeight, dequantize, pack_int4, quantize_int4, quantize_int8,
-                                             unpack_int4)
-
+from lmlab.modules.quantized_formats import (
+    QuantizedWeight,
+    dequantize,
+    pack_int4,
+    quantize_int4,
+    quantize_int8,
+    unpack_int4,
+)
 
 ISAS = {0: "plain", 1: "avx2", 2: "avx512"}
 

@@ -8,7 +8,7 @@ import torch
 from lmlab.modules.attention import SelfAttention, padding_mask
 from lmlab.modules.encoder_decoder import with_bias
 from lmlab.modules.relative_position import RelativePositionBias
-from lmlab.modules.unpadding import Unpadding, UnpaddedSelfAttention
+from lmlab.modules.unpadding import UnpaddedSelfAttention, Unpadding
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,9 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmlab.errors import LmlabError
-from lmlab.objectives.denoising import (bart_default_noise, bart_denoising, compose, document_rotation,
-                                        infilling_spans, poisson, sentence_permutation, text_infilling,
-                                        token_deletion, token_masking)
+from lmlab.objectives.denoising import (
+    bart_default_noise,
+    bart_denoising,
+    compose,
+    document_rotation,
+    infilling_spans,
+    poisson,
+    sentence_permutation,
+    text_infilling,
+    token_deletion,
+    token_masking,
+)
 from lmlab.objectives.sentences import split_sentences
 
 MASK, ENDS = -1, {0}  # documents use ids 0..99, with 0 as the sentence end

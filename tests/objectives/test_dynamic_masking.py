@@ -2,11 +2,11 @@
 independently of the batch an example is in; static masking keeps one mask for every epoch."""
 
 import torch
-from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
 from lmlab.objectives.dynamic_masking import example_key
 from lmlab.objectives.masked_lm import masked_lm_objective
+from tokenizers import Tokenizer
 
 V = 1000
 VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4} | {f"w{i}": i for i in range(5, V)}

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from lmlab.errors import LmlabError
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.encoder_decoder_batch import encoder_decoder_batch
 from lmlab.objectives.span_corruption import span_corruption
+from lmlab.targets import IGNORE_INDEX
 
 PAD, START, EOS = 0, 1, 2  # the pairs use ids from 3
 

@@ -4,8 +4,8 @@ masks that depend on the generator alone (dynamic masking draws new ones each st
 
 import torch
 
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.masked_lm import masked_lm
+from lmlab.targets import IGNORE_INDEX
 
 V, MASK = 1000, 4
 

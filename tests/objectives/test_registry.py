@@ -12,21 +12,21 @@ import random
 
 import pytest
 import torch
-from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
 from conftest import lmlab, one_line_error
 from lmlab.errors import LmlabError
 from lmlab.models.registry import FAMILIES, lookup
 from lmlab.objectives.causal_lm import causal_lm
-from lmlab.objectives.sft import sft_batch
 from lmlab.objectives.dynamic_masking import example_key
 from lmlab.objectives.registry import REGISTRY, build_objective, choose_objective, objectives_for
+from lmlab.objectives.sft import sft_batch
 from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.objectives.whole_word import whole_word_objective
 from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

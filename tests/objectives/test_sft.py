@@ -6,8 +6,8 @@ import torch
 from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import chat_tokens, sft_batch
+from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.text import TextTokenizer
 

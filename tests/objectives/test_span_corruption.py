@@ -10,9 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmlab.errors import LmlabError
-from lmlab.objectives.span_corruption import (noise_counts, noise_spans, random_segmentation, span_corruption,
-                                              span_corruption_lengths, span_corruption_raw_length,
-                                              t5_sentinel_tokens)
+from lmlab.objectives.span_corruption import (
+    noise_counts,
+    noise_spans,
+    random_segmentation,
+    span_corruption,
+    span_corruption_lengths,
+    span_corruption_raw_length,
+    t5_sentinel_tokens,
+)
 
 SENTINELS = list(range(32000, 32100))  # ids the documents below never use
 

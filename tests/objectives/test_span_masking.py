@@ -4,10 +4,15 @@ cover whole words (except the piece cut at the budget), specials are never maske
 
 import torch
 
-from lmlab.targets import IGNORE_INDEX
-from lmlab.objectives.span_masking import (MAX_SPAN, sample_span_lengths, span_chosen, span_length_probabilities,
-                                           span_masked_lm)
+from lmlab.objectives.span_masking import (
+    MAX_SPAN,
+    sample_span_lengths,
+    span_chosen,
+    span_length_probabilities,
+    span_masked_lm,
+)
 from lmlab.objectives.whole_word import word_ids
+from lmlab.targets import IGNORE_INDEX
 
 V, MASK = 1000, 4
 

@@ -4,9 +4,9 @@ are never chosen, and the 80/10/10 corruption applies to the chosen tokens."""
 
 import torch
 
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.masking_row import continuation_table
 from lmlab.objectives.whole_word import whole_word_chosen, whole_word_masked_lm, word_ids
+from lmlab.targets import IGNORE_INDEX
 
 V, MASK = 1000, 4
 CONTINUATION_IDS = range(500, 1000)  # in these tests ids 500-999 are "##" pieces

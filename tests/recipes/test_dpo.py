@@ -8,13 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from chat_models import TINY_FLAGS, TINY_RUN, ascii_letters, tiny_chat_model
+from conftest import lmlab, one_line_error
 from lmlab.recipes.dpo import DPOConfig, dpo
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
 from lmlab.training.preference_data import load_pairs, sampled_pairs
-
-from conftest import lmlab, one_line_error
-from chat_models import TINY_FLAGS, TINY_RUN, ascii_letters, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

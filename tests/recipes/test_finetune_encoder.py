@@ -8,16 +8,21 @@ import numpy as np
 import pytest
 import torch
 
+from encoder_data import task_rows, tiny_encoder_dir, write_jsonl
 from lmlab.config import LoopConfig
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, TASKS, Example, read_examples
 from lmlab.data.sentiment import sentiment_splits
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_task_files import load_finetuned
-from lmlab.recipes.finetune_encoder import (EncoderFinetuneConfig, TruncationWarning, finetune_encoder, keep_best,
-                                            step_examples, task_scores)
+from lmlab.recipes.finetune_encoder import (
+    EncoderFinetuneConfig,
+    TruncationWarning,
+    finetune_encoder,
+    keep_best,
+    step_examples,
+    task_scores,
+)
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
-
-from encoder_data import task_rows, tiny_encoder_dir, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -82,7 +87,7 @@ def test_the_best_epoch_is_kept_and_patience_counts_epochs_in_a_row_without_impr
     state = {"best": None, "best_epoch": 0, "best_scores": {}, "bad_epochs": 0, "stopped_early": False}
     saved, stopped_after = [], None
     for epoch, score in enumerate([0.5, 0.8, 0.7, 0.9, 0.9, 0.6, 0.95], start=1):
-        keep_best({"accuracy": score}, "accuracy", epoch, state, 2, lambda: saved.append(epoch))
+        keep_best({"accuracy": score}, "accuracy", epoch, state, 2, lambda epoch=epoch: saved.append(epoch))
         if state["stopped_early"]:
             stopped_after = epoch
             break

@@ -13,7 +13,7 @@ from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.markov import markov_corpus
 from lmlab.data.streams import parallel_streams
 from lmlab.errors import LmlabError
-from lmlab.models.rnn import RNNConfig, RNNLM
+from lmlab.models.rnn import RNNLM, RNNConfig
 from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.recipes.neural_lm import STATE_RESET_PROBABILITY, reset_draw, train_neural_lm
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe

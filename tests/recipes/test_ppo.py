@@ -7,13 +7,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
+from conftest import lmlab, one_line_error
+from lmlab.config import OptimConfig
 from lmlab.objectives.sft import response_batch
 from lmlab.recipes.ppo import PPOConfig, ppo
 from lmlab.recipes.reward import reward
-from lmlab.config import OptimConfig
-
-from conftest import lmlab, one_line_error
-from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

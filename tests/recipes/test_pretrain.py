@@ -7,16 +7,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import TINY_MODEL, TINY_MODEL_ARGS, lmlab, one_line_error
 from lmlab.config import OptimConfig
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
 from lmlab.models.decoder import build_decoder
+from lmlab.models.presets import preset
 from lmlab.objectives.registry import REGISTRY
 from lmlab.recipes.pretrain import pretrain
 from lmlab.training.checkpoint import list_checkpoints
 from lmlab.training.optim import build_optimizer, lr_multiplier
-
-from conftest import TINY_MODEL, TINY_MODEL_ARGS, lmlab, one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

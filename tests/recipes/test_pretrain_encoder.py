@@ -11,15 +11,14 @@ from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
 from encoder_parity import real_diff
-from lmlab.config import LoopConfig, TrainConfig
-from lmlab.models.presets import preset
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.data.markov import markov_corpus
 from lmlab.models.load import load_encoder
+from lmlab.models.presets import preset
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import train_wordpiece
-from lmlab.config import OptimConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

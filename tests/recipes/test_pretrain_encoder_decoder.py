@@ -9,17 +9,16 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import lmlab, one_line_error
-from lmlab.config import LoopConfig, TrainConfig
+from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.presets import preset
-from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.objectives.registry import REGISTRY, build_objective
+from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
 from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder, sentence_chunks, training_pairs
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.encoder_decoder_bpe import MASK, train_encoder_decoder_bpe
 from lmlab.training.encoder_decoder import fit_to_tokenizer
-from lmlab.config import OptimConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

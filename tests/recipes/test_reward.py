@@ -8,22 +8,21 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lmlab.models.presets import preset
+from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
+from conftest import lmlab, one_line_error
 from lmlab.data.tasks import preference_pairs
 from lmlab.errors import LmlabError
 from lmlab.heads.reward import RewardModel, last_token_index
 from lmlab.losses.bradley_terry import bradley_terry_loss
 from lmlab.models.decoder import build_decoder
-from lmlab.recipes.reward import reward
-from lmlab.training.post_training import split_examples
-from lmlab.training.loop import evaluated
+from lmlab.models.presets import preset
 from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
+from lmlab.recipes.reward import reward
+from lmlab.training.loop import evaluated
+from lmlab.training.post_training import split_examples
 from lmlab.training.preference import ranking_chats
 from lmlab.training.preference_data import load_rankings
 from lmlab.training.reward_model import chat_rewards, ranking_loss
-
-from conftest import lmlab, one_line_error
-from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,20 +9,19 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from chat_models import CHATML, TINY_FLAGS, TINY_RUN, tiny_chat_model
+from conftest import lmlab, one_line_error
 from lmlab.config import LoopConfig
 from lmlab.data.tasks import task_examples
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
 from lmlab.models.peft_files import load_peft
+from lmlab.models.tuned_files import load_tuned
 from lmlab.modules.peft import LoRALinear, adapters_disabled
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints
-from lmlab.models.tuned_files import load_tuned
-from lmlab.training.post_training import PostTrainConfig, load_tunable, run_settings, start_tuning
 from lmlab.training.loop import run_steps
-
-from chat_models import CHATML, TINY_FLAGS, TINY_RUN, tiny_chat_model
-from conftest import lmlab, one_line_error
+from lmlab.training.post_training import PostTrainConfig, load_tunable, run_settings, start_tuning
 from real_models import real_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

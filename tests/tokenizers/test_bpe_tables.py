@@ -8,14 +8,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gguf_files import TEXTS, tiny_model, write_gguf
 from lmlab.errors import LmlabError
 from lmlab.models.llama.gguf_file import load_gguf
 from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
 from lmlab.tokenizers.bpe_tables import BPE_MERGES, BPE_VOCAB, REST_FILE
 from lmlab.tokenizers.gguf import CONTROL, NORMAL, USER_DEFINED, tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
-
-from gguf_files import TEXTS, tiny_model, write_gguf
 
 SAMPLES = [*TEXTS, "<|im_start|>user\nhéllo <|im_end|>\n", "  \n\n\t x 😀 ✓", "tokens<tag>glued", "x" * 300, ""]
 

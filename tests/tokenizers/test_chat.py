@@ -2,10 +2,9 @@
 
 import pytest
 
+from chat_templates import CHATML
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.chat import FALLBACK_TEMPLATE, render_chat
-
-from chat_templates import CHATML
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <there> & “you”"}]
 

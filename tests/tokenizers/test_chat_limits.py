@@ -6,11 +6,10 @@ import time
 
 import pytest
 
+from chat_templates import CHATML
 from lmlab.errors import LmlabError
 from lmlab.tokenizers import sandbox
 from lmlab.tokenizers.chat import render_chat
-
-from chat_templates import CHATML
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <there> & “you”"},
             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "What's 2+2?"}]

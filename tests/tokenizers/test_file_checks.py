@@ -6,15 +6,14 @@ import json
 import time
 
 import pytest
-from tokenizers import Tokenizer
 
 import lmlab.tokenizers.file_checks as file_checks
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
 from lmlab.tokenizers.wordpiece import encode_batch, train_wordpiece
-
 from published_tokenizers import BYTE_LEVEL, PUBLISHED, REAL_STYLE, TEXT
+from tokenizers import Tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,11 @@ import json
 
 import gguf
 import pytest
-from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-
-from lmlab.errors import LmlabError
-from lmlab.tokenizers.gguf import CONTROL, NORMAL, PRE_TOKENIZERS, tokenizer_from_gguf
 
 from llama_cpp_converter import llama_cpp as llama_cpp_module
+from lmlab.errors import LmlabError
+from lmlab.tokenizers.gguf import CONTROL, NORMAL, PRE_TOKENIZERS, tokenizer_from_gguf
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
 # The split patterns as published in each family's tokenizer.json.
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"

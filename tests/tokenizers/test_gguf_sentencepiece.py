@@ -8,12 +8,11 @@ import shutil
 
 import pytest
 
+from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
 from lmlab.errors import LmlabError
 from lmlab.models.llama.gguf_file import read_gguf
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
-
-from llama_cpp_converter import convert_hf_to_gguf, extracted_converter
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, spm, trained
 
 sentencepiece_model_pb2 = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")

@@ -4,9 +4,7 @@ patterns that backtrack without bound in Oniguruma are not."""
 import pytest
 
 from lmlab.tokenizers.regex_checks import UnsafeRegex, check_regex
-
 from published_tokenizers import PUBLISHED
-
 
 # Oniguruma syntax the class reads: a POSIX bracket, a `{` that is a literal, a one-repetition branch with a
 # tail that can fail (quadratic at worst: 3.4 s on 30,000 spaces), option and comment groups, named groups

@@ -4,15 +4,13 @@ fallback on and off, over held-out text; a damaged or foreign file is one line."
 import random
 
 import pytest
+from sentencepiece import sentencepiece_model_pb2  # noqa: E402 (sentencepiece_models skips without it)
 
 from lmlab.errors import LmlabError
 from lmlab.tokenizers import sentencepiece_file, sentencepiece_pipeline
 from lmlab.tokenizers.sentencepiece_file import read_model_file
 from lmlab.tokenizers.sentencepiece_pipeline import sentencepiece_tokenizer
-
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, SETTINGS, spm, trained
-
-from sentencepiece import sentencepiece_model_pb2  # noqa: E402 (sentencepiece_models skips without it)
 
 
 @pytest.fixture(scope="module")

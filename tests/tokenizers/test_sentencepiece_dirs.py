@@ -11,7 +11,6 @@ from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
-
 from sentencepiece_models import COMPATIBILITY, HELD_OUT, spm, trained
 
 transformers = pytest.importorskip("transformers")

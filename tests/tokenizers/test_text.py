@@ -4,7 +4,6 @@ or tokenizer.json as one line naming the file."""
 import json
 
 import pytest
-from tokenizers import Tokenizer
 
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
@@ -12,6 +11,7 @@ from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import CONFIG_FILE, TextTokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
+from tokenizers import Tokenizer
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 NAMED = [{"name": "default", "template": "{% for m in messages %}[{{ m.content }}]{% endfor %}"},

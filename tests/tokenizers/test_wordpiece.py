@@ -3,10 +3,9 @@ and accent options, and a saved tokenizer.json that the encoder loader reads bac
 
 import pytest
 
+from conftest import lmlab, one_line_error
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.wordpiece import SPECIAL_TOKENS, encode_batch, load_wordpiece, train_wordpiece
-
-from conftest import lmlab, one_line_error
 
 TEXTS = ["The café serves coffee and tea.", "Tea is served after the coffee.", "Résumés arrive daily."] * 20
 

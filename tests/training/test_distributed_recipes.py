@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from chat_models import TINY_FLAGS, tiny_chat_model
 from conftest import lmlab
 from encoder_data import task_rows, tiny_encoder_dir, write_jsonl
-from chat_models import TINY_FLAGS, tiny_chat_model
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # ~20 s each: 3 processes start torch
 

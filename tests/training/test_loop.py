@@ -10,10 +10,10 @@ from torch import nn
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.training.checkpoint import list_checkpoints, resume_checkpoint
-from lmlab.training.post_training import PostTrainConfig
 from lmlab.training import distributed
+from lmlab.training.checkpoint import list_checkpoints, resume_checkpoint
 from lmlab.training.loop import check_same_run, part_of, run_steps, start_session
+from lmlab.training.post_training import PostTrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -46,7 +46,7 @@ def test_accumulated_parts_take_the_step_of_the_whole_batch():
         net = model()
         session = start_session(None, net, OPTIM, LoopConfig(max_steps=1, batch_size=8, grad_accum=accum), {})
         torch.manual_seed(1)
-        assert run_steps(session, lambda step, part, parts: (
+        assert run_steps(session, lambda step, part, parts, net=net: (
             ((net(part_of(X, part, parts)).squeeze(-1) - part_of(Y, part, parts)) ** 2).mean(), {}),
             show_progress=False)
         nets.append(net)

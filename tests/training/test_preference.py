@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from chat_models import TINY_RUN, tiny_chat_model
 from lmlab.losses.dpo import sequence_logprobs
 from lmlab.objectives.sft import sft_batch
 from lmlab.training.post_training import load_tunable, with_reply
 from lmlab.training.preference import frozen_reference, pair_chats, pair_logprobs, reference_is_adapters_off
-
-from chat_models import TINY_RUN, tiny_chat_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

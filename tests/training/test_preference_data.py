@@ -3,11 +3,10 @@
 
 import json
 
+from chat_models import TINY_RUN
 from lmlab.training.post_training import with_reply
 from lmlab.training.preference import ranking_chats
 from lmlab.training.preference_data import load_pairs, ranking_pairs, read_preferences
-
-from chat_models import TINY_RUN
 
 PROMPT = [{"role": "user", "content": "What is 1 + 1?"}]
 

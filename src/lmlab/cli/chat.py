@@ -12,11 +12,11 @@ import argparse
 import sys
 from dataclasses import replace
 
-from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
-from lmlab.generation.compiled import compiled_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.generation.batch import check_token_ids
+from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
+from lmlab.generation.batch import check_token_ids
+from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.generate import stream_text
 from lmlab.models.load import load
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings

@@ -9,9 +9,27 @@ import contextlib
 import sys
 from importlib.metadata import version
 
+from lmlab.cli import (
+    chat,
+    download,
+    elmo,
+    embed,
+    experiment,
+    finetune,
+    generate,
+    inspect,
+    logprobs,
+    ngram,
+    quantize,
+    quickstart,
+    seq2seq,
+    serve,
+    similarity,
+    tokenizer,
+    train,
+    word2vec,
+)
 from lmlab.cli import eval as eval_cmd
-from lmlab.cli import chat, download, generate, logprobs, quickstart, serve, tokenizer, train
-from lmlab.cli import elmo, embed, experiment, finetune, inspect, ngram, quantize, seq2seq, similarity, word2vec
 from lmlab.cli import list as list_cmd
 from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
 from lmlab.cli.post_training import dpo, ppo, reward, sft

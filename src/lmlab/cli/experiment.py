@@ -9,11 +9,11 @@ against window, recurrent and transformer LMs on the same real text, held-out pe
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.pair_tasks import TASKS
-from lmlab.experiments import attention_comparison, classic_vs_neural, scaling, encoder_decoder_pretraining
+from lmlab.experiments import attention_comparison, classic_vs_neural, encoder_decoder_pretraining, scaling
 from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
 from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
-from lmlab.experiments.scaling import ScalingSettings
 from lmlab.experiments.encoder_decoder_pretraining import PretrainingExperimentSettings
+from lmlab.experiments.scaling import ScalingSettings
 from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
 
 

@@ -4,21 +4,20 @@ import argparse
 import time
 from pathlib import Path
 
-from tokenizers import Tokenizer, models, pre_tokenizers
-
 from lmlab.cli.common.config_flags import flag_fields
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import preset
-from lmlab.models.ngram.arpa import arpa_counts, read_arpa, write_arpa
-from lmlab.models.load import load
-from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.io.outputs import check_dir_output, check_file_output, check_run_dir
+from lmlab.models.load import load
+from lmlab.models.ngram.arpa import arpa_counts, read_arpa, write_arpa
+from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM, min_context_length
 from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
+from lmlab.models.presets import preset
 from lmlab.recipes.ngram import DEFAULT_VOCAB_SIZE, train_ngram
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 DEFAULT_ORDER = 3
 # `lmlab train` flags that mean the same for an n-gram model; every other one is for transformers.

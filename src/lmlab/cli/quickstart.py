@@ -13,7 +13,6 @@ import torch
 
 from lmlab.cli.common.vocabulary import alias
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
-from lmlab.models.presets import preset
 from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
 from lmlab.data.markov import markov_corpus
 from lmlab.data.tokens import tokenize_corpus
@@ -21,6 +20,7 @@ from lmlab.eval.baselines import unigram_perplexity
 from lmlab.eval.perplexity import perplexity
 from lmlab.generation.generate import generate
 from lmlab.models.load import load
+from lmlab.models.presets import preset
 from lmlab.recipes.pretrain import pretrain
 from lmlab.training.checkpoint import list_checkpoints
 

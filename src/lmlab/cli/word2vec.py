@@ -5,7 +5,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.analogies import analogy_questions
 from lmlab.data.corpora import EMBEDDED, load_corpus

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tokenizers import Encoding, Tokenizer
 
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
 from lmlab.targets import IGNORE_INDEX
+from tokenizers import Encoding, Tokenizer
 
 
 @dataclass

@@ -10,7 +10,6 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from lmlab.errors import LmlabError
@@ -18,6 +17,7 @@ from lmlab.io.atomic import atomic_path
 from lmlab.io.cache import cache_dir
 from lmlab.tokenizers.bpe import EOS, special_token_ids
 from lmlab.tokenizers.panics import library_panics
+from tokenizers import Tokenizer
 
 CACHE_FORMAT = b"lmlab-tokens-v1"  # change when the array's layout or meaning changes
 DOCS_PER_BATCH = 1024

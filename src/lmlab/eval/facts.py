@@ -21,8 +21,8 @@ import torch
 from lmlab.data.facts import Relation
 from lmlab.errors import LmlabError
 from lmlab.eval.loglikelihood import score_continuations, split_pair
-from lmlab.tokenizers.wordpiece import encode_batch
 from lmlab.progress import progress_bar
+from lmlab.tokenizers.wordpiece import encode_batch
 
 MASK_TOKENS = ("[MASK]", "<mask>")  # BERT, ALBERT, ELECTRA / RoBERTa
 

@@ -169,22 +169,28 @@ def bootstrap(fit: Callable[[list[int]], dict[str, float]], points: int, samples
             for name, values in draws.items()}
 
 
+def _lbfgs(objective: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, max_iter: int) -> torch.Tensor:
+    """The parameters (P,) L-BFGS with a strong-Wolfe line search reaches from `start`."""
+    params = start.clone().requires_grad_(True)
+    optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-12, tolerance_change=1e-15)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = objective(params)
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    return params
+
+
 def _best_minimum(objective: Callable[[torch.Tensor], torch.Tensor], starts: torch.Tensor, max_iter: int,
                   name: str) -> tuple[float, list[float]]:
     """(objective, parameters) of the lowest minimum L-BFGS reaches from each row of `starts` (S, P)."""
     best = None
     for start in starts:
-        params = start.clone().requires_grad_(True)
-        optimizer = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe",
-                                      tolerance_grad=1e-12, tolerance_change=1e-15)
-
-        def closure() -> torch.Tensor:
-            optimizer.zero_grad()
-            value = objective(params)
-            value.backward()
-            return value
-
-        optimizer.step(closure)
+        params = _lbfgs(objective, start, max_iter)
         value = float(objective(params.detach()))
         if math.isfinite(value) and (best is None or value < best[0]):
             best = (value, params.detach().tolist())

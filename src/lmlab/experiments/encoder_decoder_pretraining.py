@@ -29,8 +29,8 @@ from pathlib import Path
 
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
 from lmlab.data.number_words import number_corpus
-from lmlab.data.pairs import TaskSizes
 from lmlab.data.pair_tasks import make_task
+from lmlab.data.pairs import TaskSizes
 from lmlab.errors import LmlabError
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
@@ -80,7 +80,7 @@ class PretrainingExperimentSettings:
         for name in ("pretrain_steps", "finetune_steps", "train_pairs", "val_pairs", "test_pairs", "eval_every"):
             if getattr(self, name) < 1:
                 raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        self.span_noise  # checks noise_density and mean_span_length
+        _ = self.span_noise  # building it checks noise_density and mean_span_length
 
     @property
     def span_noise(self) -> SpanNoise:

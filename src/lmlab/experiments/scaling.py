@@ -36,8 +36,15 @@ from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval import scaling_laws as laws
 from lmlab.eval.perplexity import perplexity
-from lmlab.experiments.scaling_grid import (LADDER, PlannedRun, calibrate, enough_for_fits, ladder_config,
-                                            non_embedding_parameters, plan_grid)
+from lmlab.experiments.scaling_grid import (
+    LADDER,
+    PlannedRun,
+    calibrate,
+    enough_for_fits,
+    ladder_config,
+    non_embedding_parameters,
+    plan_grid,
+)
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object

@@ -24,7 +24,7 @@ from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.neural_lm_files import load_rnn_dir
-from lmlab.models.rnn import RNNConfig, RNNLM
+from lmlab.models.rnn import RNNLM, RNNConfig
 from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe
 

@@ -7,12 +7,12 @@ masked out of attention and of the mean, so a sentence gets the same embedding i
 """
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.models.bert.model import BertEncoder
 from lmlab.modules.pooling import mean_pooled_embedding
 from lmlab.progress import in_batches
 from lmlab.tokenizers.wordpiece import encodings_to_tensors
+from tokenizers import Tokenizer
 
 
 @torch.inference_mode()

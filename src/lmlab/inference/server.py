@@ -27,21 +27,28 @@ from importlib.resources import files
 
 import numpy as np
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, ValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.inference.guard import Access, RequestGuard, body_limit
 from lmlab.inference.metrics import MetricsMiddleware, ServerMetrics
 from lmlab.inference.offload import off_loop
-from lmlab.inference.openai_api import (ApiError, ChatRequest, CompletionRequest, EmbeddingRequest, SamplingRequest,
-                                        generation_config, parse_body)
+from lmlab.inference.openai_api import (
+    ApiError,
+    ChatRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+    SamplingRequest,
+    generation_config,
+    parse_body,
+)
 from lmlab.models.bert.model import BertEncoder
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions (chat: the rest of the context)

@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from lmlab.errors import LmlabError
+from lmlab.io.json_file import read_json_object
 from lmlab.models import registry
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
-from lmlab.io.json_file import read_json_object
-from lmlab.models.load import zoo_or_path, load, load_encoder
+from lmlab.models.load import load, load_encoder, zoo_or_path
 
 KINDS = ("decoder", "encoder", "encoder-decoder")
 

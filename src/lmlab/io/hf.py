@@ -12,12 +12,12 @@ from typing import Protocol
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.io.weight_checks import safetensors_header
+from tokenizers import Tokenizer
 
 
 class DirectoryTokenizer(Protocol):

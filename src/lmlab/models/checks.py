@@ -1,7 +1,6 @@
 """Config checks shared by the window and recurrent LMs, so both refuse bad shapes with the same line."""
 
-from lmlab.config_checks import MAX_CONTEXT, MAX_LAYERS, MAX_VOCAB, MAX_WIDTH, at_least, at_most, check_types, \
-    fraction
+from lmlab.config_checks import MAX_CONTEXT, MAX_LAYERS, MAX_VOCAB, MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.errors import LmlabError
 
 

@@ -7,7 +7,6 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.config import ATTENTION_FIELDS, ModelConfig, config_from_dict, config_to_dict
 from lmlab.errors import LmlabError
@@ -19,6 +18,7 @@ from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import special_token_ids
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer
 
 
 def save_hf_dir(model: TransformerDecoder, directory: str | Path, tokenizer: Tokenizer | TextTokenizer | None = None

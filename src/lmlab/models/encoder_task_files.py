@@ -22,8 +22,8 @@ from lmlab.heads.task_model import EncoderWithHead
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.models.encoder_files import save_hf_encoder_dir
-from lmlab.models.head_files import read_head_state
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, task_head
+from lmlab.models.head_files import read_head_state
 from lmlab.models.load import load_encoder
 
 HEAD_FILE = "head.safetensors"

@@ -8,7 +8,6 @@ it; `lmlab eval checklist` and `lmlab inspect saliency` read its predictions and
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer
 from torch import nn
 
 from lmlab.data.encoder_batches import Features, collate, encode_examples
@@ -19,6 +18,7 @@ from lmlab.heads.sequence_classification import SequenceClassifier
 from lmlab.heads.span_extraction import SpanExtractor, best_spans
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.heads.token_classification import TokenClassifier
+from tokenizers import Tokenizer
 
 TASK_HEADS = {"classify": SequenceClassifier, "pair": SequenceClassifier, "regress": SequenceRegressor,
               "tag": TokenClassifier, "qa": SpanExtractor, "choice": MultipleChoice}  # task -> its head's class
@@ -66,7 +66,7 @@ def predict_features(tuned: FinetunedEncoder, examples: list[Example], features:
     training = model.training
     model.eval()
     predictions = [None] * len(examples)
-    for indices, batch, outputs in batched_outputs(tuned, features, batch_size):
+    for indices, _, outputs in batched_outputs(tuned, features, batch_size):
         for row, i in enumerate(indices):
             predictions[i] = _prediction(tuned, examples[i], features, i, outputs, row)
     model.train(training)

@@ -5,17 +5,16 @@ quantization.json beside it marks a quantized decoder (`quantized_files.py`)."""
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io import zoo
-from lmlab.models.llama.gguf_file import load_gguf
+from lmlab.io.json_file import read_json_object
+from lmlab.models import registry
+from lmlab.models.bert.model import BertEncoder
 from lmlab.models.decoder_files import load_hf_dir
 from lmlab.models.encoder_files import load_hf_encoder_dir
-from lmlab.io.json_file import read_json_object
-from lmlab.models.bert.model import BertEncoder
-from lmlab.models import registry
 from lmlab.models.family import LOAD, Family
+from lmlab.models.llama.gguf_file import load_gguf
 from lmlab.models.quantize import MODES, dequantize_model, quantize_model
 from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
 from lmlab.models.stateful import StatefulLM
@@ -23,7 +22,7 @@ from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.tokenizers.text import TextTokenizer, has_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
-
+from tokenizers import Tokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4": "int4"}  # --dtype -> what it loads
 

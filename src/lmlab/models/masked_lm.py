@@ -12,17 +12,17 @@ nothing to fill a mask with.
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.hf import read_config_json, read_safetensors, safetensors_files
-from lmlab.models.encoder_files import load_hf_encoder_dir
-from lmlab.models.load import zoo_or_path
 from lmlab.io.weight_checks import safetensors_header
 from lmlab.models import registry
+from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.models.encoders import converter
+from lmlab.models.load import zoo_or_path
 from lmlab.models.pretraining import EncoderForPreTraining, mask_decoder, mlm_head
 from lmlab.tokenizers.wordpiece import load_wordpiece
+from tokenizers import Tokenizer
 
 RUN_SUBDIRS = ("model", "generator")  # where an lmlab encoder run keeps a model with an MLM head
 

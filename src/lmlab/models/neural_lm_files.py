@@ -14,7 +14,7 @@ from lmlab.io.atomic import atomic_path
 from lmlab.io.config_file import config_from
 from lmlab.io.hf import read_config_json, safetensors_files
 from lmlab.io.weight_checks import check_finite, check_fits, safetensors_header
-from lmlab.models.rnn import RNNConfig, RNNLM
+from lmlab.models.rnn import RNNLM, RNNConfig
 from lmlab.models.window import WindowConfig, WindowLM
 from lmlab.modules.meta import on_meta
 

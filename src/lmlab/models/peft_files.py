@@ -73,7 +73,8 @@ def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
         record = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
         saved = load_file(directory / WEIGHTS_FILE)
     except (OSError, ValueError, SafetensorError) as e:
-        raise LmlabError(f"{directory} holds no readable adapter ({e}); pass a directory written by save_peft")
+        raise LmlabError(f"{directory} holds no readable adapter ({e}); pass a directory written by save_peft"
+                         ) from None
     if next(peft_modules(model), None) is not None:
         raise LmlabError(f"the model already has PEFT modules; load the adapter in {directory} onto a fresh base model")
     trained_on, this = record["base_model"], base_fingerprint(model)

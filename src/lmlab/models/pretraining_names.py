@@ -12,8 +12,13 @@ import torch
 
 from lmlab.config import EncoderConfig
 from lmlab.models.encoders import converter
-from lmlab.models.pretraining import (SHARED_EMBEDDINGS, ElectraForPreTraining, EncoderForPreTraining,
-                                     GradientDisentangledEmbedding, mask_decoder)
+from lmlab.models.pretraining import (
+    SHARED_EMBEDDINGS,
+    ElectraForPreTraining,
+    EncoderForPreTraining,
+    GradientDisentangledEmbedding,
+    mask_decoder,
+)
 
 Tensors = dict[str, torch.Tensor]
 

@@ -52,8 +52,14 @@ from lmlab.io.atomic import atomic_write_text
 from lmlab.io.cache import cache_dir
 from lmlab.io.gguf_layout import content_key
 from lmlab.models import registry
-from lmlab.modules.quantized_formats import (QuantizedWeight, dequantize, pack_int4, quantize_int8, select_rows,
-                                             unpack_int4)
+from lmlab.modules.quantized_formats import (
+    QuantizedWeight,
+    dequantize,
+    pack_int4,
+    quantize_int8,
+    select_rows,
+    unpack_int4,
+)
 
 FLOAT_TYPES = (Q.F32, Q.F16, Q.BF16)  # quantized to int8 per channel, as lmlab quantizes any float model
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmlab.errors import LmlabError
-from lmlab.modules.kv_cache import LayerKV
 from lmlab.modules.fused_rope import fused_rotary
+from lmlab.modules.kv_cache import LayerKV
 
 
 def attend(

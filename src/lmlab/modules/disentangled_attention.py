@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from lmlab.modules.attention import attend
-from lmlab.modules.unpadding import Unpadding, UnpaddedSelfAttention
+from lmlab.modules.unpadding import UnpaddedSelfAttention, Unpadding
 
 TERMS = ("c2p", "p2c")
 

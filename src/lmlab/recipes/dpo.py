@@ -29,9 +29,20 @@ from lmlab.errors import LmlabError
 from lmlab.losses.bradley_terry import pairwise_accuracy
 from lmlab.losses.dpo import dpo_loss
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, Tunable, batch_indices, finish,
-                                          load_tunable, run_settings, split_examples, start_tuning, unique)
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_training import (
+    TASK,
+    PostTrainConfig,
+    PostTrainResult,
+    Tunable,
+    batch_indices,
+    finish,
+    load_tunable,
+    run_settings,
+    split_examples,
+    start_tuning,
+    unique,
+)
 from lmlab.training.preference import pair_logprobs, pair_reference
 from lmlab.training.preference_data import Pair, load_pairs, sampled_pairs
 from lmlab.training.rewards import RewardFn, prompts_and_replies, reward_source

@@ -28,32 +28,41 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.config import LoopConfig, OptimConfig
-from lmlab.models.presets import names, preset
 from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, flag, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
-from lmlab.data.encoder_tasks import (DEFAULT_COLUMNS, EMBEDDED_TASKS, Columns, Example, check_choice_counts,
-                                      check_labels, embedded_examples, label_names, read_examples)
+from lmlab.data.encoder_tasks import (
+    DEFAULT_COLUMNS,
+    EMBEDDED_TASKS,
+    Columns,
+    Example,
+    check_choice_counts,
+    check_labels,
+    embedded_examples,
+    label_names,
+    read_examples,
+)
 from lmlab.errors import LmlabError
 from lmlab.eval.entity_f1 import entity_f1
 from lmlab.eval.metrics import accuracy, f1_scores, matthews_correlation, pearson, spearman
 from lmlab.eval.qa_metrics import exact_match, token_f1
 from lmlab.heads.task_model import EncoderWithHead
 from lmlab.losses.task_heads import classification_loss, regression_loss, span_loss, tagging_loss
+from lmlab.models.bert.model import BertEncoder
 from lmlab.models.encoder_task_files import save_finetuned
+from lmlab.models.encoders import build, new_pooler
 from lmlab.models.finetuned_encoder import TASK_HEADS, FinetunedEncoder, predict_features, task_head
 from lmlab.models.load import load_encoder
-from lmlab.models.bert.model import BertEncoder
-from lmlab.models.encoders import build, new_pooler
+from lmlab.models.presets import names, preset
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.post_training import split_examples
 from lmlab.training.loop import LOOP_DEFAULTS, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.post_training import split_examples
 from lmlab.training.progress import save_loss_curve
+from tokenizers import Tokenizer
 
 SCRATCH_VOCAB_SIZE = 8000  # WordPiece trained on the training texts when the encoder starts from a preset
 

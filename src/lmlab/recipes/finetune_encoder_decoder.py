@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.config import LoopConfig, OptimConfig
-from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, check_types, \
-    fraction, positive
+from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, check_types, fraction, positive
 from lmlab.data.pair_files import read_pairs
-from lmlab.data.pairs import Pair, PairSplits, TaskSizes
 from lmlab.data.pair_tasks import TASKS, make_task
+from lmlab.data.pairs import Pair, PairSplits, TaskSizes
 from lmlab.errors import LmlabError
 from lmlab.eval.sequence_accuracy import sequence_accuracy
 from lmlab.generation.config import GenerationConfig
@@ -32,15 +30,23 @@ from lmlab.io.outputs import claim_run_dir
 from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer
+from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.encoder_decoder import (IdPair, encode_text, fingerprint, fit_length, mean_loss, source_bos,
-                                            starting_model, teacher_forced_loss)
+from lmlab.training.encoder_decoder import (
+    IdPair,
+    encode_text,
+    fingerprint,
+    fit_length,
+    mean_loss,
+    source_bos,
+    starting_model,
+    teacher_forced_loss,
+)
+from lmlab.training.loop import evaluated, last_evaluation, log_before, measured, part_of, run_steps, start_session
 from lmlab.training.post_training import batch_indices, data_key, split_examples
-from lmlab.training import distributed
-from lmlab.training.loop import (evaluated, last_evaluation, log_before, measured, part_of, run_steps,
-                                 start_session)
 from lmlab.training.progress import save_loss_curve
+from tokenizers import Tokenizer
 
 ACCURACY_CURVE = {"validation sequence accuracy": "val_seq_acc"}
 

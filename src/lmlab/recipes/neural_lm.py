@@ -43,10 +43,10 @@ from lmlab.models.window import WindowConfig
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.loop import last_evaluation, run_steps, start_session
 from lmlab.training.result import PretrainResult
+from lmlab.training.sharding import decoder_only
 
 DEFAULT_BLOCK_SIZE = 64  # tokens per chunk (the BPTT truncation length) when TrainConfig.block_size is None
 STATE_RESET_PROBABILITY = 0.1  # per row and chunk: a carried state lives 10 chunks on average

@@ -20,8 +20,8 @@ from lmlab.models.ngram.files import save_ngram_dir
 from lmlab.models.ngram.fit import check_fit_settings, fit_ngram
 from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramLM
 from lmlab.models.ngram.runs import TokenRuns, stream_runs
-from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
 from lmlab.progress import progress_bar
+from lmlab.tokenizers.bpe import load_tokenizer, train_bpe
 
 DEFAULT_VOCAB_SIZE = 8192
 

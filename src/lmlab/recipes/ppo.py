@@ -41,9 +41,19 @@ from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
-                                          run_settings, split_examples, start_tuning, unique)
 from lmlab.training.loop import evaluated, log_before, part_of, run_steps
+from lmlab.training.post_training import (
+    TASK,
+    PostTrainConfig,
+    PostTrainResult,
+    batch_indices,
+    finish,
+    load_tunable,
+    run_settings,
+    split_examples,
+    start_tuning,
+    unique,
+)
 from lmlab.training.preference import Logits, frozen_reference
 from lmlab.training.rewards import RewardFn, load_prompts, reward_source
 from lmlab.training.task_score import task_score

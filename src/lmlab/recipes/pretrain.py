@@ -33,8 +33,8 @@ from lmlab.training.compile import maybe_compile
 from lmlab.training.device import training_device
 from lmlab.training.loop import last_evaluation, part_of, run_steps, start_session
 from lmlab.training.memory import check_memory
-from lmlab.training.sharding import unsharded
 from lmlab.training.result import PretrainResult
+from lmlab.training.sharding import unsharded
 
 
 def pretrain(model_cfg: ModelConfig, train_cfg: TrainConfig, data: str, out: str | Path,

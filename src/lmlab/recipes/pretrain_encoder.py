@@ -37,13 +37,13 @@ from lmlab.objectives.objective import Key, Objective, seeded_generator
 from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
+from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.encoder_heads import HEADS
-from lmlab.training.post_training import batch_indices, split_examples
-from lmlab.training import distributed
 from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
+from lmlab.training.post_training import batch_indices, split_examples
+from lmlab.training.sharding import decoder_only
 
 DEFAULT_BLOCK = 128  # tokens per example unless --block-size says otherwise
 

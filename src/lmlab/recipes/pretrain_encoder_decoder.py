@@ -28,28 +28,28 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.config import TrainConfig
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import claim_run_dir
 from lmlab.models import registry
-from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
+from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.objectives.objective import Key, Objective
 from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
 from lmlab.objectives.sentences import sentence_end_ids, split_sentences
 from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.encoder_decoder_bpe import EOS, PAD, train_encoder_decoder_bpe
+from lmlab.training import distributed
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.sharding import decoder_only
 from lmlab.training.device import training_device
 from lmlab.training.encoder_decoder import IdPair, fit_to_tokenizer, mean_loss, teacher_forced_loss
-from lmlab.training.post_training import batch_indices, split_examples
-from lmlab.training import distributed
 from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
+from lmlab.training.post_training import batch_indices, split_examples
+from lmlab.training.sharding import decoder_only
+from tokenizers import Tokenizer
 
 DEFAULT_BLOCK = 128  # tokens per chunk unless --block-size says otherwise
 

@@ -17,9 +17,18 @@ import torch
 from lmlab.heads.reward import RewardModel
 from lmlab.models.tuned_files import save_reward_head
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
-                                          run_settings, split_examples, start_tuning)
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_training import (
+    TASK,
+    PostTrainConfig,
+    PostTrainResult,
+    batch_indices,
+    finish,
+    load_tunable,
+    run_settings,
+    split_examples,
+    start_tuning,
+)
 from lmlab.training.preference import ranking_chats
 from lmlab.training.preference_data import Ranking, load_rankings
 from lmlab.training.reward_model import chat_rewards, ranking_loss

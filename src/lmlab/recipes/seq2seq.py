@@ -16,19 +16,19 @@ import torch
 from lmlab.config import LoopConfig, OptimConfig
 from lmlab.config_checks import MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
-from lmlab.data.pairs import Pair, TaskSizes
 from lmlab.data.pair_tasks import TASKS, make_task
+from lmlab.data.pairs import Pair, TaskSizes
 from lmlab.errors import LmlabError
 from lmlab.eval.sequence_accuracy import char_accuracy, sequence_accuracy
 from lmlab.generation.seq2seq import translate_texts
-from lmlab.models.seq2seq.files import Seq2SeqModel, save_seq2seq_dir
 from lmlab.losses.cross_entropy import cross_entropy
 from lmlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
-from lmlab.progress import in_batches
+from lmlab.models.seq2seq.files import Seq2SeqModel, save_seq2seq_dir
 from lmlab.objectives.teacher_forcing import teacher_forcing
+from lmlab.progress import in_batches
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import batch_indices
 from lmlab.training.loop import evaluated, last_evaluation, part_of, run_steps, start_session
+from lmlab.training.post_training import batch_indices
 from lmlab.training.progress import save_loss_curve
 
 ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}

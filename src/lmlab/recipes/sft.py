@@ -14,12 +14,24 @@ import torch
 
 from lmlab.data.tasks import task_examples
 from lmlab.losses.cross_entropy import cross_entropy
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import sft_batch
+from lmlab.targets import IGNORE_INDEX
 from lmlab.training.checkpoint import resume_checkpoint
-from lmlab.training.post_training import (TASK, PostTrainConfig, PostTrainResult, batch_indices, finish, load_tunable,
-                                          read_chats, run_settings, split_examples, start_tuning, trim_padding, unique)
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_training import (
+    TASK,
+    PostTrainConfig,
+    PostTrainResult,
+    batch_indices,
+    finish,
+    load_tunable,
+    read_chats,
+    run_settings,
+    split_examples,
+    start_tuning,
+    trim_padding,
+    unique,
+)
 from lmlab.training.task_score import task_score
 
 

@@ -20,8 +20,14 @@ import torch
 from lmlab.data.words import WordVocab, build_vocab
 from lmlab.models.word2vec.compiled import TRAINER
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.sampling import (cbow_windows, draw_negatives, keep_probabilities, noise_table,
-                                            skipgram_pairs, subsample)
+from lmlab.models.word2vec.sampling import (
+    cbow_windows,
+    draw_negatives,
+    keep_probabilities,
+    noise_table,
+    skipgram_pairs,
+    subsample,
+)
 from lmlab.models.word2vec.updates import cbow_step, negative_sampling_loss, sgns_step
 from lmlab.models.word2vec.vectors import WordVectors
 from lmlab.modules.kernels.build import compiled

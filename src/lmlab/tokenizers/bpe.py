@@ -19,14 +19,13 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import parse_json_object, read_json_text
 from lmlab.tokenizers.bpe_tables import REST_FILE, has_tables, load_tables
 from lmlab.tokenizers.file_checks import MAX_FILE_BYTES, check_tokenizer_json
 from lmlab.tokenizers.panics import library_panics
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 BOS = "<|bos|>"
 EOS = "<|eos|>"

@@ -15,10 +15,9 @@ keeps any other as tokenizer.json.
 import json
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, models
-
 from lmlab.io.atomic import atomic_write_text
 from lmlab.tokenizers.file_checks import check_tokenizer_json
+from tokenizers import AddedToken, Tokenizer, models
 
 PREFIX = "lmlab-bpe"
 BPE_VOCAB, BPE_MERGES = f"{PREFIX}-vocab.json", f"{PREFIX}-merges.txt"  # what BPE.save names them

@@ -10,9 +10,8 @@ whichever digit groups happened to be frequent.
 
 from collections.abc import Iterable, Sequence
 
-from tokenizers import Tokenizer
-
 from lmlab.tokenizers.bpe import train_bpe
+from tokenizers import Tokenizer
 
 PAD, EOS, UNK, BOS, MASK = "<pad>", "</s>", "<unk>", "<s>", "<mask>"
 FAMILY_SPECIALS = {"t5": (PAD, EOS, UNK), "bart": (BOS, PAD, EOS, UNK, MASK), "transformer": (PAD, EOS, UNK)}

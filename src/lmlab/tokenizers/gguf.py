@@ -15,13 +15,19 @@ so lmlab, llama.cpp and the original model give the same ids for the same text.
 
 from dataclasses import dataclass
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
-
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.sentencepiece_pipeline import (BPE, BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED,
-                                                     SentencePieceModel, sentencepiece_tokenizer)
+from lmlab.tokenizers.sentencepiece_pipeline import (
+    BPE,
+    BYTE,
+    CONTROL,
+    NORMAL,
+    UNKNOWN,
+    USER_DEFINED,
+    SentencePieceModel,
+    sentencepiece_tokenizer,
+)
 from lmlab.tokenizers.text import TextTokenizer
-
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 # How text is split before BPE, by `tokenizer.ggml.pre`: the regular expressions llama.cpp applies in turn
 # (each splits every piece the one before left, matches and the text between them kept), and whether a

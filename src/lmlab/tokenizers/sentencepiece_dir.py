@@ -16,13 +16,12 @@ tokens, else the ones the model's trainer set.
 import json
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer
-
 from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.tokenizers.file_checks import MAX_ADDED_TOKEN_CHARS, MAX_ADDED_TOKENS
 from lmlab.tokenizers.sentencepiece_file import read_model_file
 from lmlab.tokenizers.sentencepiece_pipeline import sentencepiece_tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 CONFIG_FILE, SPECIAL_TOKENS_FILE = "tokenizer_config.json", "special_tokens_map.json"
 SENTINEL_TOKENIZERS = ("T5Tokenizer", "T5TokenizerFast")  # tokenizer_config.json's tokenizer_class

@@ -33,8 +33,8 @@ def model_file(directory: Path) -> Path | None:
 
 def read_model_file(path: Path) -> SentencePieceFile:
     """The model in the SentencePiece file `path`, checked; anything wrong with it is one LmlabError line."""
-    from sentencepiece import sentencepiece_model_pb2  # noqa: PLC0415 (imports protobuf: only when a file is read)
     from google.protobuf.message import DecodeError  # noqa: PLC0415
+    from sentencepiece import sentencepiece_model_pb2  # noqa: PLC0415 (imports protobuf: only when a file is read)
 
     def refuse(what: str) -> LmlabError:
         return LmlabError(f"'{path}' {what}; use the model's published {path.name}")

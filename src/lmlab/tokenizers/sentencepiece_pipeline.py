@@ -22,10 +22,9 @@ The same builder serves GGUF's "llama" vocabularies (`gguf.py`): llama.cpp encod
 import math
 from dataclasses import dataclass
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.panics import library_panics
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 
 # The piece types of SentencePiece's model format (GGUF's tokenizer.ggml.token_type uses the same numbers).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6

@@ -16,8 +16,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenizers import Tokenizer
-
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
@@ -27,6 +25,7 @@ from lmlab.tokenizers.bpe_tables import fits_tables, has_tables, save_tables
 from lmlab.tokenizers.panics import library_panics
 from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
 from lmlab.tokenizers.sentencepiece_file import model_file
+from tokenizers import Tokenizer
 
 CONFIG_FILE = "tokenizer_config.json"
 

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders
 from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
@@ -20,12 +19,13 @@ from tokenizers.processors import TemplateProcessing
 from tokenizers.trainers import WordPieceTrainer
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words
 from lmlab.io.json_file import read_json_object
+from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, training_words
 from lmlab.tokenizers.panics import library_panics
 from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
 from lmlab.tokenizers.sentencepiece_file import model_file
 from lmlab.tokenizers.text import read_tokenizer_config
+from tokenizers import Tokenizer, decoders
 
 VOCAB_FILE = "vocab.txt"
 SENTENCEPIECE_ENCODER_FILE = "spm.model"

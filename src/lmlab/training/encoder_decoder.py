@@ -13,18 +13,18 @@ import hashlib
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
-from lmlab.models import registry
-from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.losses.linear_cross_entropy import EncoderDecoderLoss
+from lmlab.models import registry
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
-from lmlab.models.presets import family_of, names, preset
+from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.encoder_decoder.model import EncoderDecoder
+from lmlab.models.presets import family_of, names, preset
 from lmlab.objectives.encoder_decoder_batch import encoder_decoder_batch
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.encoder_decoder_bpe import BOS, EOS, PAD, train_encoder_decoder_bpe
+from tokenizers import Tokenizer
 
 IdPair = tuple[list[int], list[int]]  # (source ids, target ids), each ending with </s>
 

@@ -43,8 +43,7 @@ from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import claim_run_dir
 from lmlab.progress import progress_bar
 from lmlab.training import distributed, sharding
-from lmlab.training.checkpoint import (checkpoint_file, save_checkpoint, set_rng_state, setting_differences,
-                                      shards_of)
+from lmlab.training.checkpoint import checkpoint_file, save_checkpoint, set_rng_state, setting_differences, shards_of
 from lmlab.training.interrupt import sigint_flag
 from lmlab.training.memory import MemoryEstimate
 from lmlab.training.optim import build_optimizer, build_schedule

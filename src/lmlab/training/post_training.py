@@ -29,8 +29,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from lmlab.config_checks import MAX_CONTEXT, MAX_WIDTH, at_least, at_most, check_types, \
-    fraction, positive
+from lmlab.config import LoopConfig, OptimConfig
+from lmlab.config_checks import MAX_CONTEXT, MAX_WIDTH, at_least, at_most, check_types, fraction, positive
 from lmlab.data.blocks import batch_starts
 from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.errors import LmlabError
@@ -40,14 +40,13 @@ from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft
 from lmlab.models.tuned_files import save_tuned
 from lmlab.modules.peft import apply_peft, describe
 from lmlab.modules.transformer import TransformerDecoder
-from lmlab.targets import IGNORE_INDEX
 from lmlab.objectives.sft import check_chat
+from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.device import training_device
 from lmlab.training.loop import Session, evaluated, measured, start_session
 from lmlab.training.memory import check_memory
 from lmlab.training.sharding import decoder_only, unsharded
-from lmlab.config import LoopConfig, OptimConfig
 
 TASK = "task"  # --data value for the embedded addition task (lmlab.data.tasks)
 

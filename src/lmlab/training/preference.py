@@ -29,8 +29,8 @@ from lmlab.losses.dpo import sequence_logprobs
 from lmlab.modules.peft import adapters_disabled
 from lmlab.objectives.sft import sft_batch
 from lmlab.tokenizers.text import TextTokenizer
-from lmlab.training.post_training import Tunable, trim_padding, with_reply
 from lmlab.training.loop import Session, evaluated
+from lmlab.training.post_training import Tunable, trim_padding, with_reply
 from lmlab.training.preference_data import Pair, Ranking
 
 Logits = Callable[[torch.Tensor], torch.Tensor]  # input_ids (B, T) -> logits (B, T, V)

@@ -17,9 +17,9 @@ from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.data.tasks import perfect_reply, task_prompts
 from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
+from lmlab.models.tuned_files import load_reward_model
 from lmlab.objectives.sft import ROLES
 from lmlab.training.post_training import TASK, PostTrainConfig, unique, with_reply
-from lmlab.models.tuned_files import load_reward_model
 from lmlab.training.reward_model import chat_rewards
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward

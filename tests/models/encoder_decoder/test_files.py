@@ -7,14 +7,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lmlab.models.presets import preset
 from lmlab.errors import LmlabError
-from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
-from lmlab.models.decoder_files import save_hf_dir
-from lmlab.models.load import load
 from lmlab.models.decoder import build_decoder
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.encoder_decoder.build import build_encoder_decoder
-
+from lmlab.models.encoder_decoder.files import load_encoder_decoder, save_encoder_decoder
+from lmlab.models.load import load
+from lmlab.models.presets import preset
 from word_tokenizers import word_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,14 +10,13 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
+from gguf_files import CHATML, IDS, TEXTS, logits, tiny_model, write_gguf
 from lmlab.errors import LmlabError
 from lmlab.models.llama import gguf_file as lmlab_gguf
 from lmlab.models.llama.gguf_file import load_gguf, read_gguf
 from lmlab.models.load import load
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.tokenizers.gguf import CONTROL, NORMAL, tokenizer_from_gguf
-
-from gguf_files import CHATML, IDS, TEXTS, logits, tiny_model, write_gguf
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,12 @@ import gguf
 import pytest
 import torch
 
+from conftest import lmlab, one_line_error
+from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 from lmlab.errors import LmlabError
 from lmlab.models.llama import gguf_file as lmlab_gguf
 from lmlab.models.load import load
 from lmlab.tokenizers.bpe import train_bpe
-
-from conftest import lmlab, one_line_error
-from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
-from lmlab.models.ngram.arpa import read_arpa, write_arpa
 from lmlab.models.ngram import Vocabulary, fit_ngram, sentence_runs, stream_runs
+from lmlab.models.ngram.arpa import read_arpa, write_arpa
 from lmlab.models.ngram.scoring import sentence_log_prob, token_log_probs
 
 

@@ -9,8 +9,8 @@ from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fe
 from lmlab.eval.prompt_tasks import TASKS, load_task
 from lmlab.figures import save_line_plot
 from lmlab.generation.config import MIN_TEMPERATURE
-from lmlab.models.load import load
 from lmlab.io.outputs import check_file_output
+from lmlab.models.load import load
 
 MAX_LIMIT = 100_000
 MAX_SAMPLES = 64  # chains per question for self-consistency, decoded as one batch

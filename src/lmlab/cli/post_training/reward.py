@@ -2,10 +2,10 @@
 
 import argparse
 
-from lmlab.cli.post_training.common import PREFERENCE_FILE, add_post_training_args, recipe_args, report
 from lmlab.cli.common.vocabulary import alias
-from lmlab.recipes.reward import reward
+from lmlab.cli.post_training.common import PREFERENCE_FILE, add_post_training_args, recipe_args, report
 from lmlab.models.tuned_files import REWARD_HEAD_FILE
+from lmlab.recipes.reward import reward
 
 
 def add_parser(subparsers) -> None:

@@ -8,8 +8,8 @@ import dataclasses
 from lmlab.cli.common.config_flags import config_overrides
 from lmlab.cli.train.result import say_vocabulary_shortfall
 from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
-from lmlab.models.presets import names, preset
 from lmlab.errors import LmlabError
+from lmlab.models.presets import names, preset
 from lmlab.recipes.pretrain_encoder import pretrain_encoder
 
 ENCODER_FLAGS = ("whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours

@@ -10,8 +10,8 @@ from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.models.presets import family_of, preset
-from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.objectives.registry import choose_objective
+from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder
 
 SPAN_FLAGS = ("noise_density", "mean_span_length")  # span corruption's settings (SpanNoise)

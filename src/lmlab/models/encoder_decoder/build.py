@@ -13,8 +13,13 @@ from torch import nn
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.models.encoder_decoder.model import EncoderDecoder
 from lmlab.modules.attention import CrossAttention, SelfAttention
-from lmlab.modules.encoder_decoder import (DecoderStack, EncoderStack, PostNormDecoderBlock, PreNormDecoderBlock,
-                                           SequenceEmbeddings)
+from lmlab.modules.encoder_decoder import (
+    DecoderStack,
+    EncoderStack,
+    PostNormDecoderBlock,
+    PreNormDecoderBlock,
+    SequenceEmbeddings,
+)
 from lmlab.modules.feed_forward import MLP, GatedMLP
 from lmlab.modules.norms import LayerNorm, RMSNorm
 from lmlab.modules.positions import LearnedPositions, SinusoidalPositions

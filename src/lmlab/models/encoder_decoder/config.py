@@ -15,8 +15,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmlab.config import check_parameters, checked_replace
-from lmlab.config_checks import MAX_CONTEXT, MAX_EPS, MAX_LAYERS, MAX_VOCAB, MAX_WIDTH, at_least, at_most, \
-    check_types, fraction, positive
+from lmlab.config_checks import (
+    MAX_CONTEXT,
+    MAX_EPS,
+    MAX_LAYERS,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    at_least,
+    at_most,
+    check_types,
+    fraction,
+    positive,
+)
 from lmlab.errors import LmlabError
 
 

@@ -12,7 +12,6 @@ offers config_from_hf, config_to_hf, from_hf and to_hf.
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.config_file import config_from
@@ -27,7 +26,7 @@ from lmlab.modules.meta import on_meta
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer
 from lmlab.tokenizers.sentencepiece_dir import sentencepiece_dir_tokenizer
 from lmlab.tokenizers.sentencepiece_file import model_file
-
+from tokenizers import Tokenizer
 
 
 def save_encoder_decoder(model: EncoderDecoder, tokenizer: Tokenizer | str | Path | None, out_dir: str | Path) -> Path:

@@ -6,8 +6,6 @@ from lmlab.models.decoder import build_decoder
 from lmlab.models.family import LOAD, Family
 from lmlab.models.gemma2 import convert, gguf
 
-
-
 PRESETS = {
     # Gemma: (1 + w) norms around each sublayer, GeGLU, embeddings times sqrt(d_model), queries scaled by
     # query_pre_attn_scalar ** -0.5 (each a setting transformers' Gemma classes compute from the shape)

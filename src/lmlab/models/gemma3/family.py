@@ -6,8 +6,6 @@ from lmlab.models.decoder import build_decoder
 from lmlab.models.family import LOAD, Family
 from lmlab.models.gemma3 import convert, gguf
 
-
-
 PRESETS = {
     "gemma3-tiny": ModelConfig(family="gemma3", vocab_size=4096, context_length=256, n_layers=6, n_heads=4,
                                n_kv_heads=1, d_model=128, d_ff=384, head_size=48, norm="rmsnorm", norm_eps=1e-6,

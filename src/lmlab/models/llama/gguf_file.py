@@ -36,7 +36,8 @@ from lmlab.io.config_file import config_from
 from lmlab.io.gguf_layout import check_layout, content_key, file_identity, remember_content_key
 from lmlab.io.weight_checks import check_finite, check_fits
 from lmlab.models import registry
-from lmlab.models.quantize import MODES as QUANTIZED_MODES, quantized_decoder
+from lmlab.models.quantize import MODES as QUANTIZED_MODES
+from lmlab.models.quantize import quantized_decoder
 from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_quantized
 from lmlab.models.quantized_gguf import assemble, repack, row_sources
 from lmlab.modules.meta import on_meta

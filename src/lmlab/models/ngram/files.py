@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
@@ -16,6 +15,7 @@ from lmlab.models.ngram.model import NGramConfig, NGramLM
 from lmlab.models.ngram.tables import BackoffTables
 from lmlab.tokenizers.bpe import save_tokenizer
 from lmlab.tokenizers.text import TextTokenizer
+from tokenizers import Tokenizer
 
 TABLES_FILE = "ngram.npz"
 

@@ -19,8 +19,15 @@ directory keeps our config under "lmlab", which says which layout the model was 
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.models.bart.convert import (check_exportable, shape_from_hf, shape_to_hf, shared_from_hf, shared_to_hf,
-                                       stacks_from_hf, stacks_to_hf)
+from lmlab.models.bart.convert import (
+    check_exportable,
+    shape_from_hf,
+    shape_to_hf,
+    shared_from_hf,
+    shared_to_hf,
+    stacks_from_hf,
+    stacks_to_hf,
+)
 from lmlab.models.encoder_decoder.config import EncoderDecoderConfig
 from lmlab.modules.positions import sinusoidal_table
 

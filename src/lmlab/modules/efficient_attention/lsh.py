@@ -52,10 +52,10 @@ class LSHAttention(nn.Module):
             slot_ok = order >= 0
             pos = order.clamp(min=0)
 
-            def chunked(x: torch.Tensor) -> torch.Tensor:  # (B, H, T, D) -> (B, H, n, c, D), sorted
+            def chunked(x: torch.Tensor, pos: torch.Tensor = pos) -> torch.Tensor:  # (B, H, T, D) -> (B, H, n, c, D)
                 return x.gather(2, pos[..., None].expand(-1, -1, -1, x.size(-1))).view(B, H, n_chunks, c, -1)
 
-            sq, sk, sv = chunked(q), chunked(keys), chunked(v)
+            sq, sk, sv = chunked(q), chunked(keys), chunked(v)  # sorted by bucket
             sp, slot = pos.view(B, H, n_chunks, c), slot_ok.view(B, H, n_chunks, c)
             seen = slot & real.gather(1, pos.flatten(1)).view(B, H, n_chunks, c)  # a real key in a real slot
             kb, vb, pb, slot_b, seen_b = (torch.cat([x.roll(1, dims=2), x], dim=3) for x in (sk, sv, sp, slot, seen))

@@ -17,9 +17,9 @@ from lmlab.modules.peft.adapters import AdaptedSublayer, Bottleneck, apply_adapt
 from lmlab.modules.peft.core import PeftModule, adapters_disabled, freeze_base, peft_parameters
 from lmlab.modules.peft.lora import LoRALinear, apply_lora, linear_layers, merge_lora, unmerge_lora
 from lmlab.modules.peft.methods import METHODS, apply_peft, peft_method
+from lmlab.modules.peft.params import count_parameters, describe, trainable_parameters
 from lmlab.modules.peft.prefix import PrefixAttention, apply_prefix
 from lmlab.modules.peft.prompt import PromptAttention, PromptTuning, apply_prompt_tuning
-from lmlab.modules.peft.params import count_parameters, describe, trainable_parameters
 
 __all__ = [
     "METHODS", "AdaptedSublayer", "Bottleneck", "LoRALinear", "PeftModule", "PrefixAttention", "PromptAttention",
