@@ -78,7 +78,7 @@ PER_EPOCH = ("eval_every", "checkpoint_every", "keep_checkpoints")  # the loop's
 class EncoderFinetuneConfig:
     """Everything about an encoder fine-tuning run except the model, the data and the output directory."""
 
-    epochs: int = 3  # passes over the training examples
+    epochs: int = 3  # passes over the training examples (all of them unless --max-steps stops sooner)
     # max_steps None: all the epochs' steps (a number: a smoke run stops there). The run evaluates and
     # checkpoints once an epoch, keeping the newest 2: eval_every, checkpoint_every, keep_checkpoints stay unset
     loop: LoopConfig = LoopConfig(max_steps=None, batch_size=32)
