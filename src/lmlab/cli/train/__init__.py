@@ -19,8 +19,9 @@ from lmlab.recipes.pretrain import pretrain
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("train", help="pre-train a language model (causal LM)",
-                              description="Pre-train a decoder on text. Every model and training setting "
+    p = subparsers.add_parser("train", help="pre-train a language model of any family, with its objective",
+                              description="Pre-train a model on text: a decoder, an encoder, an encoder-decoder or "
+                                          "a classic LM, by its preset's family. Every model and training setting "
                                           "has a flag; unset ones keep the preset's / default value.")
     p.add_argument("--arch", choices=list(ARCHS), default="transformer",
                    help="model architecture (default transformer: a --model preset)")
