@@ -363,9 +363,24 @@ def load_scorer(name: str, batch_size: int | str = 1, max_length: int | None = N
     if not isinstance(batch_size, int) or batch_size < 1:
         raise LmlabError(f"--batch-size {batch_size} must be a whole number of at least 1")
     model, tokenizer = load(name, dtype)
+    device = usable_device(device)
     if device is not None:
         model = model.to(device)
     limit = model.config.context_length
     if max_length is not None and not 1 < max_length <= limit:
         raise LmlabError(f"max_length {max_length} must be between 2 and the model's context of {limit} tokens")
     return HarnessScorer(model.eval(), tokenizer, max_length or limit, add_bos, batch_size, show_progress)
+
+
+def usable_device(device: str | None) -> str | None:
+    """`device` as lm-eval's `hf` model reads it: None (stay where the model loads) for a CUDA device this
+    machine lacks, since lm-eval's command line asks for cuda:0 unless told otherwise."""
+    if device is None:
+        return None
+    try:
+        place = torch.device(device)
+    except RuntimeError:
+        raise LmlabError(f"device {device!r} is not a torch device; pass --device cpu, cuda or cuda:N") from None
+    if place.type == "cuda" and (place.index or 0) >= torch.cuda.device_count():
+        return None
+    return device
