@@ -261,8 +261,8 @@ def test_the_openai_client_raises_its_own_errors(server):
 
 
 def test_an_engine_failure_is_a_500_or_a_last_error_event(server, monkeypatch):
-    def failing_submit(prompt_ids, config, top_logprobs=None):
-        request = Request(prompt_ids, config, top_logprobs)
+    def failing_submit(prompt_ids, config, top_logprobs=None, adapter=-1):
+        request = Request(prompt_ids, config, top_logprobs, adapter)
         request.put(RuntimeError("the engine broke"))
         return request
 

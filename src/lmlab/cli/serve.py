@@ -4,6 +4,7 @@ import argparse
 import errno
 import os
 import socket
+import sys
 from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
@@ -24,6 +25,7 @@ def add_parser(subparsers) -> None:
         epilog="examples:\n"
                "  lmlab serve --model smollm2-135m-instruct\n"
                "  lmlab serve --model smollm2-135m-instruct --embedding-model all-minilm-l6-v2 --port 8080\n"
+               "  lmlab serve --model smollm2-135m-instruct --adapter math=runs/math --adapter chat=runs/chat\n"
                "then open http://127.0.0.1:8000/ or point an OpenAI client at http://127.0.0.1:8000/v1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
@@ -40,6 +42,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--api-key", metavar="KEY", default=os.environ.get(API_KEY_ENV),
                    help=f"require 'Authorization: Bearer KEY' on every route but /health and / (default: "
                         f"${API_KEY_ENV} if set, else no key)")
+    p.add_argument("--adapter", action="append", default=[], metavar="NAME=DIR",
+                   help="also serve this LoRA adapter of --model (an adapter or run directory) as the model id NAME "
+                        "(repeatable; NAME= may be left out: the directory's name); a request's `model` picks the "
+                        "base or an adapter, and requests to different adapters decode in one batch on the shared "
+                        "base weights")
     add_dtype_arg(p)
     p.add_argument("--slots", type=int, default=16, metavar="N",
                    help=f"requests decoded together, 1..{MAX_SLOTS}; more wait their turn (default 16)")
@@ -64,6 +71,7 @@ def serve(args, listener: socket.socket) -> None:
     """Load the models and answer on `listener` until Ctrl-C."""
     import uvicorn
 
+    from lmlab.inference.adapters import attach_adapters
     from lmlab.inference.engine import Engine
     from lmlab.inference.guard import access_for
     from lmlab.inference.protocol import HeaderDeadlineProtocol
@@ -80,10 +88,16 @@ def serve(args, listener: socket.socket) -> None:
         encoder, encoder_tokenizer = load_encoder(args.embedding_model)
         embedder = Embedder(served_name(args.embedding_model), encoder.eval(), encoder_tokenizer)
     check_cache_fits(model, args.slots)
-    engine = Engine(model, tokenizer, slots=args.slots)
     name = args.name or served_name(args.model)
+    adapters = adapter_flags(args.adapter, name)
+    rows = attach_adapters(model, adapters) if adapters else None
+    if adapters:
+        print(f"serving {len(adapters)} LoRA adapter(s) on the shared base weights, on the float path "
+              f"(the fused int8/int4 step has no LoRA): {', '.join(n for n, _ in adapters)}", file=sys.stderr)
+    engine = Engine(model, tokenizer, slots=args.slots, adapters=rows)
     access = access_for(args.host, tuple(args.allowed_host), args.api_key and args.api_key.strip())
-    app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access)
+    app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access,
+                     tuple(n for n, _ in adapters))
     config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
                             log_level="info", lifespan="off")
     engine.start()
@@ -128,6 +142,23 @@ def check_cache_fits(model: TransformerDecoder, slots: int) -> None:
         raise LmlabError(f"--slots {slots}: the KV cache at the full context ({cfg.context_length} tokens) would "
                          f"take {slots * per_slot / 2**30:.1f} GiB, more than this machine's {memory / 2**30:.1f} GiB; "
                          f"use at most --slots {max(memory // per_slot, 1)}")
+
+
+def adapter_flags(flags: list[str], base_name: str) -> list[tuple[str, str]]:
+    """(name, directory) of each `--adapter NAME=DIR` (or DIR: named by its directory, or its run
+    directory for DIR/adapter); one line naming the flag for a name given twice or the base's own."""
+    adapters = []
+    for flag in flags:
+        name, _, directory = flag.partition("=") if "=" in flag else ("", "", flag)
+        path = Path(directory)
+        name = name or (path.resolve().parent.name if path.name == "adapter" else path.resolve().name)
+        if not name or not directory:
+            raise LmlabError(f"--adapter {flag!r}: give NAME=DIR (an adapter or run directory)")
+        if name == base_name or name in (n for n, _ in adapters):
+            raise LmlabError(f"--adapter {flag!r}: the model id '{name}' is already served; give each adapter "
+                             "its own NAME=DIR, other than the base's (--name)")
+        adapters.append((name, directory))
+    return adapters
 
 
 def served_name(model: str) -> str:

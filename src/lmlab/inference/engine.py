@@ -17,7 +17,10 @@ early finishers wait for the last. The engine instead keeps one batch running in
     only a failure of the shared step itself (out of memory) reaches every running request.
 
 Rows never see each other (each attends to its own positions only), so a request gets the tokens
-it would get decoded alone by `generate_batch`, greedy or sampled with the same seed.
+it would get decoded alone by `generate_batch`, greedy or sampled with the same seed. With LoRA
+adapters attached (`inference.adapters`), each request names the adapter its row uses, and requests
+to different adapters still share each step: the base weights once, each adapter's low-rank term on
+its own rows.
 """
 
 import threading
@@ -38,6 +41,7 @@ from lmlab.generation.sampling import next_token
 from lmlab.inference.prefix_cache import PrefixCache
 from lmlab.inference.request import Chunk, Request, TokenLogprob
 from lmlab.inference.slots import SlotCache
+from lmlab.modules.peft.multi_lora import BASE, AdapterRows
 from lmlab.modules.transformer import TransformerDecoder
 
 PREFIX_BUDGET = 4096  # positions of recent prompts kept for reuse (SmolLM2-135M: 46 KB each)
@@ -59,12 +63,13 @@ class Engine:
     """Decodes the requests given to `submit` in one batch of up to `slots` rows, in a thread.
 
     max_len bounds a request's prompt + new tokens (default: the model's context); prefix_budget is
-    how many positions of earlier prompts are kept for reuse (0: none). Use as a context manager,
-    or call `start()` and `close()`.
+    how many positions of earlier prompts are kept for reuse (0: none); adapters: the `AdapterRows` of
+    the LoRA adapters attached to `model` (`inference.adapters.attach_adapters`), whose index a request
+    gives to `submit`. Use as a context manager, or call `start()` and `close()`.
     """
 
     def __init__(self, model: TransformerDecoder, tokenizer, slots: int = 16, max_len: int | None = None,
-                 prefix_budget: int = PREFIX_BUDGET):
+                 prefix_budget: int = PREFIX_BUDGET, adapters: AdapterRows | None = None):
         if slots < 1:
             raise LmlabError(f"--slots {slots} must be at least 1")
         cfg = model.config
@@ -78,6 +83,7 @@ class Engine:
         self.cache = SlotCache(cfg.n_layers, slots, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, self.max_len,
                                weight.dtype, weight.device, sliding_window(model))
         self.prefixes = PrefixCache(prefix_budget)
+        self.adapters = adapters
         self._waiting: deque[Request] = deque()
         self._running: list[_Running] = []  # row i of the cache is _running[i]
         self._wake = threading.Condition()
@@ -91,7 +97,7 @@ class Engine:
         """Start the decoding thread (once)."""
         if self._thread is None:
             self._step_model = decoding_view(self.model)
-            self._fused = fused_step(self.model)
+            self._fused = fused_step(self.model) if self.adapters is None else None  # the C++ step has no LoRA
             self._thread = threading.Thread(target=self._loop, name="lmlab-engine", daemon=True)
             self._thread.start()
         return self
@@ -115,10 +121,14 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def submit(self, prompt_ids: list[int], config: GenerationConfig, top_logprobs: int | None = None) -> Request:
-        """Queue a prompt; its chunks arrive on the returned `Request`. A prompt the engine cannot take
-        (empty, over the context with max_new_tokens, ids outside the vocabulary, beam search) is an
-        LmlabError at once."""
+    def submit(self, prompt_ids: list[int], config: GenerationConfig, top_logprobs: int | None = None,
+               adapter: int = BASE) -> Request:
+        """Queue a prompt, decoded with LoRA adapter `adapter` (an index into the attached ones; BASE: none);
+        its chunks arrive on the returned `Request`. A prompt the engine cannot take (empty, over the
+        context with max_new_tokens, ids outside the vocabulary, beam search) is an LmlabError at once."""
+        count = self.adapters.count if self.adapters is not None else 0
+        if not BASE <= adapter < count:
+            raise LmlabError(f"adapter {adapter} asked for; this engine has {count} (0..{count - 1}, or {BASE}: none)")
         check_prompts(self.model, [prompt_ids], config.max_new_tokens)
         if len(prompt_ids) + config.max_new_tokens > self.max_len:
             raise LmlabError(f"the prompt ({len(prompt_ids)} tokens) + max_new_tokens ({config.max_new_tokens}) "
@@ -129,7 +139,7 @@ class Engine:
         vocab_size = self.model.config.vocab_size
         if top_logprobs is not None and not 0 <= top_logprobs <= vocab_size:
             raise LmlabError(f"top_logprobs {top_logprobs} must be between 0 and the vocabulary size ({vocab_size})")
-        request = Request(list(prompt_ids), config, top_logprobs)
+        request = Request(list(prompt_ids), config, top_logprobs, adapter)
         with self._wake:
             if self._closing:
                 raise LmlabError("the engine is closed; start a new one")
@@ -180,7 +190,7 @@ class Engine:
     def _start(self, request: Request) -> None:
         """Prefill `request` into the next free row, sample its first token and hand over the chunk."""
         row = len(self._running)
-        logits = self._prefill(row, request.prompt_ids)  # (V,)
+        logits = self._prefill(row, request.prompt_ids, request.adapter)  # (V,)
         config = request.config
         generator = torch.Generator(logits.device).manual_seed(config.seed) if config.seed is not None else None
         ids = torch.tensor([request.prompt_ids], device=logits.device)
@@ -192,11 +202,13 @@ class Engine:
             self._leave([row])
         request.put(chunk)
 
-    def _prefill(self, row: int, prompt: list[int]) -> torch.Tensor:
-        """Fill `row` with the prompt's keys and values (reusing a stored prefix); the logits (V,) after it."""
+    def _prefill(self, row: int, prompt: list[int], adapter: int) -> torch.Tensor:
+        """Fill `row` with the prompt's keys and values under `adapter` (reusing a stored prefix); the
+        logits (V,) after it."""
         cache = self.cache
         cache.clear(row)
-        hit = self.prefixes.lookup(prompt)
+        self._choose([adapter])
+        hit = self.prefixes.lookup(prompt, adapter)
         if hit is not None:
             cache.write_prefix(row, hit[1], hit[2])
         cache.reserve(len(prompt))
@@ -204,7 +216,7 @@ class Engine:
         device = cache.k[0].device
         logits = last_logits(self.model, torch.tensor([prompt[start:]], device=device), None, cache.row_view(row))
         if self.prefixes.budget:
-            self.prefixes.store(prompt, *cache.read_prefix(row, len(prompt)))
+            self.prefixes.store(prompt, *cache.read_prefix(row, len(prompt)), adapter)
         return logits[0]
 
     def _step(self) -> None:
@@ -212,6 +224,7 @@ class Engine:
         rows = len(self._running)
         view = self.cache.step_view(rows)
         tokens = torch.tensor([[entry.token] for entry in self._running], device=view.at.device)  # (B, 1)
+        self._choose([entry.request.adapter for entry in self._running])
         if self._fused is not None:
             logits = self._fused(tokens[:, 0], self.cache.k, self.cache.v, self.cache.positions(rows),
                                  self.cache.lengths[:rows])  # (B, V)
@@ -226,6 +239,11 @@ class Engine:
         self._leave(ended)  # before the readers hear
         for entry, chunk in zip(entries, chunks):
             entry.request.put(chunk)
+
+    def _choose(self, adapters: list[int]) -> None:
+        """The next forward pass's row b uses LoRA adapter adapters[b] (when adapters are attached)."""
+        if self.adapters is not None:
+            self.adapters.choose(adapters, self.cache.k[0].device)
 
     def _emit_or_error(self, entry: _Running, logits: torch.Tensor) -> Chunk | Exception:
         """`_emit`, or the exception that stopped it: one request's failure ends that request alone."""

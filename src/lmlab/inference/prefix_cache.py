@@ -15,6 +15,7 @@ import torch
 @dataclass
 class _Entry:
     tokens: tuple[int, ...]
+    adapter: int  # the LoRA adapter that computed them (-1: the base model): another one's keys differ
     keys: list[torch.Tensor]  # per layer (H_kv, n, D)
     values: list[torch.Tensor]
 
@@ -28,11 +29,14 @@ class PrefixCache:
         self.hits = 0  # lookups that reused something
         self.reused = 0  # positions not computed again, in all
 
-    def lookup(self, prompt: list[int]) -> tuple[int, list[torch.Tensor], list[torch.Tensor]] | None:
-        """The longest stored prefix of `prompt`, leaving at least its last token to compute (the
-        logits for the first new token come from it): (n, keys, values) per layer (H_kv, n, D), or None."""
+    def lookup(self, prompt: list[int], adapter: int = -1) -> tuple[int, list[torch.Tensor], list[torch.Tensor]] | None:
+        """The longest prefix of `prompt` stored by the same `adapter`, leaving at least its last token to
+        compute (the logits for the first new token come from it): (n, keys, values) per layer (H_kv, n, D),
+        or None."""
         best, best_n = None, 0
         for entry in self.entries:
+            if entry.adapter != adapter:
+                continue
             n = _common_length(entry.tokens, prompt, len(prompt) - 1)
             if n > best_n:
                 best, best_n = entry, n
@@ -44,14 +48,16 @@ class PrefixCache:
         self.reused += best_n
         return best_n, [k[:, :best_n] for k in best.keys], [v[:, :best_n] for v in best.values]
 
-    def store(self, prompt: list[int], keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
-        """Keep `prompt`'s keys and values (per layer (H_kv, len(prompt), D)); a stored prompt that is a
-        prefix of this one is dropped (this one serves all its lookups)."""
+    def store(self, prompt: list[int], keys: list[torch.Tensor], values: list[torch.Tensor],
+              adapter: int = -1) -> None:
+        """Keep `prompt`'s keys and values (per layer (H_kv, len(prompt), D)) as computed with `adapter`; a
+        prompt of the same adapter stored before that is a prefix of this one is dropped (this one serves
+        all its lookups)."""
         if len(prompt) > self.budget:
             return
         tokens = tuple(prompt)
-        self.entries = [e for e in self.entries if tokens[:len(e.tokens)] != e.tokens]
-        self.entries.append(_Entry(tokens, keys, values))
+        self.entries = [e for e in self.entries if e.adapter != adapter or tokens[:len(e.tokens)] != e.tokens]
+        self.entries.append(_Entry(tokens, adapter, keys, values))
         while sum(len(e.tokens) for e in self.entries) > self.budget:
             self.entries.pop(0)
 

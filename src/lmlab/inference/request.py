@@ -44,8 +44,10 @@ _CANCELLED = object()  # what a cancelled request's reader gets last: the iterat
 class Request:
     """One prompt being answered; iterate over it (in a thread or with `async for`) to get its `Chunk`s."""
 
-    def __init__(self, prompt_ids: list[int], config: GenerationConfig, top_logprobs: int | None):
+    def __init__(self, prompt_ids: list[int], config: GenerationConfig, top_logprobs: int | None,
+                 adapter: int = -1):
         self.prompt_ids = prompt_ids
+        self.adapter = adapter  # the LoRA adapter its rows use (`modules.peft.multi_lora`), -1: the base model
         self.config = config
         self.top_logprobs = top_logprobs
         self.prompt_tokens = len(prompt_ids)

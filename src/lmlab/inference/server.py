@@ -12,6 +12,9 @@ the engine's own thread does the decoding. A request whose client goes away is c
 two steps. Errors come back as OpenAI's error object with a 4xx status (5xx: a bug or an engine failure),
 mid-stream as a last `data: {"error": …}` event.
 
+With LoRA adapters attached to the engine (`adapter_names`), /v1/models lists the base model and each
+adapter, and a request's `model` field picks one; an unknown name is a 404 for that request alone.
+
 A chat reply is rendered exactly as `lmlab chat` renders it: the model's own template, its stop ids,
 the fallback template's extra stop string, and the reply's leading whitespace dropped.
 """
@@ -69,19 +72,22 @@ class Embedder:
 
 
 def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
-               embedder: Embedder | None = None, access: Access = Access()) -> FastAPI:
+               embedder: Embedder | None = None, access: Access = Access(),
+               adapter_names: tuple[str, ...] = ()) -> FastAPI:
     """The FastAPI app serving `engine` (started by the caller) as the model `model_name`; `tokenizer`
     is the model's, `context_length` its longest sequence (prompt + reply); `access`: which Host names
-    it answers to and its API key (default: local names only, no key)."""
+    it answers to and its API key (default: local names only, no key); `adapter_names`: the model ids of
+    the engine's LoRA adapters, in their order (adapter k is `adapter_names[k]`)."""
     app = FastAPI(title="lmlab", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServerMetrics(engine.stats)
     app.add_middleware(RequestGuard, access=access, max_body_bytes=body_limit(context_length))
     app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)  # outermost: counts refusals too
-    generator = _Generator(engine, tokenizer, model_name, context_length, metrics)
+    generator = _Generator(engine, tokenizer, (model_name, *adapter_names), context_length, metrics)
     embed_lock = asyncio.Lock()  # one batch of embeddings at a time: each uses every core
     page = (files("lmlab.inference") / "web" / "index.html").read_text(encoding="utf-8")
     created = int(time.time())
-    names = [model_name] + ([embedder.name] if embedder else [])
+    decoders = [model_name, *adapter_names]
+    names = decoders + ([embedder.name] if embedder else [])
 
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(HTTPException, _http_error)
@@ -112,13 +118,13 @@ def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await _parsed(CompletionRequest, request)
-        _check_model(body.model, [model_name])
+        _check_model(body.model, decoders)
         return await generator.completion(body, request)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         body = await _parsed(ChatRequest, request)
-        _check_model(body.model, [model_name])
+        _check_model(body.model, decoders)
         return await generator.chat(body, request)
 
     @app.post("/v1/embeddings")
@@ -198,11 +204,11 @@ def _embedding_tokens(embedder: Embedder, texts: list[str]) -> int:
 class _Generator:
     """What /v1/completions and /v1/chat/completions share: prompt -> engine request -> response or stream."""
 
-    def __init__(self, engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
+    def __init__(self, engine, tokenizer: TextTokenizer, model_names: tuple[str, ...], context_length: int,
                  metrics: ServerMetrics):
         self.engine = engine
         self.tokenizer = tokenizer
-        self.model_name = model_name
+        self.model_names = model_names  # the base model, then adapter k at k + 1
         self.context_length = context_length
         self.metrics = metrics
         # A text of more than this many characters has more tokens than the context (no token is longer
@@ -216,7 +222,7 @@ class _Generator:
         max_new = self._max_new_tokens(len(prompt_ids), body.max_tokens, "max_tokens", COMPLETION_DEFAULT_TOKENS,
                                      "prompt")
         config = generation_config(body, max_new, self.tokenizer.stop_ids)
-        reply = _Reply("cmpl", "text_completion", self.model_name, self.tokenizer, chat=False)
+        reply = _Reply("cmpl", "text_completion", body.model, self.tokenizer, chat=False)
         return await self._answer(body, http, prompt_ids, config, body.logprobs, reply)
 
     async def chat(self, body: ChatRequest, http: Request):
@@ -229,7 +235,7 @@ class _Generator:
         max_new = self._max_new_tokens(len(prompt_ids), asked, param, None, "messages")
         config = generation_config(body, max_new, self.tokenizer.stop_ids, chat_stop_strings(self.tokenizer))
         top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-        reply = _Reply("chatcmpl", "chat.completion", self.model_name, self.tokenizer, chat=True)
+        reply = _Reply("chatcmpl", "chat.completion", body.model, self.tokenizer, chat=True)
         return await self._answer(body, http, prompt_ids, config, top_logprobs, reply)
 
     def _chat_prompt(self, messages: list[dict]) -> list[int]:
@@ -293,7 +299,8 @@ class _Generator:
                       top_logprobs: int | None, reply: "_Reply"):
         arrived = time.perf_counter()
         try:
-            request = self.engine.submit(prompt_ids, config, top_logprobs)
+            request = self.engine.submit(prompt_ids, config, top_logprobs,
+                                         adapter=self.model_names.index(body.model) - 1)
         except LmlabError as e:
             raise ApiError(400, str(e)) from None
         self.metrics.prompt_tokens.inc(len(prompt_ids))

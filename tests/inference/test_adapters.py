@@ -1,0 +1,181 @@
+"""Several LoRA adapters on one base in `lmlab serve`: each request's `model` picks the base or an adapter,
+its reply is what that adapter alone gives, requests to different adapters decode in one batch, and the
+base's weights are shared, not copied."""
+
+import concurrent.futures
+
+import openai
+import pytest
+import torch
+
+from chat_models import tiny_chat_model
+from lmlab.cli.main import main
+from lmlab.errors import LmlabError
+from lmlab.generation.config import GenerationConfig
+from lmlab.inference.adapters import attach_adapters
+from lmlab.inference.engine import Engine
+from lmlab.inference.server import create_app
+from lmlab.models.load import load
+from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
+from lmlab.modules.peft import apply_peft, peft_parameters
+from lmlab.modules.peft.multi_lora import BASE, MultiLoRALinear
+from lmlab.tokenizers.chat import chat_prompt
+from served import served
+
+BASE_NAME = "tiny-chat"
+# name -> LoRA settings: the two adapt different layers with different ranks and scales (the LM head tied).
+ADAPTERS = {"math": {"rank": 4, "alpha": 8.0, "targets": ["qkv", "out"]},
+            "chat": {"rank": 2, "alpha": 5.0, "targets": ["gate_up", "down", "lm_head"]}}
+PROMPTS = ["1+2", "3+4=", "9+9", "2+"]
+
+
+def save_adapter(base_dir, directory, method: str, seed: int, **settings):
+    """A trained-looking adapter of the base model: random PEFT parameters, saved by save_peft."""
+    model, _ = load(base_dir)
+    apply_peft(model, method, **settings)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in peft_parameters(model).values():
+            p.copy_(torch.randn_like(p) * 0.5)
+    return save_peft(model, directory, method, settings, base_fingerprint(model))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adapters")
+    base = tiny_chat_model(root / "base", context_length=128)
+    dirs = {name: save_adapter(base, root / name / "adapter", "lora", i, **s) for i, (name, s) in
+            enumerate(ADAPTERS.items())}
+    dirs["math"] = root / "math"  # a run directory: its adapter/ is read
+    return base, dirs
+
+
+@pytest.fixture(scope="module")
+def references(files):
+    """The base model, and each adapter loaded alone onto a base of its own (as `lmlab generate` runs it)."""
+    base, dirs = files
+    models = {BASE_NAME: load(base)[0].eval()}
+    for name, directory in dirs.items():
+        models[name] = load_peft(load(base)[0], directory / "adapter" if name == "math" else directory).eval()
+    return models
+
+
+@pytest.fixture(scope="module")
+def server(files):
+    base, dirs = files
+    model, tokenizer = load(base)
+    rows = attach_adapters(model, list(dirs.items()))
+    with Engine(model, tokenizer, slots=4, adapters=rows) as engine:
+        with served(create_app(engine, tokenizer, BASE_NAME, model.config.context_length,
+                               adapter_names=tuple(dirs))) as url:
+            yield openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60), tokenizer
+
+
+@torch.no_grad()
+def greedy(model, prompt: list[int], steps: int, stop_ids=()) -> list[int]:
+    """The greedy continuation of `prompt` by whole forward passes, up to a stop id (left out)."""
+    ids = []
+    for _ in range(steps):
+        token = int(model(torch.tensor([prompt + ids]))[0, -1].argmax())
+        if token in stop_ids:
+            break
+        ids.append(token)
+    return ids
+
+
+def test_models_lists_the_base_and_each_adapter(server):
+    client, _ = server
+    assert [m.id for m in client.models.list()] == [BASE_NAME, "math", "chat"]
+    assert client.models.retrieve("chat").id == "chat"
+
+
+@pytest.mark.parametrize("name", [BASE_NAME, "math", "chat"])
+def test_each_model_replies_as_it_does_alone(server, references, name):
+    client, tokenizer = server
+    prompt = tokenizer.encode("1+2")
+    r = client.completions.create(model=name, prompt=prompt, max_tokens=8, temperature=0)
+    assert r.model == name
+    assert r.choices[0].text == tokenizer.decode(greedy(references[name], prompt, 8))
+
+    messages = [{"role": "user", "content": "3+4?"}]
+    chat = client.chat.completions.create(model=name, messages=messages, max_tokens=8, temperature=0)
+    expected = greedy(references[name], tokenizer.encode(chat_prompt(tokenizer, messages)), 8, tokenizer.stop_ids)
+    assert chat.choices[0].message.content == tokenizer.decode(expected).lstrip()
+
+
+def test_the_adapters_change_the_reply(references, server):
+    _, tokenizer = server
+    prompt = tokenizer.encode("1+2")
+    replies = {name: tuple(greedy(model, prompt, 8)) for name, model in references.items()}
+    assert len(set(replies.values())) == 3
+
+
+def test_requests_to_different_adapters_decode_in_one_batch(files, references):
+    base, dirs = files
+    model, tokenizer = load(base)
+    engine = Engine(model, tokenizer, slots=len(PROMPTS) * 3, adapters=attach_adapters(model, list(dirs.items())))
+    names = [BASE_NAME, *dirs]
+    asked = [(tokenizer.encode(p), k) for p in PROMPTS for k in range(BASE, len(dirs))]
+    requests = [engine.submit(ids, GenerationConfig(max_new_tokens=6), adapter=k) for ids, k in asked]
+    with engine:  # every request is waiting when the thread starts: they all take a slot at once
+        replies = [[t for chunk in request for t in chunk.token_ids] for request in requests]
+    assert engine.stats()["steps"] == 5  # one step per token after the prefill's, all 12 rows together
+    assert replies == [greedy(references[names[k + 1]], ids, 6) for ids, k in asked]
+
+
+def test_concurrent_requests_get_what_they_get_alone(server):
+    client, _ = server
+    asked = [(name, p) for p in PROMPTS for name in (BASE_NAME, "math", "chat")]
+
+    def reply(i: int) -> str:
+        name, prompt = asked[i]
+        return client.completions.create(model=name, prompt=prompt, max_tokens=6, temperature=0).choices[0].text
+
+    alone = [reply(i) for i in range(len(asked))]
+    with concurrent.futures.ThreadPoolExecutor(len(asked)) as pool:
+        assert list(pool.map(reply, range(len(asked)))) == alone
+
+
+def test_the_base_weights_are_shared_not_copied(files):
+    base, dirs = files
+    model, _ = load(base)
+    before = {id(p): p.data_ptr() for p in model.parameters()}
+    attach_adapters(model, list(dirs.items()))
+    assert {id(p): p.data_ptr() for p in model.parameters()} == before  # the same tensors, no new parameter
+    wrapped = [m for m in model.modules() if isinstance(m, MultiLoRALinear)]
+    assert len(wrapped) == 2 * 4 + 1  # qkv and out (math), gate_up and down (chat) in 2 blocks, the LM head
+    assert model.lm_head.base.weight is model.token_embedding.weight  # still tied
+    added = sum(t.numel() for m in wrapped for a, b, _ in m.updates.values() for t in (a, b))
+    assert added < 0.2 * sum(p.numel() for p in model.parameters())
+
+
+def test_an_unknown_model_is_a_404_for_that_request_alone(server):
+    client, _ = server
+    stream = client.completions.create(model="math", prompt="1+", max_tokens=30, temperature=0, stream=True)
+    with pytest.raises(openai.NotFoundError, match="'nope' does not exist here.*tiny-chat, math, chat"):
+        client.completions.create(model="nope", prompt="1+", max_tokens=3)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+    events = list(stream)
+    assert events[-1].choices[0].finish_reason == "length"
+
+
+def test_an_adapter_other_than_lora_is_refused(files, tmp_path):
+    base, _ = files
+    prefix = save_adapter(base, tmp_path / "prefix", "prefix", 0, n_prefix=3)
+    model, _ = load(base)
+    with pytest.raises(LmlabError, match="only LoRA adapters share one base.*--model RUN_DIR"):
+        attach_adapters(model, [("p", prefix)])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--adapter", "a=A", "--adapter", "a=B"], "'a' is already served"),
+    (["--adapter", "base=A"], "'base' is already served"),
+    (["--adapter", "math=MATH", "--dtype", "int8"], "this model is quantized"),
+])
+def test_serve_refuses_bad_adapters_in_one_line(files, capsys, flags, message):
+    base, dirs = files
+    flags = [f.replace("MATH", str(dirs["math"])) for f in flags]
+    assert main(["serve", "--model", str(base), "--port", "0", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lmlab: error:") and message in err and err.count("\n") == 1
