@@ -20,7 +20,7 @@ from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
 from lmlab.modules.peft import apply_peft, peft_parameters
 from lmlab.modules.peft.multi_lora import BASE, MultiLoRALinear
 from lmlab.tokenizers.chat import chat_prompt
-from served import served
+from served import lmlab_serve, served
 
 BASE_NAME = "tiny-chat"
 # name -> LoRA settings: the two adapt different layers with different ranks and scales (the LM head tied).
@@ -158,6 +158,19 @@ def test_an_unknown_model_is_a_404_for_that_request_alone(server):
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
     events = list(stream)
     assert events[-1].choices[0].finish_reason == "length"
+
+
+def test_lmlab_serve_serves_the_adapters_it_is_given(files, references):
+    base, dirs = files
+    _, tokenizer = load(base)
+    args = ["--model", base, "--adapter", f"sums={dirs['math']}", "--adapter", dirs["chat"], "--slots", "2"]
+    with lmlab_serve(args, env={"OMP_NUM_THREADS": "1"}) as port:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
+        assert [m.id for m in client.models.list()] == ["base", "sums", "chat"]  # chat/adapter: named by its run
+        prompt = tokenizer.encode("2+")
+        for name, reference in (("sums", "math"), ("chat", "chat")):
+            text = client.completions.create(model=name, prompt=prompt, max_tokens=6, temperature=0).choices[0].text
+            assert text == tokenizer.decode(greedy(references[reference], prompt, 6))
 
 
 def test_an_adapter_other_than_lora_is_refused(files, tmp_path):
