@@ -1,9 +1,17 @@
 """Adapter files: what PEFT trained, saved apart from the base model and loaded back onto it.
 
-`save_peft` writes only the added parameters (a few MB, not the whole model) as safetensors,
-plus a small JSON naming the method, its settings and a fingerprint of the base model.
-`load_peft` re-applies the method to a base model and loads the parameters, refusing a base
-model whose fingerprint differs: an adapter is only meaningful on the weights it was trained on.
+LoRA (and prompt tuning on a RoPE decoder) is written in Hugging Face peft's layout, which
+`peft.PeftModel.from_pretrained(hf_model, directory)` loads:
+
+    adapter_config.json          peft's settings (peft_type, r, lora_alpha, target_modules, …)
+    adapter_model.safetensors    its tensors under peft's names (`models/peft_lora.py`, `peft_prompt.py`)
+    lmlab_adapter.json           lmlab's own: the method, its settings and the base model's fingerprint
+
+Methods peft has no exact form of (bottleneck adapters, prefix tuning) keep lmlab's own files:
+`peft.safetensors` with the added parameters and `peft.json` naming the method, its settings and the
+fingerprint. `load_peft` reads both layouts, and an adapter peft wrote (no fingerprint: it is checked
+by its tensors' names and shapes). A fingerprint must match the base: an adapter is only meaningful on
+the weights it was trained on.
 """
 
 import hashlib
@@ -19,10 +27,16 @@ from torch import nn
 from lmlab.config import config_to_dict
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
+from lmlab.io.json_file import read_json_object
+from lmlab.io.weight_checks import check_finite, safetensors_header
+from lmlab.models.peft_lora import lora_from_peft, lora_to_peft
+from lmlab.models.peft_prompt import prompt_from_peft, prompt_problem, prompt_to_peft
 from lmlab.modules.peft.core import peft_modules, peft_parameters
 from lmlab.modules.peft.methods import apply_peft, peft_method
 
-WEIGHTS_FILE, SETTINGS_FILE = "peft.safetensors", "peft.json"
+WEIGHTS_FILE, SETTINGS_FILE = "peft.safetensors", "peft.json"  # lmlab's own layout
+CONFIG_FILE, TENSORS_FILE, LMLAB_FILE = "adapter_config.json", "adapter_model.safetensors", "lmlab_adapter.json"
+_FILES = {WEIGHTS_FILE, SETTINGS_FILE, CONFIG_FILE, TENSORS_FILE, LMLAB_FILE}
 
 
 def base_fingerprint(model: nn.Module) -> str:
@@ -45,42 +59,62 @@ def base_fingerprint(model: nn.Module) -> str:
     return f"{cfg.family}-{cfg.n_layers}x{cfg.d_model}-{digest.hexdigest()[:12]}"
 
 
+def peft_form_problem(model: nn.Module, method: str) -> str | None:
+    """Why `method` on `model` has no exact form in Hugging Face peft's layout, or None when it has one."""
+    if method == "lora":
+        return None
+    if method == "prompt":
+        return prompt_problem(model)
+    return (f"peft has no method that computes lmlab's '{method}' exactly (bottleneck adapters and lmlab's "
+            "prefix tuning, which keeps the text at positions 0.., are lmlab's own)")
+
+
 def save_peft(model: nn.Module, directory: str | os.PathLike, method: str, settings: dict,
-              base_fingerprint: str) -> Path:
-    """Write the PEFT parameters of `model` and what re-creates them (method, settings, base
-    model fingerprint) to `directory`, which is replaced as a whole (so it must hold nothing else)."""
+              base_fingerprint: str, base_name: str | None = None, peft_format: bool | None = None) -> Path:
+    """Write the PEFT parameters of `model` to `directory`, which is replaced as a whole (so it must hold
+    nothing else): in peft's layout where the method has one (`peft_form_problem`), else lmlab's own;
+    `peft_format` True refuses lmlab's own in one line, False asks for it. Both record the method, its
+    settings and the fingerprint of the base; `base_name` (a path or hub name) goes to peft's config."""
     peft_method(method)
     directory = Path(directory)
-    if directory.is_dir() and set(os.listdir(directory)) - {WEIGHTS_FILE, SETTINGS_FILE}:
+    if directory.is_dir() and set(os.listdir(directory)) - _FILES - {".lmlab"}:
         raise LmlabError(f"{directory} holds other files that saving the adapter would delete; "
                          f"save it to a directory of its own, e.g. {directory / 'adapter'}")
-    tensors = {name: p.detach().cpu().contiguous() for name, p in peft_parameters(model).items()}
-    if not tensors:
+    if not peft_parameters(model):
         raise LmlabError(f"the model has no PEFT parameters to save (method '{method}'); apply a PEFT method first")
+    problem = peft_form_problem(model, method) if peft_format is not False else "lmlab's own layout was asked for"
+    if problem and peft_format:
+        raise LmlabError(f"cannot write the adapter in peft's format: {problem}; save it in lmlab's own format")
     record = {"method": method, "settings": settings, "base_model": base_fingerprint}
+    if problem:
+        tensors = {name: p.detach().cpu().contiguous() for name, p in peft_parameters(model).items()}
+        files = {SETTINGS_FILE: record}
+    else:
+        config, tensors = (lora_to_peft if method == "lora" else prompt_to_peft)(model, base_name)
+        files = {CONFIG_FILE: config, LMLAB_FILE: record}
     with atomic_path(directory) as tmp:
         tmp.mkdir()
-        save_file(tensors, tmp / WEIGHTS_FILE)
-        (tmp / SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        save_file(tensors, tmp / (WEIGHTS_FILE if problem else TENSORS_FILE))
+        for name, content in files.items():
+            (tmp / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
     return directory
 
 
 def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
-    """Apply the PEFT method saved in `directory` to the base model `model` and load its trained
-    parameters. Refuses a base model other than the one the adapter was trained on."""
+    """Apply the adapter saved in `directory` (peft's layout, written by peft or lmlab, or lmlab's own)
+    to the base model `model` and load its parameters. Refuses a base model other than the one the
+    adapter was trained on, and an adapter lmlab cannot compute exactly, in one line each."""
     directory = Path(directory)
-    try:
-        record = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
-        saved = load_file(directory / WEIGHTS_FILE)
-    except (OSError, ValueError, SafetensorError) as e:
-        raise LmlabError(f"{directory} holds no readable adapter ({e}); pass a directory written by save_peft"
-                         ) from None
     if next(peft_modules(model), None) is not None:
         raise LmlabError(f"the model already has PEFT modules; load the adapter in {directory} onto a fresh base model")
-    trained_on, this = record["base_model"], base_fingerprint(model)
-    if trained_on != this:
-        raise LmlabError(f"adapter in {directory} was trained on base model {trained_on}, not {this}; "
-                         f"load it onto {trained_on}")
+    if (directory / CONFIG_FILE).is_file():
+        return _load_peft_layout(model, directory)
+    if not (directory / SETTINGS_FILE).is_file():
+        raise LmlabError(f"{directory} holds no adapter (no {CONFIG_FILE} or {SETTINGS_FILE}); pass a directory "
+                         "written by peft's save_pretrained or by lmlab")
+    record = read_json_object(directory / SETTINGS_FILE, "pass a directory written by save_peft")
+    check_base(model, record, directory)
+    saved = _read_tensors(directory / WEIGHTS_FILE, model)
     apply_peft(model, record["method"], **record["settings"])
     params = peft_parameters(model)
     if set(saved) != set(params):
@@ -94,3 +128,47 @@ def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
                                  f"the model expects {tuple(p.shape)}")
             p.copy_(saved[name])
     return model
+
+
+def _load_peft_layout(model: nn.Module, directory: Path) -> nn.Module:
+    """`load_peft` of peft's layout: adapter_config.json, adapter_model.safetensors, and lmlab's record if any."""
+    fix = "pass a directory written by peft's save_pretrained or by lmlab"
+    config = read_json_object(directory / CONFIG_FILE, fix)
+    if (directory / LMLAB_FILE).is_file():
+        check_base(model, read_json_object(directory / LMLAB_FILE, fix), directory)
+    kind = config.get("peft_type")
+    if kind not in ("LORA", "PROMPT_TUNING"):
+        raise LmlabError(f"adapter in {directory} is peft_type {kind!r}; lmlab reads LORA and PROMPT_TUNING "
+                         "adapters of peft (its other methods have no lmlab counterpart)")
+    if config.get("task_type") not in (None, "CAUSAL_LM"):
+        raise LmlabError(f"adapter in {directory} is for task_type {config['task_type']!r}; lmlab loads CAUSAL_LM "
+                         "adapters onto decoders")
+    tensors = _read_tensors(directory / TENSORS_FILE, model)
+    load = lora_from_peft if kind == "LORA" else prompt_from_peft
+    return load(model, config, tensors, str(directory))
+
+
+def check_base(model: nn.Module, record: dict, directory: Path) -> None:
+    """Refuse a base model whose fingerprint is not the one the adapter's record names."""
+    trained_on, this = record.get("base_model"), base_fingerprint(model)
+    if trained_on != this:
+        raise LmlabError(f"adapter in {directory} was trained on base model {trained_on}, not {this}; "
+                         f"load it onto {trained_on}")
+
+
+def _read_tensors(path: Path, model: nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors of an adapter file, its header read first: no more numbers than the base model has
+    (an adapter is a fraction of it), and every one finite."""
+    header = safetensors_header([path]) if path.is_file() else None
+    if header is None:
+        raise LmlabError(f"{path} does not exist; the adapter directory is incomplete, save it again")
+    size, limit = sum(t.numel() for t in header.values()), sum(p.numel() for p in model.parameters())
+    if size > limit:
+        raise LmlabError(f"{path} holds {size:,} numbers, more than its base model's {limit:,}; it is no adapter of "
+                         "this model")
+    try:
+        tensors = load_file(path)
+    except (OSError, SafetensorError) as e:
+        raise LmlabError(f"cannot read {path}: {e}; the file is corrupt or truncated, save it again") from None
+    check_finite(tensors, str(path))
+    return tensors

@@ -35,7 +35,7 @@ def save_model_dir(model: TransformerDecoder, tokenizer: TextTokenizer, director
 
 
 def save_tuned(model: TransformerDecoder, tokenizer: TextTokenizer, out: Path, method: str, settings: dict,
-               fingerprint: str, merge: bool = True) -> tuple[Path | None, Path | None]:
+               fingerprint: str, merge: bool = True, base_name: str | None = None) -> tuple[Path | None, Path | None]:
     """Save a fine-tuned `model` into run directory `out`; returns (model directory or None, adapter
     directory or None).
 
@@ -43,11 +43,11 @@ def save_tuned(model: TransformerDecoder, tokenizer: TextTokenizer, out: Path, m
     and `settings` for the base model of `fingerprint`, `out/adapter`, and with LoRA (when `merge`)
     also the model with the adapter merged into its weights, `out/model`, which `lmlab.load(out)`
     and `lmlab generate --model OUT` read. Merging changes `model` in place (it computes the same,
-    at base-model speed).
+    at base-model speed). `base_name` (a path or hub name) is what peft's adapter_config.json names as the base.
     """
     if method == "none":
         return save_model_dir(model, tokenizer, out / "model"), None
-    adapter_dir = save_peft(model, out / "adapter", method, settings, fingerprint)
+    adapter_dir = save_peft(model, out / "adapter", method, settings, fingerprint, base_name)
     if not (merge and method == "lora"):
         return None, adapter_dir
     try:

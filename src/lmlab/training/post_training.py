@@ -36,9 +36,9 @@ from lmlab.data.chat_jsonl import read_chat_jsonl
 from lmlab.errors import LmlabError
 from lmlab.models import registry
 from lmlab.models.load import load
-from lmlab.models.peft_files import SETTINGS_FILE, base_fingerprint, load_peft
+from lmlab.models.peft_files import base_fingerprint, load_peft
 from lmlab.models.tuned_files import save_tuned
-from lmlab.modules.peft import apply_peft, describe
+from lmlab.modules.peft import applied_method, apply_peft, describe
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.objectives.sft import check_chat
 from lmlab.targets import IGNORE_INDEX
@@ -141,9 +141,7 @@ def load_tunable(model: str | Path, cfg: PostTrainConfig, adapter: str | Path | 
     fingerprint = base_fingerprint(lm)
     torch.manual_seed(cfg.loop.seed)  # the added parameters' starting values (LoRA's A, prefix tokens) follow the seed
     if adapter is not None:
-        load_peft(lm, adapter)
-        record = json.loads((Path(adapter) / SETTINGS_FILE).read_text(encoding="utf-8"))
-        method, settings = record["method"], record["settings"]
+        method, settings = applied_method(load_peft(lm, adapter))
     else:
         method, settings = cfg.peft, peft_settings(cfg)
         apply_peft(lm, method, **settings)
@@ -264,7 +262,7 @@ def finish(session: Session, tuned: Tunable, finished: bool, after: Callable[[],
     model = unsharded(tuned.model, lambda: registry.build(tuned.model.config)) if finished else None
     if model is not None and session.dist.is_main:
         model_dir, adapter_dir = save_tuned(model, tuned.tokenizer, session.out, tuned.method, tuned.settings,
-                                            tuned.fingerprint, merge)
+                                            tuned.fingerprint, merge, tuned.base_model)
     if finished and after is not None:
         measures = evaluated(session.module, after)  # on every process: a sharded model computes together
         if session.metrics is not None:

@@ -16,14 +16,14 @@ every layer), prompt.py (trained input embeddings).
 from lmlab.modules.peft.adapters import AdaptedSublayer, Bottleneck, apply_adapters
 from lmlab.modules.peft.core import PeftModule, adapters_disabled, freeze_base, peft_parameters
 from lmlab.modules.peft.lora import LoRALinear, apply_lora, linear_layers, merge_lora, unmerge_lora
-from lmlab.modules.peft.methods import METHODS, apply_peft, peft_method
+from lmlab.modules.peft.methods import METHODS, applied_method, apply_peft, peft_method
 from lmlab.modules.peft.params import count_parameters, describe, trainable_parameters
 from lmlab.modules.peft.prefix import PrefixAttention, apply_prefix
 from lmlab.modules.peft.prompt import PromptAttention, PromptTuning, apply_prompt_tuning
 
 __all__ = [
     "METHODS", "AdaptedSublayer", "Bottleneck", "LoRALinear", "PeftModule", "PrefixAttention", "PromptAttention",
-    "PromptTuning", "adapters_disabled", "apply_adapters", "apply_lora", "apply_peft", "apply_prefix",
+    "PromptTuning", "adapters_disabled", "apply_adapters", "applied_method", "apply_lora", "apply_peft", "apply_prefix",
     "apply_prompt_tuning", "count_parameters", "describe", "freeze_base", "linear_layers",
     "merge_lora", "peft_method", "peft_parameters", "trainable_parameters",
     "unmerge_lora",

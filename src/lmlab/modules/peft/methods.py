@@ -6,10 +6,10 @@ from collections.abc import Callable
 from torch import nn
 
 from lmlab.errors import LmlabError
-from lmlab.modules.peft.adapters import apply_adapters
-from lmlab.modules.peft.lora import apply_lora
-from lmlab.modules.peft.prefix import apply_prefix
-from lmlab.modules.peft.prompt import apply_prompt_tuning
+from lmlab.modules.peft.adapters import AdaptedSublayer, apply_adapters
+from lmlab.modules.peft.lora import LoRALinear, apply_lora
+from lmlab.modules.peft.prefix import PrefixAttention, apply_prefix
+from lmlab.modules.peft.prompt import PromptTuning, apply_prompt_tuning
 
 METHODS: dict[str, Callable[..., nn.Module]] = {
     "lora": apply_lora,
@@ -38,3 +38,22 @@ def apply_peft(model: nn.Module, method: str, **settings) -> nn.Module:
         raise LmlabError(f"unknown setting(s) {', '.join(unknown)} for PEFT method '{method}'; "
                          f"valid: {', '.join(valid)}")
     return apply(model, **settings)
+
+
+def applied_method(model: nn.Module) -> tuple[str, dict]:
+    """(method, settings) of the PEFT applied to `model`, read off its modules (an adapter loaded from
+    peft's files has no lmlab settings of its own): ("none", {}) when none is."""
+    modules = [m for m in model.modules() if isinstance(m, LoRALinear | AdaptedSublayer | PrefixAttention
+                                                                     | PromptTuning)]
+    if not modules:
+        return "none", {}
+    first = modules[0]
+    if isinstance(first, LoRALinear):
+        names = [name for name, m in model.named_modules() if isinstance(m, LoRALinear)]
+        return "lora", {"rank": first.rank, "alpha": first.scale * first.rank, "dropout": first.dropout.p,
+                        "targets": names}
+    if isinstance(first, AdaptedSublayer):
+        return "adapter", {"bottleneck": first.adapter.down.out_features}
+    if isinstance(first, PrefixAttention):
+        return "prefix", {"n_prefix": first.prefix_k.shape[1]}
+    return "prompt", {"n_tokens": first.embeddings.shape[0]}
