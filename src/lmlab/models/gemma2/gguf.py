@@ -42,5 +42,20 @@ def gemma_settings(meta: dict, arch: str, pattern: int, large: int, window: int 
                 **llama.window_settings(meta, arch, n_layers, pattern, window))
 
 
+def config_to_gguf(cfg: ModelConfig) -> dict:
+    """Llama's keys, the soft-caps and the window (the inverse of `config_from_gguf`)."""
+    caps = {"attn_logit_softcapping": cfg.attention_softcap, "final_logit_softcapping": cfg.logit_softcap}
+    return llama.config_to_gguf(cfg, ARCHITECTURE) | window_keys(cfg, ARCHITECTURE) | {
+        f"{ARCHITECTURE}.{name}": cap for name, cap in caps.items() if cap is not None}
+
+
+def window_keys(cfg: ModelConfig, arch: str) -> dict:
+    """attention.sliding_window and its pattern (a global layer every k; n_layers + 1: none) for Gemma's windows."""
+    if not cfg.sliding_window:
+        return {f"{arch}.attention.sliding_window": 0}
+    return {f"{arch}.attention.sliding_window": cfg.sliding_window,
+            f"{arch}.attention.sliding_window_pattern": cfg.global_every or cfg.n_layers + 1}
+
+
 def from_gguf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
     return llama.from_gguf(tensors, cfg, LAYOUT, ARCHITECTURE)

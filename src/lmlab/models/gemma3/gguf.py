@@ -8,7 +8,7 @@ layers)."""
 import torch
 
 from lmlab.config import ModelConfig
-from lmlab.models.gemma2.gguf import gemma_settings
+from lmlab.models.gemma2.gguf import gemma_settings, window_keys
 from lmlab.models.llama import gguf as llama
 
 ARCHITECTURE = "gemma3"
@@ -26,6 +26,14 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]], values=None
         if f"{ARCHITECTURE}.final_logit_softcapping" in meta else None
     return llama.decoder_config(meta, shapes, ARCHITECTURE, "gemma3", qk_norm="head", logit_softcap=cap,
                                 rope_local_base=local_base if "sliding_window" in settings else None, **settings)
+
+
+def config_to_gguf(cfg: ModelConfig) -> dict:
+    """Llama's keys, the window, the local layers' RoPE base and the logits' soft-cap (the inverse of
+    `config_from_gguf`)."""
+    return llama.config_to_gguf(cfg, ARCHITECTURE) | window_keys(cfg, ARCHITECTURE) | (
+        {f"{ARCHITECTURE}.rope.freq_base_swa": cfg.rope_local_base} if cfg.rope_local_base else {}) | (
+        {f"{ARCHITECTURE}.final_logit_softcapping": cfg.logit_softcap} if cfg.logit_softcap else {})
 
 
 def from_gguf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:

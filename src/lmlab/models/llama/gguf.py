@@ -286,18 +286,21 @@ def to_gguf(state: dict[str, torch.Tensor], cfg: ModelConfig, layout: GGUFLayout
     return gguf
 
 
-def config_to_gguf(cfg: ModelConfig) -> dict[str, int | float]:
-    """The `llama.*` metadata keys that describe `cfg` (the inverse of `config_from_gguf`)."""
-    arch = ARCHITECTURE
-    return {
-        f"{arch}.vocab_size": cfg.vocab_size, f"{arch}.context_length": cfg.context_length,
-        f"{arch}.block_count": cfg.n_layers, f"{arch}.embedding_length": cfg.d_model,
-        f"{arch}.feed_forward_length": cfg.d_ff, f"{arch}.attention.head_count": cfg.n_heads,
-        f"{arch}.attention.head_count_kv": cfg.n_kv_heads or cfg.n_heads,
-        f"{arch}.rope.freq_base": cfg.rope_base, f"{arch}.rope.dimension_count": cfg.head_dim,
-        f"{arch}.attention.layer_norm_rms_epsilon": cfg.norm_eps,
-    } | ({f"{arch}.attention.key_length": cfg.head_dim, f"{arch}.attention.value_length": cfg.head_dim}
-         if cfg.head_size is not None else {})
+def config_to_gguf(cfg: ModelConfig, arch: str = ARCHITECTURE) -> dict[str, int | float]:
+    """The `arch.*` metadata keys that describe `cfg` (the inverse of `decoder_config`): the keys the Llama-like
+    architectures share, linear RoPE scaling, and a sliding window on every layer (Mistral, read back from
+    "llama"). A family's own keys are its `config_to_gguf`'s; llama3-scaled RoPE is the `rope_freqs` tensor."""
+    keys = {
+        "vocab_size": cfg.vocab_size, "context_length": cfg.context_length, "block_count": cfg.n_layers,
+        "embedding_length": cfg.d_model, "feed_forward_length": cfg.d_ff, "attention.head_count": cfg.n_heads,
+        "attention.head_count_kv": cfg.n_kv_heads or cfg.n_heads, "rope.freq_base": cfg.rope_base,
+        "rope.dimension_count": cfg.head_dim, "attention.layer_norm_rms_epsilon": cfg.norm_eps,
+    } | ({"attention.key_length": cfg.head_dim, "attention.value_length": cfg.head_dim}
+         if cfg.head_size is not None else {}) | (
+        {"rope.scaling.type": "linear", "rope.scaling.factor": float(cfg.rope_factor)}
+        if cfg.rope_scaling == "linear" else {}) | (
+        {"attention.sliding_window": cfg.sliding_window} if cfg.sliding_window and not cfg.global_every else {})
+    return {f"{arch}.{name}": value for name, value in keys.items()}
 
 
 def _reordered(w: torch.Tensor, part: str, cfg: ModelConfig, layout: GGUFLayout, reorder) -> torch.Tensor:

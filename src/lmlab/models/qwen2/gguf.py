@@ -16,5 +16,9 @@ def config_from_gguf(meta: dict, shapes: dict[str, tuple[int, ...]], values=None
     return llama.decoder_config(meta, shapes, ARCHITECTURE, "qwen2", qkv_bias=True)
 
 
+def config_to_gguf(cfg: ModelConfig) -> dict:
+    return llama.config_to_gguf(cfg, ARCHITECTURE)
+
+
 def from_gguf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
     return llama.from_gguf(tensors, cfg, LAYOUT, ARCHITECTURE)

@@ -1,0 +1,141 @@
+"""GGUF files lmlab writes (`models/gguf_export.py`): llama.cpp (llama-cpp-python) reads their tokenizer as lmlab
+does and greedy-decodes the tokens lmlab decodes (f16: lmlab's fp32 source model; q8_0: lmlab running that same
+file); read back by lmlab, an f32 file gives the source model's logits for every family with a GGUF form."""
+
+import pytest
+import torch
+
+import lmlab
+from gguf_files import CHATML, IDS, TEXTS
+from llama_cpp_converter import llama_cpp as llama_cpp_module
+from lmlab.errors import LmlabError
+from lmlab.generation.generate import generate
+from lmlab.models import registry
+from lmlab.models.decoder import build_decoder
+from lmlab.models.gguf_export import save_gguf
+from lmlab.models.llama.gguf_file import convert_gguf, read_gguf
+from lmlab.models.presets import preset
+from lmlab.tokenizers.bpe import special_token_ids, train_bpe
+from lmlab.tokenizers.text import TextTokenizer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB, NEW_TOKENS = 300, 64
+F16_MARGIN = 4e-3  # twice the most f16 weights move a logit of the model below
+HELD_OUT = ["a bird flew over the house", "numbers 42 and 7 (not 8)!"]  # prompts the tokenizer never saw
+WRITABLE = [name for name, family in registry.FAMILIES.items() if family.gguf is not None]
+
+
+def tokenizer() -> TextTokenizer:
+    backend = train_bpe(TEXTS * 20, VOCAB)
+    ids = special_token_ids(backend)
+    return TextTokenizer(backend, ids["bos"], ids["eos"], ids["pad"], (ids["eos"],), CHATML)
+
+
+def model(family: str = "llama", **settings):
+    """A random 2-layer decoder of odd shapes."""
+    torch.manual_seed(0)
+    cfg = preset(f"{family}-tiny", **{"vocab_size": VOCAB, "context_length": 128, "n_layers": 2, "n_heads": 4,
+                                      "n_kv_heads": 2, "d_model": 64, "d_ff": 96, "rope_base": 500.0} | settings)
+    return build_decoder(cfg).eval()
+
+
+def trained(tok: TextTokenizer):
+    """`model()` after 150 AdamW steps on TEXTS (1 s): its greedy paths are clear choices, as a real model's
+    mostly are, where a random model's top two logits are often closer than f16 or Q8_0 rounding."""
+    network = model(tie_embeddings=False).train()
+    ids = torch.tensor([sum((tok.encode(text) for text in TEXTS), [])])  # (1, T)
+    optimizer = torch.optim.AdamW(network.parameters(), 1e-2)
+    for _ in range(150):
+        loss = torch.nn.functional.cross_entropy(network(ids[:, :-1])[0], ids[0, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return network.eval()
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """(source model, tokenizer, dtype -> the GGUF file written as that dtype)."""
+    root, tok = tmp_path_factory.mktemp("export"), tokenizer()
+    source = trained(tok)
+    return source, tok, {dtype: save_gguf(source, tok, root / f"tiny-{dtype}.gguf", dtype) for dtype in ("f16", "q8_0")}
+
+
+def llama_cpp_greedy(path, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
+    """llama.cpp's greedy tokens after `prompt` (its KV cache in fp32) and its logits along the way,
+    (NEW_TOKENS, V)."""
+    llama_cpp = llama_cpp_module()
+    f32 = llama_cpp.GGML_TYPE_F32
+    reference = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=1, type_k=f32,
+                                type_v=f32)
+    try:
+        tokens = list(prompt)
+        reference.eval(tokens)
+        for _ in range(NEW_TOKENS):
+            tokens.append(int(reference.scores[reference.n_tokens - 1].argmax()))
+            reference.eval(tokens[-1:])
+        scores = torch.from_numpy(reference.scores[len(prompt) - 1:reference.n_tokens - 1].copy())
+        return tokens[len(prompt):], scores
+    finally:
+        reference.close()
+
+
+@pytest.mark.parity
+def test_llama_cpp_reads_the_tokenizer_and_decodes_lmlabs_greedy_tokens_from_f16(written):
+    source, tok, files = written
+    llama_cpp = llama_cpp_module()
+    reader = llama_cpp.Llama(str(files["f16"]), n_ctx=128, verbose=False, vocab_only=True)
+    for text in HELD_OUT:
+        assert reader.tokenize(text.encode(), add_bos=False, special=True) == tok.encode(text)
+    assert reader.metadata["tokenizer.chat_template"] == CHATML
+    reader.close()
+    for text in HELD_OUT:
+        prompt = tok.encode(text)
+        assert llama_cpp_greedy(files["f16"], prompt)[0] == generate(source, prompt, NEW_TOKENS)
+
+
+@pytest.mark.parity
+def test_a_q8_0_file_decodes_in_llama_cpp_as_lmlab_runs_it(written):
+    """llama.cpp multiplies Q8_0 weights by activations it rounds to 8 bits too (lmlab: fp32), so the two agree
+    within a tenth of the logits' range (5 % here; another layout would be as far off as the range), and take
+    the same tokens wherever their top two are further apart than twice that gap."""
+    _, tok, files = written
+    in_q8, _ = lmlab.load(files["q8_0"])
+    for text in HELD_OUT:
+        prompt = tok.encode(text)
+        theirs, their_logits = llama_cpp_greedy(files["q8_0"], prompt)
+        ours = generate(in_q8, prompt, NEW_TOKENS)
+        with torch.no_grad():
+            logits = in_q8(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (NEW_TOKENS, V)
+        gap = float((logits - their_logits).abs().max())
+        assert gap < 0.1 * float(logits.abs().max())
+        top2 = logits.topk(2).values
+        close = (top2[:, 0] - top2[:, 1] < 2 * gap).nonzero()
+        agree = int(close[0]) + 1 if len(close) else NEW_TOKENS  # up to and with the first close call
+        assert theirs[:agree] == ours[:agree]
+
+
+@pytest.mark.parametrize("family", WRITABLE)
+def test_an_f32_file_read_back_gives_the_source_models_logits(tmp_path, family):
+    settings = {"attention_scale": None} if family.startswith("gemma") else {}  # llama.cpp: 1 / sqrt(head size)
+    try:
+        source = model(family, **settings)
+    except LmlabError as e:
+        pytest.skip(f"{family}: {e}")
+    read, tok = convert_gguf(read_gguf(save_gguf(source, tokenizer(), tmp_path / "m.gguf", "f32")))
+    with torch.no_grad():
+        torch.testing.assert_close(read(IDS), source(IDS), atol=1e-5, rtol=0)
+    assert tok.chat_template == CHATML
+
+
+def test_a_family_without_a_gguf_form_is_refused_and_nothing_is_written(tmp_path):
+    with pytest.raises(LmlabError, match="no GGUF architecture lmlab writes"):
+        save_gguf(build_decoder(preset("gpt2-tiny", vocab_size=VOCAB)), tokenizer(), tmp_path / "m.gguf")
+    assert not list(tmp_path.iterdir())
+
+
+def test_q4_k_is_refused_naming_what_gguf_py_can_write(tmp_path):
+    with pytest.raises(LmlabError, match="q4_0 or q8_0"):
+        save_gguf(model(), tokenizer(), tmp_path / "m.gguf", "q4_k")
+    assert not list(tmp_path.iterdir())
