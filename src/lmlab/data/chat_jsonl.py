@@ -1,11 +1,19 @@
-"""Read chats and preferences from JSON-lines files, one example per line.
+"""Read chats and preferences from JSON-lines files, one example per line, in TRL's dataset formats.
 
-Chats, for SFT:        {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", ...}]}
-Preferences, for reward models and DPO, either a pair or a ranking of K answers (best first):
-                       {"prompt": "What is 3 + 4?", "chosen": "7", "rejected": "8"}
-                       {"prompt": [{"role": "user", "content": "..."}], "ranked": ["best", "next", "worst"]}
-A prompt is a string (one user message) or a list of messages. Blank lines are skipped; a bad line
-(not JSON, not UTF-8, longer than the line limit of `io.lines`) is reported with its number.
+Chats, for SFT (PPO reads the same lines as prompts):
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}
+    {"prompt": "Hi", "completion": "Hello"}                           (standard: one user turn, one reply)
+    {"prompt": [{"role": "system", …}, {"role": "user", …}], "completion": [{"role": "assistant", …}]}
+    {"prompt": "Hi"} or {"prompt": [messages]}                         (prompt-only: PPO's prompts)
+Preferences, for reward models and DPO, a pair or a ranking of K answers (best first):
+    {"prompt": "What is 3 + 4?", "chosen": "7", "rejected": "8"}
+    {"prompt": [messages], "chosen": [{"role": "assistant", …}], "rejected": [{"role": "assistant", …}]}
+    {"chosen": [messages, reply], "rejected": [messages, other reply]}    (implicit prompt: the shared start)
+    {"prompt": [messages], "ranked": ["best", "next", "worst"]}          (lmlab's own)
+A prompt is a string (one user message) or a list of messages; an answer a string or one assistant message.
+An implicit prompt is found as TRL's `maybe_extract_prompt` finds it. Blank lines are skipped; a bad line
+(not JSON, not UTF-8, longer than the line limit of `io.lines`, not one of these forms) is reported with
+its number.
 """
 
 from pathlib import Path
@@ -13,16 +21,37 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.io.lines import check_fits_in_memory, file_size, json_objects
 
+CHAT_FORMS = ('{"messages": [{"role": …, "content": …}, …]} or {"prompt": …, "completion": …} '
+              "(TRL's language-modeling and prompt-completion formats)")
+PREFERENCE_FORMS = ("'prompt' with 'chosen' and 'rejected', 'chosen' and 'rejected' whole conversations "
+                    "(the prompt implicit), or 'prompt' with 'ranked' (answers best first)")
+
 
 def read_chat_jsonl(path: str | Path) -> list[list[dict]]:
-    """The `messages` list of every line of `path`."""
-    chats = []
-    for line, row in _rows(path):
-        if "messages" not in row:
-            raise LmlabError(f"{path}:{line} has no 'messages' field; each line needs "
-                             "{\"messages\": [{\"role\": …, \"content\": …}, …]}")
-        chats.append(_messages(row["messages"], path, line))
-    return chats
+    """The chat of every line of `path`: its `messages`, or its prompt followed by its completion."""
+    return [chat_of(row, path, line) for line, row in _rows(path)]
+
+
+def chat_of(row: dict, path: str | Path, line: int) -> list[dict]:
+    """One line's chat; a prompt-only line is its prompt (the policy of PPO writes the reply)."""
+    if "messages" in row:
+        return _messages(row["messages"], path, line)
+    if "prompt" not in row:
+        raise LmlabError(f"{path}:{line} has neither 'messages' nor 'prompt'; each line needs {CHAT_FORMS}")
+    prompt = _prompt(row["prompt"], path, line)
+    if "completion" not in row:
+        return prompt
+    completion = row["completion"]
+    if isinstance(completion, str) != isinstance(row["prompt"], str):
+        raise LmlabError(f"{path}:{line}: 'prompt' and 'completion' must both be strings (standard) or both "
+                         "lists of messages (conversational)")
+    if isinstance(completion, str):
+        return [*prompt, {"role": "assistant", "content": completion}]
+    completion = _messages(completion, path, line, "completion")
+    if any(m["role"] != "assistant" for m in completion):
+        raise LmlabError(f"{path}:{line}: 'completion' must hold assistant messages only: lmlab trains on the "
+                         "assistant's replies")
+    return [*prompt, *completion]
 
 
 def read_preference_jsonl(path: str | Path) -> list[tuple[list[dict], list[str]]]:
@@ -31,19 +60,72 @@ def read_preference_jsonl(path: str | Path) -> list[tuple[list[dict], list[str]]
     """
     rows = []
     for line, row in _rows(path):
-        if "prompt" not in row or not ({"chosen", "rejected"} <= row.keys() or "ranked" in row):
-            raise LmlabError(f"{path}:{line} needs 'prompt' with 'chosen' and 'rejected', or 'prompt' "
-                             "with 'ranked' (answers best first)")
-        prompt = row["prompt"]
-        prompt = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt, path, line)
-        answers = row["ranked"] if "ranked" in row else [row["chosen"], row["rejected"]]
-        if not isinstance(answers, list) or len(answers) < 2 or not all(isinstance(a, str) for a in answers):
-            raise LmlabError(f"{path}:{line}: the answers must be at least two strings")
+        prompt, answers = preference_of(row, path, line)
         if len(set(answers)) < len(answers):
             raise LmlabError(f"{path}:{line}: answer {_first_repeat(answers)!r} appears twice; chosen and "
                              "rejected (or the ranked answers) must differ")
         rows.append((prompt, answers))
     return rows
+
+
+def preference_of(row: dict, path: str | Path, line: int) -> tuple[list[dict], list[str]]:
+    """One line's (prompt messages, answers best first). Without a prompt, or with one whose kind (string or
+    messages) is not the answers' kind, the prompt is what chosen and rejected share (TRL's rule)."""
+    if "ranked" in row and "prompt" in row:
+        answers = row["ranked"]
+        if not isinstance(answers, list) or len(answers) < 2:
+            raise LmlabError(f"{path}:{line}: the answers must be at least two strings in 'ranked'")
+        return _prompt(row["prompt"], path, line), [_answer(a, "ranked", path, line) for a in answers]
+    if not {"chosen", "rejected"} <= row.keys():
+        raise LmlabError(f"{path}:{line} needs {PREFERENCE_FORMS}")
+    prompt, chosen, rejected = row.get("prompt"), row["chosen"], row["rejected"]
+    if prompt is None or conversational(prompt) != conversational(chosen):
+        prompt, chosen, rejected = implicit_prompt(chosen, rejected, path, line)
+    return _prompt(prompt, path, line), [_answer(chosen, "chosen", path, line),
+                                         _answer(rejected, "rejected", path, line)]
+
+
+def implicit_prompt(chosen, rejected, path: str | Path, line: int) -> tuple:
+    """(prompt, chosen, rejected) from two whole conversations (or texts): the prompt is their longest
+    shared start, as TRL's `extract_prompt` cuts it (a text's space before the split stays with the answers)."""
+    if conversational(chosen) != conversational(rejected) or not all(
+            isinstance(v, (str, list)) for v in (chosen, rejected)):
+        raise LmlabError(f"{path}:{line}: 'chosen' and 'rejected' must both be strings or both lists of messages")
+    shared = 0
+    while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+        shared += 1
+    if shared == min(len(chosen), len(rejected)):
+        raise LmlabError(f"{path}:{line}: 'chosen' and 'rejected' are the same up to the end of one of them; "
+                         "their replies must differ")
+    if isinstance(chosen, str) and shared and chosen[shared - 1] == " ":
+        shared -= 1
+    if not shared:
+        raise LmlabError(f"{path}:{line}: 'chosen' and 'rejected' share no prompt; give it as 'prompt'")
+    return chosen[:shared], chosen[shared:], rejected[shared:]
+
+
+def conversational(value) -> bool:
+    """Whether `value` is a list of messages (TRL's `is_conversational` on one field)."""
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0]
+
+
+def _prompt(prompt, path: str | Path, line: int) -> list[dict]:
+    """A prompt as messages: a string is one user message."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return _messages(prompt, path, line, "prompt")
+
+
+def _answer(answer, field: str, path: str | Path, line: int) -> str:
+    """An answer's text: a string, or a list of one assistant message."""
+    if isinstance(answer, str):
+        return answer
+    if conversational(answer):
+        messages = _messages(answer, path, line, field)
+        if len(messages) == 1 and messages[0]["role"] == "assistant":
+            return messages[0]["content"]
+    raise LmlabError(f"{path}:{line}: each answer in '{field}' must be a string or one assistant message after "
+                     "the prompt; lmlab's preferences compare one reply")
 
 
 def _rows(path: str | Path):
@@ -55,12 +137,12 @@ def _rows(path: str | Path):
     yield from json_objects(path, "write one JSON object per line")
 
 
-def _messages(messages, path: str | Path, line: int) -> list[dict]:
+def _messages(messages, path: str | Path, line: int, field: str = "messages") -> list[dict]:
     """`messages` checked to be a non-empty list of {"role": str, "content": str}."""
     if not (isinstance(messages, list) and messages and all(
             isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
             for m in messages)):
-        raise LmlabError(f"{path}:{line}: messages must be a non-empty list of "
+        raise LmlabError(f"{path}:{line}: {field} must be a non-empty list of "
                          "{\"role\": string, \"content\": string} objects")
     return messages
 
