@@ -79,7 +79,7 @@ def test_reward_stopped_and_resumed_gives_bit_identical_weights(base, tmp_path):
     reward(base, "task", tmp_path / "full", RUN, show_progress=False)
     reward(base, "task", tmp_path / "split", RUN, stop_after=4, show_progress=False)
     reward(base, "task", tmp_path / "split", RUN, resume=True, show_progress=False)
-    for name in (REWARD_HEAD_FILE, "adapter/peft.safetensors"):
+    for name in (REWARD_HEAD_FILE, "adapter/adapter_model.safetensors"):
         a, b = load_file(tmp_path / "full" / name), load_file(tmp_path / "split" / name)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

@@ -47,7 +47,7 @@ def test_sft_with_lora_stopped_and_resumed_gives_bit_identical_weights(base, tmp
     assert not first.finished and first.step == 3 and first.model_dir is None and first.adapter_dir is None
     second = sft(base, "task", tmp_path / "split", TINY_RUN, resume=True, show_progress=False)
     assert second.finished and second.step == 4
-    for name in ("adapter/peft.safetensors", "model/model.safetensors"):
+    for name in ("adapter/adapter_model.safetensors", "model/model.safetensors"):
         a, b = load_file(tmp_path / "full" / name), load_file(tmp_path / "split" / name)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert [r["step"] for r in metrics(tmp_path / "split")] == [r["step"] for r in metrics(tmp_path / "full")]

@@ -59,7 +59,7 @@ def test_two_processes_fine_tune_a_chat_model_as_one_with_two_micro_batches(chat
     common = [recipe, "--model", chat_model, "--data", "task", *TINY_FLAGS, "--log-every", "1", "--device", "cpu"]
     assert lmlab(*common, "--grad-accum", "2", "--out", tmp_path / "one") == 0
     two_processes(*common, "--out", tmp_path / "two")
-    assert_same_run(tmp_path / "one", tmp_path / "two", "adapter/peft.safetensors", "model/model.safetensors")
+    assert_same_run(tmp_path / "one", tmp_path / "two", "adapter/adapter_model.safetensors", "model/model.safetensors")
 
 
 def test_two_processes_fine_tune_an_encoder_as_one_with_two_micro_batches(encoder, tmp_path):
