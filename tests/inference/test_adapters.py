@@ -3,6 +3,7 @@ its reply is what that adapter alone gives, requests to different adapters decod
 base's weights are shared, not copied."""
 
 import concurrent.futures
+import json
 
 import openai
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 from chat_models import tiny_chat_model
 from lmlab.cli.main import main
+from lmlab.cli.serve import load_served
 from lmlab.errors import LmlabError
 from lmlab.generation.config import GenerationConfig
 from lmlab.inference.adapters import attach_adapters
@@ -179,6 +181,24 @@ def test_an_adapter_other_than_lora_is_refused(files, tmp_path):
     model, _ = load(base)
     with pytest.raises(LmlabError, match="only LoRA adapters share one base.*--model RUN_DIR"):
         attach_adapters(model, [("p", prefix)])
+
+
+@pytest.mark.parametrize("method, settings", [("prefix", {"n_prefix": 3}), ("prompt", {"n_tokens": 3})])
+def test_a_prefix_or_prompt_run_is_served_alone_with_model_run_dir(files, tmp_path, method, settings):
+    base, _ = files
+    save_adapter(base, tmp_path / "run" / "adapter", method, 0, **settings)
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"base_model": str(base)}))
+    model, tokenizer = load_served(str(tmp_path / "run"), None)
+    prompt, expected = tokenizer.encode("1+2"), []  # each step's greedy token and log-probability, by whole passes
+    with torch.no_grad():
+        for _ in range(6):
+            logprob, token = model(torch.tensor([prompt + [t for t, _ in expected]]))[0, -1].log_softmax(-1).max(-1)
+            expected.append((int(token), float(logprob)))
+    with Engine(model, tokenizer, slots=2) as engine:  # its decoding steps run on the model's decoding view
+        got = [(p.token_id, p.logprob) for c in engine.submit(prompt, GenerationConfig(max_new_tokens=6), 0)
+               for p in c.logprobs]
+    assert [t for t, _ in got] == [t for t, _ in expected]
+    assert [lp for _, lp in got] == pytest.approx([lp for _, lp in expected], abs=1e-4)
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -41,16 +41,17 @@ class PromptTuning(PeftModule):
 
 class PromptAttention(PeftModule):
     """A layer's self-attention (frozen) that also attends to the virtual tokens' keys/values,
-    which the prompt pass hands it in `keys_values` before each pass and it uses once."""
+    which the prompt pass hands it in `handoff` before each pass and it uses once. `handoff` is a list that
+    a shallow copy of the layer shares (a decoding view's, `generation/layout.py`), so the copy gets them too."""
 
     def __init__(self, base: nn.Module):
         super().__init__()
         self.base = base
-        self.keys_values: tuple[torch.Tensor, torch.Tensor] | None = None  # (H_kv, n, D) each
+        self.handoff: list[tuple[torch.Tensor, torch.Tensor] | None] = [None]  # [keys, values (H_kv, n, D)]
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, rope=None,
                 kv_cache: LayerKV | None = None) -> torch.Tensor:
-        keys_values, self.keys_values = self.keys_values, None  # used once: no graph outlives its pass
+        keys_values, self.handoff[0] = self.handoff[0], None  # used once: no graph outlives its pass
         if keys_values is None or self.disabled:
             return self.base(x, mask, rope, kv_cache)
         return attend_with_prefix(self.base, x, mask, rope, kv_cache, *keys_values)
@@ -83,7 +84,7 @@ def _prompt_pass(model: nn.Module, _embedding: nn.Module, _args) -> None:
     """Run the virtual tokens through the network and hand each layer their keys and values."""
     layers = [m for m in model.blocks.modules() if isinstance(m, PromptAttention)]  # one per block, in order
     for layer in layers:
-        layer.keys_values = None  # the prompt pass itself runs without a prompt
+        layer.handoff[0] = None  # the prompt pass itself runs without a prompt
     prompt = model.prompt_tuning
     if prompt.disabled:
         return
@@ -101,4 +102,4 @@ def _prompt_pass(model: nn.Module, _embedding: nn.Module, _args) -> None:
         k, v = cache.k[i], cache.v[i]  # (1, H_kv, n, D)
         if rope is not None:  # rotate by -n: positions 0..n-1 become -n..-1, just before the text
             k = apply_rotary(k, (model.rotary.cos[n], -model.rotary.sin[n]))
-        layer.keys_values = (k[0], v[0])
+        layer.handoff[0] = (k[0], v[0])
