@@ -15,6 +15,7 @@ from lmlab.cli import (
     elmo,
     embed,
     experiment,
+    export,
     finetune,
     generate,
     inspect,
@@ -35,7 +36,7 @@ from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
 from lmlab.cli.post_training import dpo, ppo, reward, sft
 
 COMMANDS = [quickstart, tokenizer, train, finetune, sft, reward, dpo, ppo, generate, chat, serve, logprobs,
-            embed, similarity, eval_cmd, inspect, experiment, quantize, download, list_cmd, ngram, seq2seq, word2vec,
+            embed, similarity, eval_cmd, inspect, experiment, quantize, export, download, list_cmd, ngram, seq2seq, word2vec,
             elmo]
 
 # Renamed commands: the old words still run the new command, after one line saying so.
