@@ -12,13 +12,13 @@ import argparse
 import sys
 from dataclasses import replace
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.generate import stream_text
-from lmlab.models.load import load
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 EXIT = "/exit"
@@ -35,6 +35,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     add_compile_arg(p)
     p.add_argument("--system", help="a system message to start the conversation with")
     p.add_argument("--prompt", help="answer this one message and exit")
@@ -47,7 +48,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     config = sampling_config(args)
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     say_gguf_kernels(args.model, args.dtype, model)
     if args.compile:
         model = compiled_decoder(model)

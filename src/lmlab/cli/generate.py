@@ -9,13 +9,13 @@ import json
 import sys
 from dataclasses import replace
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.generation.batch import check_token_ids
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.fused import fused_step_refusal
 from lmlab.generation.generate import generate_batch, stream_text
-from lmlab.models.load import load
 from lmlab.models.quantize import MODES
 
 
@@ -32,6 +32,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     add_compile_arg(p)
     p.add_argument("--prompt", required=True, help="the text to continue")
     p.add_argument("--add-bos", action="store_true", help="put the tokenizer's bos token before the prompt")
@@ -94,7 +95,7 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig
 
 def run(args) -> None:
     config = sampling_config(args)
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     say_gguf_kernels(args.model, args.dtype, model)
     if args.compile:
         model = compiled_decoder(model)

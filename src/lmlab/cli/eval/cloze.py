@@ -3,12 +3,12 @@ the greedy whole word, perplexity of the true one), from the full passage and fr
 
 import json
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.cloze_passages import MAX_PASSAGES, cloze_passages, read_passages
 from lmlab.errors import LmlabError
 from lmlab.eval.cloze import evaluate_cloze
-from lmlab.models.load import load
 
 DEFAULT_PASSAGES = 100
 
@@ -17,6 +17,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("cloze", help="LAMBADA-style last-word prediction: accuracy and last-word perplexity")
     p.add_argument("--model", required=True, help="zoo name or model directory (a decoder)")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     alias(p, "--data", "--file", dest="data", help="passages, one per non-empty line, each ending with the word to "
                                                   "predict (default: embedded short stories)")
     p.add_argument("--passages", type=int, help=f"embedded stories to generate (default {DEFAULT_PASSAGES})")
@@ -37,7 +38,7 @@ def run_cloze(args) -> None:
     passages = read_passages(args.data) if args.data else cloze_passages(
         DEFAULT_PASSAGES if args.passages is None else args.passages, args.seed)
     passages = passages[:args.limit]
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     result = evaluate_cloze(model.eval(), tokenizer, passages, not args.no_last_sentence, show_progress=True)
     if args.json:
         print(json.dumps(result))

@@ -3,11 +3,11 @@ relation; a causal LM ranks each relation's candidate objects, a masked LM its v
 
 import json
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.facts import RELATIONS
 from lmlab.errors import LmlabError
 from lmlab.eval.facts import evaluate_facts
-from lmlab.models.load import load
 from lmlab.models.masked_lm import is_encoder, load_masked_lm
 
 
@@ -16,6 +16,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="zoo name or model directory: a decoder (ranks candidate "
                                                   "objects) or an encoder with its MLM head (fills [MASK])")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     p.add_argument("--relations", default=",".join(RELATIONS),
                    help=f"comma-separated relations to probe (default all: {', '.join(RELATIONS)})")
     p.add_argument("--json", action="store_true", help="print one JSON object: kind, relations (facts, scored, "
@@ -26,9 +27,10 @@ def add_parser(subparsers) -> None:
 def run_facts(args) -> None:
     relations = [parse_relation(name) for name in dict.fromkeys(args.relations.split(","))]
     masked = is_encoder(args.model)
-    if masked and args.dtype:
-        raise LmlabError(f"--dtype applies to decoders; '{args.model}' is an encoder, leave --dtype out")
-    model, tokenizer = load_masked_lm(args.model) if masked else load(args.model, args.dtype)
+    if masked and (args.dtype or args.adapter):
+        flag = "--dtype" if args.dtype else "--adapter"
+        raise LmlabError(f"{flag} applies to decoders; '{args.model}' is an encoder, leave {flag} out")
+    model, tokenizer = load_masked_lm(args.model) if masked else load_decoder(args)
     result = evaluate_facts(model.eval(), tokenizer, relations, masked, show_progress=True)
     if args.json:
         print(json.dumps(result))

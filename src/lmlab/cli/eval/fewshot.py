@@ -3,6 +3,7 @@ learning), with gold or random demonstration labels, direct or chain-of-thought 
 
 import json
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
@@ -10,7 +11,6 @@ from lmlab.eval.prompt_tasks import TASKS, load_task
 from lmlab.figures import save_line_plot
 from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.io.outputs import check_file_output
-from lmlab.models.load import load
 
 MAX_LIMIT = 100_000
 MAX_SAMPLES = 64  # chains per question for self-consistency, decoded as one batch
@@ -23,6 +23,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="zoo name or model directory (a decoder; chat models are "
                                                   "prompted as plain text)")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     p.add_argument("--data", required=True, help=f"an embedded task ({', '.join(TASKS)}) or a JSONL file of "
                                                  '{"input", "target"} or {"question", "choices", "answer"} lines')
     p.add_argument("--shots", default="0,1,4,8", help="comma-separated numbers of demonstrations (default 0,1,4,8)")
@@ -51,7 +52,7 @@ def run_fewshot(args) -> None:
         check_file_output(args.png, "--png")
     task = load_task(args.data)
     check_shots(task, shots)
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     model.eval()
     max_new_tokens = args.max_new_tokens or (128 if cot else 32)
     if cot:

@@ -5,18 +5,19 @@ import math
 
 import torch
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.sources import read_texts
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
-from lmlab.models.load import load
 
 
 def add_parser(sub) -> None:
     ppl = sub.add_parser("perplexity", help="perplexity of a text file (exp of mean NLL of tokens 2..n)")
     ppl.add_argument("--model", required=True, help="zoo name, model or run directory, .gguf, HF directory")
     add_dtype_arg(ppl)
+    add_adapter_arg(ppl)
     alias(ppl, "--data", "--file", dest="data", required=True, help="the text file to score")
     ppl.add_argument("--context", type=int, metavar="N",
                      help="tokens per window for long texts (default: the sequence length the model was trained on, "
@@ -31,7 +32,7 @@ def run_perplexity(args) -> None:
         raise LmlabError(f"--context {args.context} must be at least 2 (a token and its prefix)")
     if args.stride is not None and args.stride < 1:
         raise LmlabError(f"--stride {args.stride} must be at least 1")
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     context = window_length(model.config, args.context)
     if args.stride is not None and args.stride > context:
         raise LmlabError(f"--stride {args.stride} exceeds the window of {context} tokens, so some tokens would "

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg, with_adapter
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
@@ -21,6 +22,7 @@ def add_parser(sub) -> None:
     task = sub.add_parser("task", help="mean reward and accuracy of greedy replies to fresh addition questions")
     task.add_argument("--model", required=True, help="zoo name, model or run directory (a LoRA run: its merged model)")
     add_dtype_arg(task)
+    add_adapter_arg(task)
     task.add_argument("--questions", type=int, default=200, help="questions asked (default 200)")
     task.add_argument("--max-operand", type=int, default=99, help="operands 0..N (default 99)")
     task.add_argument("--seed", type=int, default=1000,
@@ -41,6 +43,7 @@ def run_task(args) -> None:
     if not 0 <= args.max_operand <= MAX_OPERAND:
         raise LmlabError(f"--max-operand {args.max_operand} must be between 0 and {MAX_OPERAND:,}")
     model, tokenizer = _load_any(args.model, args.dtype)
+    model = with_adapter(model, args.adapter, args.dtype)
     prompts = task_prompts(args.questions, args.seed, args.max_operand)
     with torch.no_grad():
         score = task_score(model.eval(), tokenizer, prompts)
