@@ -20,12 +20,16 @@ SYSTEM = {"role": "system", "content": "Answer with a number."}
 USER = {"role": "user", "content": "What is 3 + 4?"}
 REPLY = {"role": "assistant", "content": "7"}
 WRONG = {"role": "assistant", "content": "8"}
+EARLIER = [{"role": "user", "content": "What is 1 + 1?"}, {"role": "assistant", "content": "2"}]  # a turn before
+READ_NOT_TRAINED = [EARLIER[0], EARLIER[1] | {"train": False}]
 
 SFT_ROWS = {  # TRL's SFT formats -> the chat lmlab trains on
     "messages": ({"messages": [SYSTEM, USER, REPLY]}, [SYSTEM, USER, REPLY]),
     "standard prompt-completion": ({"prompt": "What is 3 + 4?", "completion": "7"}, [USER, REPLY]),
     "conversational prompt-completion": ({"prompt": [USER], "completion": [REPLY]}, [USER, REPLY]),
     "conversational with a system turn": ({"prompt": [SYSTEM, USER], "completion": [REPLY]}, [SYSTEM, USER, REPLY]),
+    "conversational with an earlier reply": ({"prompt": [*EARLIER, USER], "completion": [REPLY]},
+                                             [*READ_NOT_TRAINED, USER, REPLY]),
     "prompt-only": ({"prompt": [SYSTEM, USER]}, [SYSTEM, USER]),
 }
 PREFERENCE_ROWS = {  # TRL's preference formats -> (prompt messages, [chosen, rejected])
@@ -33,18 +37,23 @@ PREFERENCE_ROWS = {  # TRL's preference formats -> (prompt messages, [chosen, re
     "conversational": {"prompt": [USER], "chosen": [REPLY], "rejected": [WRONG]},
     "conversational with a system turn": {"prompt": [SYSTEM, USER], "chosen": [REPLY], "rejected": [WRONG]},
     "implicit prompt": {"chosen": [SYSTEM, USER, REPLY], "rejected": [SYSTEM, USER, WRONG]},
+    "implicit prompt after an earlier reply": {"chosen": [*EARLIER, USER, REPLY], "rejected": [*EARLIER, USER, WRONG]},
     "implicit prompt, a string prompt beside it": {"prompt": "What is 3 + 4?", "chosen": [USER, REPLY],
                                                    "rejected": [USER, WRONG]},
     "implicit standard prompt": {"chosen": "Q: 3 + 4? A: 7", "rejected": "Q: 3 + 4? A: 8"},
+    "lmlab's messages with string answers": {"prompt": [SYSTEM, USER], "chosen": "7", "rejected": "8"},
 }
 EXPECTED_PREFERENCES = {
     "standard": ([USER], ["7", "8"]),
     "conversational": ([USER], ["7", "8"]),
     "conversational with a system turn": ([SYSTEM, USER], ["7", "8"]),
     "implicit prompt": ([SYSTEM, USER], ["7", "8"]),
+    "implicit prompt after an earlier reply": ([*READ_NOT_TRAINED, USER], ["7", "8"]),
     "implicit prompt, a string prompt beside it": ([USER], ["7", "8"]),
     "implicit standard prompt": ([{"role": "user", "content": "Q: 3 + 4? A:"}], [" 7", " 8"]),
+    "lmlab's messages with string answers": ([SYSTEM, USER], ["7", "8"]),
 }
+TRL_PREFERENCE_ROWS = [form for form in PREFERENCE_ROWS if not form.startswith("lmlab's")]
 
 
 def write_rows(path, *rows):
@@ -81,7 +90,7 @@ def trained_part(tokenizer, chat) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("form", ["standard prompt-completion", "conversational prompt-completion",
-                                  "conversational with a system turn"])
+                                  "conversational with a system turn", "conversational with an earlier reply"])
 def test_sft_batches_mask_the_prompt_and_train_the_completion(tmp_path, tokenizer, form):
     [chat] = read_chat_jsonl(write_rows(tmp_path / "chats.jsonl", SFT_ROWS[form][0]))
     prompt, reply = trained_part(tokenizer, chat)
@@ -99,7 +108,7 @@ def test_preference_batches_train_each_answer_after_the_same_prompt(tmp_path, to
 
 
 BAD_ROWS = {
-    "neither messages nor prompt": ({"text": "hi"}, "chats", ":1 has neither 'messages' nor 'prompt'"),
+    "neither messages nor prompt": ({"text": "hi"}, "chats", ":1 has no 'messages' or 'prompt' field"),
     "mixed kinds": ({"prompt": "hi", "completion": [REPLY]}, "chats", "must both be strings (standard) or both lists"),
     "a user turn as completion": ({"prompt": [USER], "completion": [USER]}, "chats", "assistant messages only"),
     "a completion that is no message": ({"prompt": [USER], "completion": [{"text": "7"}]}, "chats",
@@ -134,22 +143,25 @@ class TestAgainstTRL:
         transformers = pytest.importorskip("transformers")
         return transformers.AutoTokenizer.from_pretrained(tiny_chat_model(tmp_path_factory.mktemp("hf") / "m"))
 
-    @pytest.mark.parametrize("form", list(PREFERENCE_ROWS))
+    @pytest.mark.parametrize("form", TRL_PREFERENCE_ROWS)
     def test_the_prompt_is_the_one_trl_extracts(self, tmp_path, form):
         theirs = self.trl.maybe_extract_prompt(PREFERENCE_ROWS[form])
         as_text = [a if isinstance(a, str) else a[0]["content"] for a in (theirs["chosen"], theirs["rejected"])]
         prompt = theirs["prompt"]
         prompt = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        prompt = [m | {"train": False} if m["role"] == "assistant" else m for m in prompt]  # read, not trained
         assert read_preference_jsonl(write_rows(tmp_path / "p.jsonl", PREFERENCE_ROWS[form])) == [(prompt, as_text)]
 
-    @pytest.mark.parametrize("form", ["conversational prompt-completion", "conversational with a system turn"])
+    @pytest.mark.parametrize("form", ["conversational prompt-completion", "conversational with a system turn",
+                                      "conversational with an earlier reply"])
     def test_sft_masks_trls_prompt_and_trains_trls_completion(self, tmp_path, tokenizer, hf_tokenizer, form):
         row = SFT_ROWS[form][0]
         theirs = self.trl.apply_chat_template(row, hf_tokenizer)
         [chat] = read_chat_jsonl(write_rows(tmp_path / "c.jsonl", row))
         assert trained_part(tokenizer, chat) == (theirs["prompt"], theirs["completion"])
 
-    @pytest.mark.parametrize("form", ["conversational", "conversational with a system turn", "implicit prompt"])
+    @pytest.mark.parametrize("form", ["conversational", "conversational with a system turn", "implicit prompt",
+                                      "implicit prompt after an earlier reply"])
     def test_preference_batches_are_trls_prompt_chosen_and_rejected(self, tmp_path, tokenizer, hf_tokenizer, form):
         row = PREFERENCE_ROWS[form]
         theirs = self.trl.apply_chat_template(self.trl.maybe_extract_prompt(row), hf_tokenizer)

@@ -47,6 +47,13 @@ def test_exactly_the_assistant_replies_and_their_end_tokens_are_labelled(chatml)
     assert labelled_spans(chatml, ids, labels) == ["42<|im_end|>\n", "It is 7.<|im_end|>\n"]
 
 
+def test_an_assistant_turn_marked_not_to_train_is_read_but_not_labelled(chatml):
+    marked = [*CHAT[:2], CHAT[2] | {"train": False}, *CHAT[3:]]
+    ids, labels = chat_tokens(chatml, marked)
+    assert ids == chat_tokens(chatml, CHAT)[0]
+    assert labelled_spans(chatml, ids, labels) == ["It is 7.<|im_end|>\n"]
+
+
 def test_templateless_tokenizers_label_the_fallback_layout():
     backend = train_bpe(["What is 3 + 4? <answer>7</answer>"], vocab_size=300)
     plain = TextTokenizer(backend, bos_id=0, eos_id=1, pad_id=2, stop_ids=(1,))
@@ -104,6 +111,10 @@ def test_packing_puts_whole_chats_in_a_row_without_targets_across_them(chatml):
      "example 1: message 0 has role 'robot'"),
     ([{"role": "user"}, {"role": "assistant", "content": "x"}], "example 1: message 0 needs 'role' and 'content'"),
     ([], "example 1: messages must be a non-empty list"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "train": "no"}],
+     "example 1: message 1 has 'train' 'no'; use true or false"),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "train": False}],
+     "example 1 has no assistant message to train on"),
 ])
 def test_bad_chats_name_the_example(chatml, bad, message):
     with pytest.raises(LmlabError, match=message):

@@ -11,6 +11,7 @@ Preferences, for reward models and DPO, a pair or a ranking of K answers (best f
     {"chosen": [messages, reply], "rejected": [messages, other reply]}    (implicit prompt: the shared start)
     {"prompt": [messages], "ranked": ["best", "next", "worst"]}          (lmlab's own)
 A prompt is a string (one user message) or a list of messages; an answer a string or one assistant message.
+What is trained is the completion, or the answers: a prompt's assistant turns are marked "train": false.
 An implicit prompt is found as TRL's `maybe_extract_prompt` finds it. Blank lines are skipped; a bad line
 (not JSON, not UTF-8, longer than the line limit of `io.lines`, not one of these forms) is reported with
 its number.
@@ -37,7 +38,7 @@ def chat_of(row: dict, path: str | Path, line: int) -> list[dict]:
     if "messages" in row:
         return _messages(row["messages"], path, line)
     if "prompt" not in row:
-        raise LmlabError(f"{path}:{line} has neither 'messages' nor 'prompt'; each line needs {CHAT_FORMS}")
+        raise LmlabError(f"{path}:{line} has no 'messages' or 'prompt' field; each line needs {CHAT_FORMS}")
     prompt = _prompt(row["prompt"], path, line)
     if "completion" not in row:
         return prompt
@@ -51,7 +52,7 @@ def chat_of(row: dict, path: str | Path, line: int) -> list[dict]:
     if any(m["role"] != "assistant" for m in completion):
         raise LmlabError(f"{path}:{line}: 'completion' must hold assistant messages only: lmlab trains on the "
                          "assistant's replies")
-    return [*prompt, *completion]
+    return [*context(prompt), *completion]
 
 
 def read_preference_jsonl(path: str | Path) -> list[tuple[list[dict], list[str]]]:
@@ -69,20 +70,21 @@ def read_preference_jsonl(path: str | Path) -> list[tuple[list[dict], list[str]]
 
 
 def preference_of(row: dict, path: str | Path, line: int) -> tuple[list[dict], list[str]]:
-    """One line's (prompt messages, answers best first). Without a prompt, or with one whose kind (string or
-    messages) is not the answers' kind, the prompt is what chosen and rejected share (TRL's rule)."""
+    """One line's (prompt messages, answers best first). Without a prompt, or with a string prompt beside
+    answers that are whole conversations, the prompt is what chosen and rejected share (TRL's rule; a list of
+    messages beside string answers is lmlab's own form, an explicit prompt)."""
     if "ranked" in row and "prompt" in row:
         answers = row["ranked"]
         if not isinstance(answers, list) or len(answers) < 2:
             raise LmlabError(f"{path}:{line}: the answers must be at least two strings in 'ranked'")
-        return _prompt(row["prompt"], path, line), [_answer(a, "ranked", path, line) for a in answers]
+        return context(_prompt(row["prompt"], path, line)), [_answer(a, "ranked", path, line) for a in answers]
     if not {"chosen", "rejected"} <= row.keys():
         raise LmlabError(f"{path}:{line} needs {PREFERENCE_FORMS}")
     prompt, chosen, rejected = row.get("prompt"), row["chosen"], row["rejected"]
-    if prompt is None or conversational(prompt) != conversational(chosen):
+    if prompt is None or (isinstance(prompt, str) and conversational(chosen)):
         prompt, chosen, rejected = implicit_prompt(chosen, rejected, path, line)
-    return _prompt(prompt, path, line), [_answer(chosen, "chosen", path, line),
-                                         _answer(rejected, "rejected", path, line)]
+    return context(_prompt(prompt, path, line)), [_answer(chosen, "chosen", path, line),
+                                                  _answer(rejected, "rejected", path, line)]
 
 
 def implicit_prompt(chosen, rejected, path: str | Path, line: int) -> tuple:
@@ -102,6 +104,12 @@ def implicit_prompt(chosen, rejected, path: str | Path, line: int) -> tuple:
     if not shared:
         raise LmlabError(f"{path}:{line}: 'chosen' and 'rejected' share no prompt; give it as 'prompt'")
     return chosen[:shared], chosen[shared:], rejected[shared:]
+
+
+def context(prompt: list[dict]) -> list[dict]:
+    """A prompt that replies follow, its assistant turns marked `"train": false`: read, not trained (what TRL
+    trains of a prompt-completion or preference row is the completion, or the answers, alone)."""
+    return [m | {"train": False} if m["role"] == "assistant" else m for m in prompt]
 
 
 def conversational(value) -> bool:

@@ -3,7 +3,8 @@
 A chat is rendered with the tokenizer's chat template and tokenized as one sequence; the model
 reads all of it but is trained to produce only the assistant's tokens (its content and the
 end-of-turn token that follows, so it learns to stop). Everything else (system prompt, user turns,
-role headers) gets the label IGNORE_INDEX.
+role headers, and an assistant turn marked `"train": false`: one inside a prompt that a completion
+follows, which TRL's completion-only loss does not train either) gets the label IGNORE_INDEX.
 
 Which tokens are the assistant's is found by rendering the chat progressively: the conversation up
 to an assistant turn with the generation prompt ("...<|im_start|>assistant\\n") and the conversation
@@ -35,7 +36,7 @@ def chat_tokens(tokenizer: TextTokenizer, messages: list[dict], index: int = 0) 
     ids = tokenizer.encode(_render(tokenizer, messages, False, index))
     labels = [IGNORE_INDEX] * len(ids)
     for turn, message in enumerate(messages):
-        if message["role"] != "assistant":
+        if not trained(message):
             continue
         before = tokenizer.encode(_render(tokenizer, messages[:turn], True, index))
         through = tokenizer.encode(_render(tokenizer, messages[: turn + 1], False, index))
@@ -122,11 +123,19 @@ def check_chat(messages: list[dict], index: int = 0) -> None:
         if not (isinstance(message, dict) and isinstance(message.get("role"), str)
                 and isinstance(message.get("content"), str)):
             raise LmlabError(f"example {index}: message {turn} needs 'role' and 'content' strings")
+        if not isinstance(message.get("train", True), bool):
+            raise LmlabError(f"example {index}: message {turn} has 'train' {message['train']!r}; use true or false")
         if message["role"] not in ROLES:
             raise LmlabError(f"example {index}: message {turn} has role {message['role']!r}; "
                              f"use one of {', '.join(ROLES)}")
-    if not any(message["role"] == "assistant" for message in messages):
-        raise LmlabError(f"example {index} has no assistant message; SFT learns the assistant's replies, add one")
+    if not any(trained(message) for message in messages):
+        raise LmlabError(f"example {index} has no assistant message to train on; SFT learns the assistant's "
+                         "replies, add one")
+
+
+def trained(message: dict) -> bool:
+    """Whether SFT trains on `message`: an assistant turn not marked `"train": false`."""
+    return message["role"] == "assistant" and message.get("train", True) is not False
 
 
 def _render(tokenizer: TextTokenizer, messages: list[dict], add_generation_prompt: bool, index: int) -> str:

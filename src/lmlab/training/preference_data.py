@@ -2,9 +2,10 @@
 
 A ranking is a prompt with answers best first (`Ranking`); a pair is a prompt with a better and a
 worse answer (`Pair`); a ranking of K answers holds K-choose-2 pairs (`ranking_pairs`). They come
-from a JSONL preference file (`read_preferences`: `{"prompt", "chosen", "rejected"}` or
-`{"prompt", "ranked": [best, …]}` per line), from the embedded addition task (`load_rankings`,
-`load_pairs`), or from replies the model itself samples, graded by a reward (`sampled_pairs`).
+from a JSONL preference file (`read_preferences`: `{"prompt", "chosen", "rejected"}` in any of TRL's
+forms, or `{"prompt", "ranked": [best, …]}`, per line: `data.chat_jsonl`), from the embedded addition
+task (`load_rankings`, `load_pairs`), or from replies the model itself samples, graded by a reward
+(`sampled_pairs`).
 The reward model trains on rankings (`recipes.reward`), DPO on pairs (`recipes.dpo`); what they do
 with them (batches, log-probabilities, the reference) is in `training.preference`.
 """
