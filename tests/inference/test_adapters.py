@@ -4,10 +4,12 @@ base's weights are shared, not copied."""
 
 import concurrent.futures
 import json
+import warnings
 
 import openai
 import pytest
 import torch
+import transformers
 
 from chat_models import tiny_chat_model
 from lmlab.cli.main import main
@@ -183,17 +185,59 @@ def test_an_adapter_other_than_lora_is_refused(files, tmp_path):
         attach_adapters(model, [("p", prefix)])
 
 
+def peft_adapter(base_dir, directory, modules: list[str], seed: int):
+    """A LoRA adapter of the base written by HF peft itself (random B), and the PeftModel that wrote it."""
+    peft = pytest.importorskip("peft")
+    reference = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager").eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a tied lm_head
+        tuned = peft.get_peft_model(reference, peft.LoraConfig(r=3, lora_alpha=7, target_modules=modules)).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in tuned.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    tuned.save_pretrained(directory)
+    return tuned
+
+
+@torch.no_grad()
+def greedy_logprobs(forward, prompt: list[int], steps: int) -> list[tuple[int, float]]:
+    """Each step's greedy token and its log-probability, by whole forward passes of `forward` (ids -> logits)."""
+    chosen = []
+    for _ in range(steps):
+        logprob, token = forward(torch.tensor([prompt + [t for t, _ in chosen]]))[0, -1].log_softmax(-1).max(-1)
+        chosen.append((int(token), float(logprob)))
+    return chosen
+
+
+@pytest.mark.parity
+def test_adapters_peft_wrote_decode_in_one_batch_as_peft_runs_them(files, tmp_path):
+    base, _ = files
+    tuned = {"qv": peft_adapter(base, tmp_path / "qv", ["q_proj", "v_proj"], 1),
+             "mlp": peft_adapter(base, tmp_path / "mlp", ["o_proj", "up_proj", "down_proj"], 2)}
+    model, tokenizer = load(base)
+    engine = Engine(model, tokenizer, slots=4, adapters=attach_adapters(model, [(n, tmp_path / n) for n in tuned]))
+    prompts = [tokenizer.encode(p) for p in ("1+2", "3+4=")]
+    asked = [(ids, k) for ids in prompts for k in range(len(tuned))]
+    requests = [engine.submit(ids, GenerationConfig(max_new_tokens=5), 0, adapter=k) for ids, k in asked]
+    with engine:  # all four in one batch
+        got = [[(p.token_id, p.logprob) for c in request for p in c.logprobs] for request in requests]
+    assert got[0] != got[1]  # the same prompt, another adapter
+    for (ids, k), replies in zip(asked, got):
+        expected = greedy_logprobs(lambda x, k=k: list(tuned.values())[k](x).logits, ids, 5)
+        assert [t for t, _ in replies] == [t for t, _ in expected]
+        assert [lp for _, lp in replies] == pytest.approx([lp for _, lp in expected], abs=1e-4)
+
+
 @pytest.mark.parametrize("method, settings", [("prefix", {"n_prefix": 3}), ("prompt", {"n_tokens": 3})])
 def test_a_prefix_or_prompt_run_is_served_alone_with_model_run_dir(files, tmp_path, method, settings):
     base, _ = files
     save_adapter(base, tmp_path / "run" / "adapter", method, 0, **settings)
     (tmp_path / "run" / "run.json").write_text(json.dumps({"base_model": str(base)}))
     model, tokenizer = load_served(str(tmp_path / "run"), None)
-    prompt, expected = tokenizer.encode("1+2"), []  # each step's greedy token and log-probability, by whole passes
-    with torch.no_grad():
-        for _ in range(6):
-            logprob, token = model(torch.tensor([prompt + [t for t, _ in expected]]))[0, -1].log_softmax(-1).max(-1)
-            expected.append((int(token), float(logprob)))
+    prompt = tokenizer.encode("1+2")
+    expected = greedy_logprobs(model, prompt, 6)
     with Engine(model, tokenizer, slots=2) as engine:  # its decoding steps run on the model's decoding view
         got = [(p.token_id, p.logprob) for c in engine.submit(prompt, GenerationConfig(max_new_tokens=6), 0)
                for p in c.logprobs]
