@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 from chat_models import TINY_FLAGS, TINY_RUN, ascii_letters, tiny_chat_model
 from conftest import lmlab, one_line_error
+from lmlab.data.tasks import preference_pairs
 from lmlab.recipes.dpo import DPOConfig, dpo
 from lmlab.recipes.sft import sft
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
@@ -80,6 +81,17 @@ def test_cli_dpo_bad_beta_and_repeated_answers_are_one_line_exit_2(base, tmp_pat
     assert lmlab("dpo", "--model", base, "--data", data, "--out", tmp_path / "r", *TINY_FLAGS) == 2
     one_line_error(capsys, ":1:", "'2' appears twice")
     assert not (tmp_path / "r").exists()
+
+
+def test_cli_dpo_reads_trls_implicit_prompt_pairs_as_the_explicit_ones(base, tmp_path, capsys):
+    pairs = preference_pairs(12)
+    data = tmp_path / "prefs.jsonl"
+    data.write_text("".join(json.dumps({"chosen": [*prompt, {"role": "assistant", "content": chosen}],
+                                        "rejected": [*prompt, {"role": "assistant", "content": rejected}]}) + "\n"
+                            for prompt, chosen, rejected in pairs))
+    assert load_pairs(str(data), RUN) == pairs
+    assert lmlab("dpo", "--model", base, "--data", data, "--out", tmp_path / "r", *TINY_FLAGS) == 0
+    assert "held-out preference accuracy:" in capsys.readouterr().out
 
 
 def test_dpo_continuing_a_saved_adapter_takes_it_as_the_reference(base, tmp_path):

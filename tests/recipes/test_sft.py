@@ -118,6 +118,14 @@ def test_cli_sft_on_a_chat_file(base, tmp_path, capsys):
     assert (tmp_path / "r" / "model" / "model.safetensors").is_file()
 
 
+def test_cli_sft_on_trls_prompt_completion_file(base, tmp_path, capsys):
+    data = tmp_path / "chats.jsonl"
+    data.write_text("".join(json.dumps({"prompt": chat[:-1], "completion": chat[-1:]}) + "\n"
+                            for chat in task_examples(12)))
+    assert lmlab("sft", "--model", base, "--data", data, "--out", tmp_path / "r", *TINY_FLAGS) == 0
+    assert (tmp_path / "r" / "model" / "model.safetensors").is_file()
+
+
 BAD_CHATS = {
     "malformed": (json.dumps({"messages": task_examples(1)[0]}) + '\n\n{"messages": [\n', ":3 is not valid JSON"),
     "missing role": ('{"messages": [{"content": "hi"}]}\n', ':1: messages must be a non-empty list of {"role"'),
