@@ -10,6 +10,7 @@ import torch
 
 from hf_models import PRESET, TINY, hf_model
 from lmlab.errors import LmlabError
+from lmlab.models import peft_lora
 from lmlab.models.decoder import build_decoder
 from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
 from lmlab.models.presets import preset
@@ -153,3 +154,12 @@ def test_settings_lmlabs_lora_does_not_compute_are_refused_in_one_line(tmp_path)
                             ).save_pretrained(tmp_path / "b")
     with pytest.raises(LmlabError, match="sets bias='all', which lmlab's LoRA does not train"):
         load_peft(ours, tmp_path / "b")
+
+
+def test_a_lora_layer_with_no_hf_module_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    ours, _ = pair("gpt2")
+    apply_lora(ours, rank=2, targets=["qkv"])
+    monkeypatch.setattr(peft_lora, "hf_parts", lambda model, layers: {name: [] for name in layers})
+    with pytest.raises(LmlabError, match="LoRA on blocks.0.attention.qkv has no module PEFT can adapt"):
+        save_peft(ours, tmp_path / "a", "lora", {}, base_fingerprint(ours))
+    assert not (tmp_path / "a").exists()

@@ -113,6 +113,9 @@ def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
         raise LmlabError(f"{directory} holds no adapter (no {CONFIG_FILE} or {SETTINGS_FILE}); pass a directory "
                          "written by peft's save_pretrained or by lmlab")
     record = read_json_object(directory / SETTINGS_FILE, "pass a directory written by save_peft")
+    if not isinstance(record.get("method"), str) or not isinstance(record.get("settings"), dict):
+        raise LmlabError(f"{directory / SETTINGS_FILE} names no PEFT method and settings; pass a directory written "
+                         "by save_peft")
     check_base(model, record, directory)
     saved = _read_tensors(directory / WEIGHTS_FILE, model)
     apply_peft(model, record["method"], **record["settings"])
