@@ -15,7 +15,14 @@ from lmlab.models.decoder import build_decoder
 from lmlab.models.peft_files import base_fingerprint, load_peft, save_peft
 from lmlab.models.presets import preset
 from lmlab.models.registry import family
-from lmlab.modules.peft import LoRALinear, applied_method, apply_lora, apply_peft, apply_prompt_tuning
+from lmlab.modules.peft import (
+    LoRALinear,
+    applied_method,
+    apply_lora,
+    apply_peft,
+    apply_prefix,
+    apply_prompt_tuning,
+)
 
 peft = pytest.importorskip("peft")
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread")]
@@ -128,6 +135,26 @@ def test_prompt_tuning_maps_to_peft_on_rope_and_stays_lmlabs_on_gpt2(tmp_path):
     assert not (tmp_path / "g").exists()
     save_peft(gpt2, tmp_path / "g", "prompt", {"n_tokens": 4}, base_fingerprint(gpt2))
     assert (tmp_path / "g" / "peft.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["llama", "llama-tied-mqa"])
+def test_prefix_tuning_maps_to_peft_both_ways_on_rope(name, tmp_path):
+    ours, reference = pair(name)
+    fingerprint = base_fingerprint(ours)
+    apply_prefix(ours, 3)
+    save_peft(ours, tmp_path / "p", "prefix", {"n_prefix": 3}, fingerprint)
+    assert json.loads((tmp_path / "p" / "adapter_config.json").read_text())["peft_type"] == "PREFIX_TUNING"
+    assert (peft_logits(reference, tmp_path / "p") - ours(x)).abs().max() < 1e-4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tuned = peft.get_peft_model(pair(name)[1], peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=5)).eval()
+    with torch.no_grad():
+        tuned.prompt_encoder.default.embedding.weight.normal_()
+    tuned.save_pretrained(tmp_path / "q")
+    assert (load_peft(pair(name)[0], tmp_path / "q")(x) - tuned(x).logits).abs().max() < 1e-4
+    gpt2, _ = pair("gpt2")
+    with pytest.raises(LmlabError, match="cannot write the adapter in peft's format: with learned positions"):
+        save_peft(apply_prefix(gpt2, 3), tmp_path / "g", "prefix", {}, base_fingerprint(gpt2), peft_format=True)
 
 
 def test_another_base_is_refused_in_one_line(tmp_path):

@@ -130,9 +130,12 @@ def test_save_then_load_onto_a_fresh_base_reproduces_the_outputs(method, tmp_pat
     save_peft(model, tmp_path / "adapter", method, SETTINGS[method], base_fingerprint(base_model("llama-tiny")))
     files = sorted(p.name for p in (tmp_path / "adapter").iterdir())
     peft_layout = [".lmlab", "adapter_config.json", "adapter_model.safetensors", "lmlab_adapter.json"]
-    assert files == (peft_layout if method in ("lora", "prompt") else [".lmlab", "peft.json", "peft.safetensors"])
+    assert files == (peft_layout if method in ("lora", "prompt", "prefix") else [".lmlab", "peft.json", "peft.safetensors"])
     loaded = load_peft(base_model("llama-tiny"), tmp_path / "adapter")
-    assert torch.equal(loaded(x), model(x))
+    if method == "prefix":  # peft's keys are lmlab's rotated by P, and back on loading: equal to rounding
+        assert torch.allclose(loaded(x), model(x), atol=1e-5)
+    else:
+        assert torch.equal(loaded(x), model(x))
     assert set(peft_parameters(loaded)) == set(peft_parameters(model))
 
 

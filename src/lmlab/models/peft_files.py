@@ -1,13 +1,14 @@
 """Adapter files: what PEFT trained, saved apart from the base model and loaded back onto it.
 
-LoRA (and prompt tuning on a RoPE decoder) is written in Hugging Face peft's layout, which
+LoRA (and prompt and prefix tuning on a RoPE decoder) is written in Hugging Face peft's layout, which
 `peft.PeftModel.from_pretrained(hf_model, directory)` loads:
 
     adapter_config.json          peft's settings (peft_type, r, lora_alpha, target_modules, …)
     adapter_model.safetensors    its tensors under peft's names (`models/peft_lora.py`, `peft_prompt.py`)
     lmlab_adapter.json           lmlab's own: the method, its settings and the base model's fingerprint
 
-Methods peft has no exact form of (bottleneck adapters, prefix tuning) keep lmlab's own files:
+Methods peft has no exact form of (bottleneck adapters; prompt and prefix tuning with learned positions) keep
+lmlab's own files:
 `peft.safetensors` with the added parameters and `peft.json` naming the method, its settings and the
 fingerprint. `load_peft` reads both layouts, and an adapter peft wrote (no fingerprint: it is checked
 by its tensors' names and shapes). A fingerprint must match the base: an adapter is only meaningful on
@@ -30,11 +31,22 @@ from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.io.weight_checks import check_finite, safetensors_header
 from lmlab.models.peft_lora import lora_from_peft, lora_to_peft
-from lmlab.models.peft_prompt import prompt_from_peft, prompt_problem, prompt_to_peft
+from lmlab.models.peft_prompt import (
+    prefix_from_peft,
+    prefix_problem,
+    prefix_to_peft,
+    prompt_from_peft,
+    prompt_problem,
+    prompt_to_peft,
+)
 from lmlab.modules.peft.core import peft_modules, peft_parameters
 from lmlab.modules.peft.methods import apply_peft, peft_method
 
 WEIGHTS_FILE, SETTINGS_FILE = "peft.safetensors", "peft.json"  # lmlab's own layout
+# method -> (peft_type, why it has no exact peft form on a model (None: it has), writer, reader)
+PEFT_FORMS = {"lora": ("LORA", lambda model: None, lora_to_peft, lora_from_peft),
+              "prompt": ("PROMPT_TUNING", prompt_problem, prompt_to_peft, prompt_from_peft),
+              "prefix": ("PREFIX_TUNING", prefix_problem, prefix_to_peft, prefix_from_peft)}
 CONFIG_FILE, TENSORS_FILE, LMLAB_FILE = "adapter_config.json", "adapter_model.safetensors", "lmlab_adapter.json"
 _FILES = {WEIGHTS_FILE, SETTINGS_FILE, CONFIG_FILE, TENSORS_FILE, LMLAB_FILE}
 
@@ -61,12 +73,9 @@ def base_fingerprint(model: nn.Module) -> str:
 
 def peft_form_problem(model: nn.Module, method: str) -> str | None:
     """Why `method` on `model` has no exact form in Hugging Face peft's layout, or None when it has one."""
-    if method == "lora":
-        return None
-    if method == "prompt":
-        return prompt_problem(model)
-    return (f"peft has no method that computes lmlab's '{method}' exactly (bottleneck adapters and lmlab's "
-            "prefix tuning, which keeps the text at positions 0.., are lmlab's own)")
+    if method not in PEFT_FORMS:
+        return f"peft has no method that computes lmlab's '{method}' (bottleneck adapters are lmlab's own)"
+    return PEFT_FORMS[method][1](model)
 
 
 def save_peft(model: nn.Module, directory: str | os.PathLike, method: str, settings: dict,
@@ -90,7 +99,7 @@ def save_peft(model: nn.Module, directory: str | os.PathLike, method: str, setti
         tensors = {name: p.detach().cpu().contiguous() for name, p in peft_parameters(model).items()}
         files = {SETTINGS_FILE: record}
     else:
-        config, tensors = (lora_to_peft if method == "lora" else prompt_to_peft)(model, base_name)
+        config, tensors = PEFT_FORMS[method][2](model, base_name)
         files = {CONFIG_FILE: config, LMLAB_FILE: record}
     with atomic_path(directory) as tmp:
         tmp.mkdir()
@@ -139,16 +148,16 @@ def _load_peft_layout(model: nn.Module, directory: Path) -> nn.Module:
     config = read_json_object(directory / CONFIG_FILE, fix)
     if (directory / LMLAB_FILE).is_file():
         check_base(model, read_json_object(directory / LMLAB_FILE, fix), directory)
+    readers = {kind: read for kind, _, _, read in PEFT_FORMS.values()}
     kind = config.get("peft_type")
-    if kind not in ("LORA", "PROMPT_TUNING"):
-        raise LmlabError(f"adapter in {directory} is peft_type {kind!r}; lmlab reads LORA and PROMPT_TUNING "
-                         "adapters of peft (its other methods have no lmlab counterpart)")
+    if kind not in readers:
+        raise LmlabError(f"adapter in {directory} is peft_type {kind!r}; lmlab reads peft's {', '.join(readers)} "
+                         "adapters (its other methods have no lmlab counterpart)")
     if config.get("task_type") not in (None, "CAUSAL_LM"):
         raise LmlabError(f"adapter in {directory} is for task_type {config['task_type']!r}; lmlab loads CAUSAL_LM "
                          "adapters onto decoders")
     tensors = _read_tensors(directory / TENSORS_FILE, model)
-    load = lora_from_peft if kind == "LORA" else prompt_from_peft
-    return load(model, config, tensors, str(directory))
+    return readers[kind](model, config, tensors, str(directory))
 
 
 def check_base(model: nn.Module, record: dict, directory: Path) -> None:
