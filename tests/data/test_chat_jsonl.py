@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chat_models import tiny_chat_model
+from chat_models import TINY_RUN, tiny_chat_model
 from lmlab.data.chat_jsonl import read_chat_jsonl, read_preference_jsonl
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
@@ -15,6 +15,7 @@ from lmlab.objectives.sft import sft_batch
 from lmlab.targets import IGNORE_INDEX
 from lmlab.training.preference import pair_chats
 from lmlab.training.preference_data import ranking_pairs
+from lmlab.training.rewards import prompts_and_replies
 
 SYSTEM = {"role": "system", "content": "Answer with a number."}
 USER = {"role": "user", "content": "What is 3 + 4?"}
@@ -70,6 +71,12 @@ def tokenizer(tmp_path_factory):
 def test_each_sft_format_reads_as_its_chat(tmp_path, form):
     row, chat = SFT_ROWS[form]
     assert read_chat_jsonl(write_rows(tmp_path / "chats.jsonl", row)) == [chat]
+
+
+def test_prompt_only_rows_are_ppos_prompts(tmp_path):
+    path = write_rows(tmp_path / "prompts.jsonl", {"prompt": "What is 3 + 4?"}, {"prompt": [SYSTEM, USER]},
+                      {"prompt": [USER], "completion": [REPLY]})
+    assert prompts_and_replies(str(path), TINY_RUN) == [([USER], None), ([SYSTEM, USER], None), ([USER], "7")]
 
 
 @pytest.mark.parametrize("form", list(PREFERENCE_ROWS))
