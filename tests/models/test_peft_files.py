@@ -151,7 +151,10 @@ def test_prefix_tuning_maps_to_peft_both_ways_on_rope(name, tmp_path):
     with torch.no_grad():
         tuned.prompt_encoder.default.embedding.weight.normal_()
     tuned.save_pretrained(tmp_path / "q")
-    assert (load_peft(pair(name)[0], tmp_path / "q")(x) - tuned(x).logits).abs().max() < 1e-4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # peft passes the prefix as past_key_values, which transformers renames
+        expected = tuned(x).logits
+    assert (load_peft(pair(name)[0], tmp_path / "q")(x) - expected).abs().max() < 1e-4
     gpt2, _ = pair("gpt2")
     with pytest.raises(LmlabError, match="cannot write the adapter in peft's format: with learned positions"):
         save_peft(apply_prefix(gpt2, 3), tmp_path / "g", "prefix", {}, base_fingerprint(gpt2), peft_format=True)

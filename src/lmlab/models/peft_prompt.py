@@ -77,7 +77,8 @@ def rotated(model: nn.Module, keys: torch.Tensor, by: int) -> torch.Tensor:
     """keys (H_kv, P, D) rotated by `by` positions (negative: back)."""
     n = abs(by)
     sign = 1 if by >= 0 else -1
-    return apply_rotary(keys[None], (model.rotary.cos[n], sign * model.rotary.sin[n]))[0]
+    cos, sin = model.rotary.cos[n], model.rotary.sin[n]  # (D,)
+    return apply_rotary(keys.to(cos.device, cos.dtype)[None], (cos, sign * sin))[0]
 
 
 def prefix_to_peft(model: nn.Module, base_name: str | None) -> tuple[dict, dict[str, torch.Tensor]]:
