@@ -115,6 +115,14 @@ def test_what_cannot_be_exported_is_one_line_and_nothing_is_written(decoder_dir,
     assert not list(tmp_path.iterdir())
 
 
+def test_lmlabs_quantized_weights_are_refused(base_dir, tmp_path, capsys):
+    assert run_lmlab("quantize", "--model", base_dir, "--to", "int8", "--out", tmp_path / "int8") == 0
+    capsys.readouterr()
+    assert run_lmlab("export", "--model", tmp_path / "int8", "--to", "gguf", "--out", tmp_path / "q.gguf") == 2
+    one_line_error(capsys, "int8 / int4 weights", "--dtype q8_0")
+    assert not (tmp_path / "q.gguf").exists()
+
+
 def test_an_out_directory_lmlab_did_not_write_is_refused(base_dir, tmp_path, capsys):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
