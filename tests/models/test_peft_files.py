@@ -65,6 +65,9 @@ def test_lora_written_by_lmlab_loads_in_peft_with_the_same_logits(name, tmp_path
     config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
     assert (config["peft_type"], config["r"], config["lora_alpha"], config["bias"]) == ("LORA", 3, 5.0, "none")
     assert config["base_model_name_or_path"] == "tiny-base"
+    save_peft(ours, tmp_path / "z", "lora", {}, fingerprint, "smollm2-135m-instruct-hf")  # a zoo name: its hub repo
+    config = json.loads((tmp_path / "z" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert json.loads((tmp_path / "a" / "lmlab_adapter.json").read_text())["base_model"] == fingerprint
     assert (peft_logits(reference, tmp_path / "a") - ours(x)).abs().max() < 1e-4
 

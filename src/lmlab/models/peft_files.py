@@ -30,6 +30,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.json_file import read_json_object
 from lmlab.io.weight_checks import check_finite, safetensors_header
+from lmlab.io.zoo import ZOO, HubSource
 from lmlab.models.peft_lora import lora_from_peft, lora_to_peft
 from lmlab.models.peft_prompt import (
     prefix_from_peft,
@@ -99,7 +100,7 @@ def save_peft(model: nn.Module, directory: str | os.PathLike, method: str, setti
         tensors = {name: p.detach().cpu().contiguous() for name, p in peft_parameters(model).items()}
         files = {SETTINGS_FILE: record}
     else:
-        config, tensors = PEFT_FORMS[method][2](model, base_name)
+        config, tensors = PEFT_FORMS[method][2](model, hub_name(base_name))
         files = {CONFIG_FILE: config, LMLAB_FILE: record}
     with atomic_path(directory) as tmp:
         tmp.mkdir()
@@ -107,6 +108,13 @@ def save_peft(model: nn.Module, directory: str | os.PathLike, method: str, setti
         for name, content in files.items():
             (tmp / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
     return directory
+
+
+def hub_name(base_name: str | None) -> str | None:
+    """What peft's config names as the base: a zoo model's Hugging Face repo (which transformers loads), or the
+    name or path as given."""
+    source = ZOO[base_name].source if base_name in ZOO else None
+    return source.repo_id if isinstance(source, HubSource) else base_name
 
 
 def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
