@@ -11,6 +11,10 @@ from lmlab.tokenizers.text import TextTokenizer
 LLAMA3 = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
           "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
           "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+SMOLLM2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+           "{{ '<|im_start|>system\\nYou are SmolLM<|im_end|>\\n' }}{% endif %}"
+           "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 ALTERNATING = "{% for m in messages %}{% if loop.index0 % 2 == 0 %}A: {% endif %}{{ m['content'] }}{% endfor %}"
 
 
@@ -21,12 +25,18 @@ def tokenizer(template: str) -> TextTokenizer:
 
 
 def test_a_fixed_wrap_per_message_becomes_a_go_template():
-    template = go_template(tokenizer(LLAMA3))
+    template, system = go_template(tokenizer(LLAMA3))
+    assert system == ""
     assert template == ('<|bos|>{{ range .Messages }}{{ if eq .Role "system" }}<|start_header_id|>system'
                         '<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ else if eq .Role "user" }}<|start_header_id|>'
                         'user<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ else if eq .Role "assistant" }}'
                         '<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ end }}{{ end }}'
                         '<|start_header_id|>assistant<|end_header_id|>\n\n')
+
+
+def test_a_default_system_message_becomes_the_modelfiles_system():
+    text, has_template = modelfile(tokenizer(SMOLLM2), "m.gguf")
+    assert has_template and '{{ end }}{{ end }}<|im_start|>assistant\n"""\nSYSTEM """You are SmolLM"""\n' in text
 
 
 def test_a_template_with_more_logic_gets_no_template_line_but_its_stops():

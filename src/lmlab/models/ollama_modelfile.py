@@ -18,17 +18,20 @@ from lmlab.tokenizers.text import TextTokenizer
 
 ROLES = ("system", "user", "assistant")
 MARK = "\x07{}\x07"  # a message's content while the template is taken apart: text no template adds itself
+SLOT = "\x00"  # where a message's content goes in its role's wrap
 
 
 def modelfile(tokenizer: TextTokenizer, gguf_name: str) -> tuple[str, bool]:
     """(the Modelfile's text for the GGUF file named `gguf_name` beside it, whether it holds a TEMPLATE)."""
-    template = go_template(tokenizer)
+    translated = go_template(tokenizer)
     token = tokenizer.backend.id_to_token
     lines = [f"FROM ./{gguf_name}"]
-    if template is not None:
+    if translated is not None:
+        template, system = translated
         lines.append(f'TEMPLATE """{template}"""')
+        lines += [f'SYSTEM """{system}"""'] if system else []
     lines += [f"PARAMETER stop {_quoted(token(i))}" for i in tokenizer.stop_ids]
-    return "\n".join(lines) + "\n", template is not None
+    return "\n".join(lines) + "\n", translated is not None
 
 
 def write_modelfile(tokenizer: TextTokenizer, gguf_path: Path) -> tuple[Path, bool]:
@@ -39,42 +42,61 @@ def write_modelfile(tokenizer: TextTokenizer, gguf_path: Path) -> tuple[Path, bo
     return path, has_template
 
 
-def go_template(tokenizer: TextTokenizer) -> str | None:
-    """The chat template as an Ollama Go template, or None where it is not a fixed wrap per message."""
+def go_template(tokenizer: TextTokenizer) -> tuple[str, str] | None:
+    """(the chat template as an Ollama Go template, the system message it puts first when a chat has none, or
+    ""); None where the template is not a fixed wrap per message."""
     if tokenizer.chat_template is None:
         return None
     specials = {f"{role}_token": tokenizer.backend.id_to_token(i) for role, i in
                 (("bos", tokenizer.bos_id), ("eos", tokenizer.eos_id)) if i is not None}
 
-    def render(messages: list[dict], opening: bool) -> str:
+    def render(messages: list[dict], opening: bool = False) -> str:
         return render_chat(tokenizer.chat_template, messages, opening, **specials)
 
     try:
-        head = render([], False)
-        wraps = {role: _wrap(render([{"role": role, "content": MARK.format(role)}], False), head, role)
-                 for role in ROLES}
-        user = render([{"role": "user", "content": MARK.format("user")}], True)
-        opening = user.removeprefix(head + wraps["user"].replace("\x00", MARK.format("user")))
-        chat = [{"role": role, "content": f"{role} says {i}"} for i, role in enumerate((*ROLES, "user"))]
-        expected = head + "".join(wraps[m["role"]].replace("\x00", m["content"]) for m in chat) + opening
-        if render(chat, True) != expected:
-            return None
+        head, wraps, system, opening = _parts(render)
+        for chat in ([{"role": role, "content": f"{role} says {i}"} for i, role in enumerate((*ROLES, "user"))],
+                     [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]):
+            shown = chat if chat[0]["role"] == "system" or not system else [{"role": "system", "content": system}, *chat]
+            if render(chat, True) != head + "".join(wraps[m["role"]].replace(SLOT, m["content"]) for m in shown) + opening:
+                return None
     except (LmlabError, ValueError):
         return None
-    pieces = [head, opening, *(p for wrap in wraps.values() for p in wrap.split("\x00"))]
+    pieces = [head, opening, system, *(p for wrap in wraps.values() for p in wrap.split(SLOT))]
     if any("{{" in p or "}}" in p or '"""' in p for p in pieces):
         return None
     branches = "".join(f'{{{{ {"if" if i == 0 else "else if"} eq .Role "{role}" }}}}'
-                       + wraps[role].replace("\x00", "{{ .Content }}") for i, role in enumerate(ROLES))
-    return f"{head}{{{{ range .Messages }}}}{branches}{{{{ end }}}}{{{{ end }}}}{opening}"
+                       + wraps[role].replace(SLOT, "{{ .Content }}") for i, role in enumerate(ROLES))
+    return f"{head}{{{{ range .Messages }}}}{branches}{{{{ end }}}}{{{{ end }}}}{opening}", system
 
 
-def _wrap(rendered: str, head: str, role: str) -> str:
-    """A role's texts around a message, with "\\x00" where the content goes."""
+def _parts(render) -> tuple[str, dict[str, str], str, str]:
+    """(the text before the chat, each role's texts around a message with SLOT for its content, the system message
+    put first when a chat has none, the assistant's opening), found by rendering marked messages."""
+    head = render([])
+    system = {"role": "system", "content": MARK.format("system")}
+    wraps = {"system": _after(render([system]), head, "system")}
+    before = head + wraps["system"].replace(SLOT, system["content"])
+    for role in ROLES[1:]:
+        wraps[role] = _after(render([system, {"role": role, "content": MARK.format(role)}]), before, role)
+    user = {"role": "user", "content": MARK.format("user")}
+    alone = _after(render([user]), head, "user")
+    default = alone.removesuffix(wraps["user"])  # what the template puts before a chat without a system message
+    pre, post = wraps["system"].split(SLOT)
+    if len(alone) == len(default) or (default and not (default.startswith(pre) and default.endswith(post))):
+        raise ValueError("user")
+    prompt, closed = render([user], True), head + alone.replace(SLOT, user["content"])
+    if not prompt.startswith(closed):
+        raise ValueError("opening")
+    return head, wraps, default[len(pre):len(default) - len(post)] if default else "", prompt[len(closed):]
+
+
+def _after(rendered: str, before: str, role: str) -> str:
+    """What `rendered` adds after `before`, with SLOT where the role's marked content is."""
     mark = MARK.format(role)
-    if not rendered.startswith(head) or rendered.count(mark) != 1:
+    if not rendered.startswith(before) or rendered.count(mark) != before.count(mark) + 1:
         raise ValueError(role)
-    return rendered[len(head):].replace(mark, "\x00")
+    return rendered[len(before):].replace(mark, SLOT)
 
 
 def _quoted(text: str) -> str:
