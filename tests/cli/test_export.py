@@ -95,10 +95,23 @@ def test_the_lora_adapter_runs_in_llama_cpp_on_the_base_gguf(base_dir, lora_run,
     torch.testing.assert_close(theirs, logits(tuned(base_dir))[0], atol=1e-4, rtol=0)
 
 
+@pytest.mark.parity
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # peft's call
+def test_peft_loads_the_exported_adapter_with_lmlabs_logits(base_dir, lora_run, tmp_path):
+    peft, transformers = pytest.importorskip("peft"), pytest.importorskip("transformers")
+    assert run_lmlab("export", "--model", lora_run, "--to", "peft", "--out", tmp_path / "peft") == 0
+    base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, attn_implementation="eager")
+    reference = peft.PeftModel.from_pretrained(base, tmp_path / "peft").eval()
+    with torch.no_grad():
+        theirs = reference(IDS % 300).logits
+    torch.testing.assert_close(theirs, logits(tuned(base_dir)), atol=1e-4, rtol=0)
+
+
 def test_hf_and_peft_exports_give_the_runs_logits(base_dir, lora_run, tmp_path):
     assert run_lmlab("export", "--model", lora_run, "--to", "hf", "--out", tmp_path / "hf") == 0
     torch.testing.assert_close(logits(lmlab.load(tmp_path / "hf")[0]), logits(tuned(base_dir)), atol=1e-5, rtol=0)
     assert run_lmlab("export", "--model", lora_run, "--to", "peft", "--out", tmp_path / "peft") == 0
+    assert json.loads((tmp_path / "peft" / "adapter_config.json").read_text())["peft_type"] == "LORA"
     adapted = load_peft(lmlab.load(base_dir)[0], tmp_path / "peft").eval()
     torch.testing.assert_close(logits(adapted), logits(tuned(base_dir)), atol=1e-6, rtol=0)
 

@@ -62,8 +62,9 @@ def run(args) -> None:
     if args.to == "peft":
         model, run_settings = adapter_run(source, "--to peft")
         save_peft(model, out, run_settings["peft_method"], run_settings["peft_settings"],
-                  run_settings["base_fingerprint"])
-        print(f"wrote {out}: the adapter of {args.model} for its base model {run_settings['base_model']}")
+                  run_settings["base_fingerprint"], run_settings["base_model"], peft_format=True)
+        print(f"wrote {out}: the adapter of {args.model} in peft's format, for its base model "
+              f"{run_settings['base_model']} (peft.PeftModel.from_pretrained, lmlab --adapter {out})")
     elif args.lora_adapter:
         model, run_settings = adapter_run(source, "--lora-adapter")
         save_gguf_lora(model, out)
