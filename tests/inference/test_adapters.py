@@ -13,7 +13,6 @@ import transformers
 
 from chat_models import tiny_chat_model
 from lmlab.cli.main import main
-from lmlab.cli.serve import load_served
 from lmlab.errors import LmlabError
 from lmlab.generation.config import GenerationConfig
 from lmlab.inference.adapters import attach_adapters
@@ -235,7 +234,7 @@ def test_a_prefix_or_prompt_run_is_served_alone_with_model_run_dir(files, tmp_pa
     base, _ = files
     save_adapter(base, tmp_path / "run" / "adapter", method, 0, **settings)
     (tmp_path / "run" / "run.json").write_text(json.dumps({"base_model": str(base)}))
-    model, tokenizer = load_served(str(tmp_path / "run"), None)
+    model, tokenizer = load(str(tmp_path / "run"))
     prompt = tokenizer.encode("1+2")
     expected = greedy_logprobs(model, prompt, 6)
     with Engine(model, tokenizer, slots=2) as engine:  # its decoding steps run on the model's decoding view

@@ -15,7 +15,7 @@ from lmlab.models.load import load, zoo_or_path
 from lmlab.models.ollama_modelfile import write_modelfile
 from lmlab.models.peft_files import load_peft, save_peft
 from lmlab.models.quantized_files import is_quantized_dir
-from lmlab.models.tuned_files import load_tuned, save_model_dir
+from lmlab.models.tuned_files import save_model_dir
 from lmlab.modules.peft.core import peft_modules
 from lmlab.modules.peft.lora import LoRALinear, merge_lora
 
@@ -107,7 +107,7 @@ def merged(source: Path):
     if is_quantized_dir(source) or is_quantized_dir(source / "model"):
         raise LmlabError(f"'{source}' holds lmlab's int8 / int4 weights, which are not GGUF's or transformers' blocks; "
                          "export the float model they came from (--to gguf --dtype q8_0 or q4_0 quantizes)")
-    model, tokenizer = load_tuned(source) if (source / "adapter").is_dir() else load(source)
+    model, tokenizer = load(source)  # a post-training run: its merged model, or its base with the adapter
     others = {type(m).__name__ for m in peft_modules(model) if not isinstance(m, LoRALinear)}
     if others:
         raise LmlabError(f"'{source}' holds a {others.pop()} adapter, which no weights can hold; export it --to peft")

@@ -10,7 +10,6 @@ from pathlib import Path
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.models.load import load, load_encoder
-from lmlab.models.tuned_files import load_tuned
 from lmlab.modules.transformer import TransformerDecoder
 
 MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
@@ -78,7 +77,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
 
-    model, tokenizer = load_served(args.model, args.dtype)
+    model, tokenizer = load(args.model, args.dtype)
     say_gguf_kernels(args.model, args.dtype, model)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "
@@ -108,12 +107,6 @@ def serve(args, listener: socket.socket) -> None:
         pass
     finally:
         engine.close()
-
-
-def load_served(name: str, dtype: str | None):
-    """(model, tokenizer) of `--model`: what `lmlab.load` reads, or a post-training run directory (its merged
-    model, or its base with the adapter loaded: a prefix, prompt or bottleneck adapter is served this way)."""
-    return load_tuned(name, dtype) if Path(name, "run.json").is_file() else load(name, dtype)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -15,6 +15,7 @@ from lmlab.models.decoder_files import load_hf_dir
 from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.models.family import LOAD, Family
 from lmlab.models.llama.gguf_file import load_gguf
+from lmlab.models.peft_files import load_peft
 from lmlab.models.quantize import MODES, dequantize_model, quantize_model
 from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
 from lmlab.models.stateful import StatefulLM
@@ -30,7 +31,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4":
 def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32
          ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
-    directory (its model/), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
+    directory (its model/, or for a post-training run that saved only its adapter, its base model with the
+    adapter loaded), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
     window or RNN model (`lmlab train --arch`). A zoo model must be downloaded first (`lmlab download NAME`).
 
     `dtype`: None (fp32, or a quantized directory as saved), a torch float dtype, or one of "fp32", "bf16",
@@ -46,6 +48,8 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
         return load_gguf(path, dtype or torch.float32)
     if (path / "model" / "config.json").is_file():
         path = path / "model"
+    elif (path / "adapter").is_dir() and (path / "run.json").is_file():
+        return _adapter_run(path, dtype)
     if not path.exists():
         raise LmlabError(f"model '{name_or_path}' not found; pass a .gguf file, a model directory (config.json + "
                          f"model.safetensors), an lmlab run directory, or a zoo name: {', '.join(zoo.ZOO)}")
@@ -70,6 +74,17 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     tokenizer = TextTokenizer.from_dir(path)
     _check_tokenizer_fits(tokenizer.vocab_size, model.config.vocab_size, path)
     return model, tokenizer
+
+
+def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:
+    """A post-training run that saved only its adapter (no merged model: prefix, prompt or bottleneck
+    tuning, or LoRA on a tied head): the base model its run.json names, with the adapter loaded onto it
+    (PEFT modules in place; fp32, the weights it was trained on)."""
+    if dtype not in (None, torch.float32, "fp32"):
+        raise LmlabError(f"'{run}' holds an adapter without a merged model, which runs on its fp32 base model; "
+                         "drop --dtype (a LoRA run's merged model takes any)")
+    model, tokenizer = load(read_json_object(run / "run.json", "finish the run with --resume")["base_model"])
+    return load_peft(model, run / "adapter"), tokenizer
 
 
 def checked_dtype(dtype: torch.dtype | str | None) -> torch.dtype | str | None:

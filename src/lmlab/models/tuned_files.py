@@ -7,7 +7,6 @@ adapter (for LoRA also the model with it merged), and a reward model's scalar he
     out/reward_head.safetensors   a reward model's head (`lmlab reward`)
 """
 
-import json
 import os
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from lmlab.io.atomic import atomic_path
 from lmlab.models.decoder_files import save_hf_dir
 from lmlab.models.head_files import read_head_state
 from lmlab.models.load import load
-from lmlab.models.peft_files import load_peft, save_peft
+from lmlab.models.peft_files import save_peft
 from lmlab.modules.peft import merge_lora
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.text import TextTokenizer
@@ -62,15 +61,9 @@ def load_tuned(out: str | os.PathLike, dtype: str | None = None) -> tuple[Transf
     `dtype`, `lmlab.load`'s), else the base model named in its run.json with the adapter loaded (PEFT
     modules stay in place; fp32 only, the adapter was trained on the fp32 base)."""
     out = Path(out)
-    if (out / "model" / "config.json").is_file():
-        return load(out, dtype)
-    if not (out / "adapter").is_dir() or not (out / "run.json").is_file():
+    if not (out / "model" / "config.json").is_file() and not (out / "adapter").is_dir():
         raise LmlabError(f"'{out}' holds no finished fine-tuning run (no model/ or adapter/); finish it with --resume")
-    if dtype not in (None, "fp32"):
-        raise LmlabError(f"'{out}' holds an adapter without a merged model, which runs on its fp32 base model; "
-                         "drop --dtype (a LoRA run's merged model takes any)")
-    model, tokenizer = load(json.loads((out / "run.json").read_text())["base_model"])
-    return load_peft(model, out / "adapter"), tokenizer
+    return load(out, dtype)
 
 
 def save_reward_head(reward_model: RewardModel, out: Path) -> Path:

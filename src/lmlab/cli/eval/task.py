@@ -2,7 +2,6 @@
 task's program), and how far it moved from a reference model."""
 
 import json
-from pathlib import Path
 
 import torch
 
@@ -11,7 +10,6 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
-from lmlab.models.tuned_files import load_tuned
 from lmlab.training.task_score import kl_to_reference, task_score
 
 MAX_QUESTIONS = 100_000  # each is a greedy reply: more would run for days
@@ -42,23 +40,17 @@ def run_task(args) -> None:
         raise LmlabError(f"--questions {args.questions} is more than lmlab supports (at most {MAX_QUESTIONS:,})")
     if not 0 <= args.max_operand <= MAX_OPERAND:
         raise LmlabError(f"--max-operand {args.max_operand} must be between 0 and {MAX_OPERAND:,}")
-    model, tokenizer = _load_any(args.model, args.dtype)
+    model, tokenizer = load(args.model, args.dtype)
     model = with_adapter(model, args.adapter, args.dtype)
     prompts = task_prompts(args.questions, args.seed, args.max_operand)
     with torch.no_grad():
         score = task_score(model.eval(), tokenizer, prompts)
     result = {"questions": len(prompts), "reward": score["task_reward"], "accuracy": score["task_accuracy"]}
     if args.reference:
-        reference = _load_any(args.reference, args.dtype)[0].eval()
+        reference = load(args.reference, args.dtype)[0].eval()
         result["kl_to_reference"] = kl_to_reference(model, reference, tokenizer, prompts, seed=args.seed)
     if args.json:
         print(json.dumps(result))
         return
     kl = f"; KL to the reference {result['kl_to_reference']:.3f} nats per reply" if args.reference else ""
     print(f"task reward {result['reward']:.3f}, accuracy {result['accuracy']:.1%} over {len(prompts)} questions{kl}")
-
-
-def _load_any(name: str, dtype: str | None):
-    """A zoo name, model directory or run directory (a post-training run: its merged model, or base + adapter),
-    loaded as `dtype` (None: as stored)."""
-    return load_tuned(name, dtype) if Path(name, "run.json").is_file() else load(name, dtype)
