@@ -35,7 +35,7 @@ VOCABULARY = {
     "--batch-size": "examples per batch",
     "--limit": "use only the first N examples",
     "--eval": "the evaluation data, besides --data",
-    "--adapter": "a trained adapter to continue from",
+    "--adapter": "a trained adapter (lmlab's or peft's) applied to --model, or continued from by sft and dpo",
     "--arch": "the kind of model to train",
     # Decoding (generate, chat, seq2seq, eval).
     "--max-new-tokens": "tokens to generate at most",
