@@ -110,3 +110,22 @@ def assert_same_choices_but_ties(model, reference, ids: list[int], start: int):
     margin = theirs.gather(-1, expected[:, None]) - theirs.gather(-1, picked[:, None])  # (T, 1)
     tolerance = 2 * (ours - theirs).abs().amax(-1, keepdim=True)
     assert ((picked == expected)[:, None] | (margin <= tolerance)).all(), (picked, expected)
+
+
+def llama_cpp_greedy(path: Path, prompt: list[int], n: int) -> tuple[list[int], torch.Tensor]:
+    """llama.cpp's `n` greedy tokens after `prompt` (its KV cache in fp32) and its logits along the way,
+    (n, V)."""
+    llama_cpp = llama_cpp_module()
+    f32 = llama_cpp.GGML_TYPE_F32
+    reference = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=1, type_k=f32,
+                                type_v=f32)
+    try:
+        tokens = list(prompt)
+        reference.eval(tokens)
+        for _ in range(n):
+            tokens.append(int(reference.scores[reference.n_tokens - 1].argmax()))
+            reference.eval(tokens[-1:])
+        scores = torch.from_numpy(reference.scores[len(prompt) - 1:reference.n_tokens - 1].copy())
+        return tokens[len(prompt):], scores
+    finally:
+        reference.close()

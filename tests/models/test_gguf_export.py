@@ -7,6 +7,7 @@ import torch
 
 import lmlab
 from gguf_files import CHATML, IDS, TEXTS
+from gguf_reference import llama_cpp_greedy
 from llama_cpp_converter import llama_cpp as llama_cpp_module
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import generate
@@ -62,25 +63,6 @@ def written(tmp_path_factory):
     return source, tok, {dtype: save_gguf(source, tok, root / f"tiny-{dtype}.gguf", dtype) for dtype in ("f16", "q8_0")}
 
 
-def llama_cpp_greedy(path, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
-    """llama.cpp's greedy tokens after `prompt` (its KV cache in fp32) and its logits along the way,
-    (NEW_TOKENS, V)."""
-    llama_cpp = llama_cpp_module()
-    f32 = llama_cpp.GGML_TYPE_F32
-    reference = llama_cpp.Llama(str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=1, type_k=f32,
-                                type_v=f32)
-    try:
-        tokens = list(prompt)
-        reference.eval(tokens)
-        for _ in range(NEW_TOKENS):
-            tokens.append(int(reference.scores[reference.n_tokens - 1].argmax()))
-            reference.eval(tokens[-1:])
-        scores = torch.from_numpy(reference.scores[len(prompt) - 1:reference.n_tokens - 1].copy())
-        return tokens[len(prompt):], scores
-    finally:
-        reference.close()
-
-
 @pytest.mark.parity
 def test_llama_cpp_reads_the_tokenizer_and_decodes_lmlabs_greedy_tokens_from_f16(written):
     source, tok, files = written
@@ -92,7 +74,7 @@ def test_llama_cpp_reads_the_tokenizer_and_decodes_lmlabs_greedy_tokens_from_f16
     reader.close()
     for text in HELD_OUT:
         prompt = tok.encode(text)
-        assert llama_cpp_greedy(files["f16"], prompt)[0] == generate(source, prompt, NEW_TOKENS)
+        assert llama_cpp_greedy(files["f16"], prompt, NEW_TOKENS)[0] == generate(source, prompt, NEW_TOKENS)
 
 
 @pytest.mark.parity
@@ -104,7 +86,7 @@ def test_a_q8_0_file_decodes_in_llama_cpp_as_lmlab_runs_it(written):
     in_q8, _ = lmlab.load(files["q8_0"])
     for text in HELD_OUT:
         prompt = tok.encode(text)
-        theirs, their_logits = llama_cpp_greedy(files["q8_0"], prompt)
+        theirs, their_logits = llama_cpp_greedy(files["q8_0"], prompt, NEW_TOKENS)
         ours = generate(in_q8, prompt, NEW_TOKENS)
         with torch.no_grad():
             logits = in_q8(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (NEW_TOKENS, V)
@@ -134,8 +116,3 @@ def test_a_family_without_a_gguf_form_is_refused_and_nothing_is_written(tmp_path
         save_gguf(build_decoder(preset("gpt2-tiny", vocab_size=VOCAB)), tokenizer(), tmp_path / "m.gguf")
     assert not list(tmp_path.iterdir())
 
-
-def test_q4_k_is_refused_naming_what_gguf_py_can_write(tmp_path):
-    with pytest.raises(LmlabError, match="q4_0 or q8_0"):
-        save_gguf(model(), tokenizer(), tmp_path / "m.gguf", "q4_k")
-    assert not list(tmp_path.iterdir())

@@ -9,7 +9,7 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_dir_output, check_file_output
-from lmlab.models.gguf_export import DTYPES, NOT_QUANTIZED, checked_dtype, save_gguf
+from lmlab.models.gguf_export import DTYPES, checked_dtype, save_gguf
 from lmlab.models.gguf_lora import save_gguf_lora
 from lmlab.models.load import load, zoo_or_path
 from lmlab.models.ollama_modelfile import write_modelfile
@@ -20,7 +20,6 @@ from lmlab.modules.peft.core import peft_modules
 from lmlab.modules.peft.lora import LoRALinear, merge_lora
 
 FORMATS = ("hf", "gguf", "peft")
-GGUF_DTYPES = (*DTYPES, *NOT_QUANTIZED)
 
 
 def add_parser(subparsers) -> None:
@@ -41,9 +40,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="run directory, model directory, .gguf file or zoo name")
     p.add_argument("--to", required=True, choices=FORMATS, help="hf (transformers), gguf (llama.cpp, Ollama) or peft")
     p.add_argument("--out", required=True, help="the directory (hf, peft) or .gguf file to write")
-    p.add_argument("--dtype", choices=GGUF_DTYPES,
-                   help="gguf: the matrices' type (default f16; vectors stay f32); q4_k is refused: gguf-py has no "
-                        "Q4_K quantizer")
+    p.add_argument("--dtype", choices=tuple(DTYPES),
+                   help="gguf: the matrices' type (default f16; vectors stay f32; q4_k: rows of whole 256-blocks, "
+                        "others f16)")
     lora = p.add_mutually_exclusive_group()
     lora.add_argument("--merge-lora", action="store_true", help="fold a LoRA run's adapter into the weights (default)")
     lora.add_argument("--lora-adapter", action="store_true",

@@ -9,8 +9,9 @@ compute another model, so it is refused in one line instead.
 
 Writing and quantizing are gguf-py's (`GGUFWriter`, `gguf.quants.quantize`), the library llama.cpp's own
 converter uses. gguf-py quantizes Q8_0 and Q4_0 but has no Q4_K quantizer (it only dequantizes the k-quants):
-`q4_k` is refused with the ways to get one. As in llama.cpp's converter, vectors (norms, biases, RoPE
-factors) stay F32, and a matrix whose rows are no whole number of quantization blocks is stored F16.
+Q4_K is `models/gguf_q4_k.py`'s, llama.cpp's reference quantizer in numpy. As in llama.cpp's converter,
+vectors (norms, biases, RoPE factors) stay F32, and a matrix whose rows are no whole number of quantization
+blocks (32 numbers; 256 for Q4_K) is stored F16.
 """
 
 import math
@@ -26,6 +27,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.models import registry
 from lmlab.models.decoder_files import differences
+from lmlab.models.gguf_q4_k import quantize_q4_k
 from lmlab.models.llama.gguf import to_gguf
 from lmlab.models.llama.rope_freqs import llama3_factors
 from lmlab.modules.transformer import TransformerDecoder
@@ -33,10 +35,8 @@ from lmlab.tokenizers.gguf_write import gguf_vocabulary, metadata
 from lmlab.tokenizers.text import TextTokenizer
 
 # --dtype -> the GGUF type of the matrices; llama.cpp's general.file_type of that choice
-DTYPES = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0}
-FILE_TYPES = {Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.BF16: 32}  # llama.cpp's LLAMA_FTYPE_ALL_F32, …
-NOT_QUANTIZED = {"q4_k": "gguf-py has no Q4_K quantizer; use --dtype q4_0 or q8_0, or write --dtype f16 and run "
-                         "llama.cpp's `llama-quantize FILE OUT Q4_K_M`"}
+DTYPES = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_k": Q.Q4_K}
+FILE_TYPES = {Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 14, Q.BF16: 32}  # LLAMA_FTYPE_ALL_F32, …, MOSTLY_Q4_K_S
 LLAMA3_FIELDS = {"rope_original_context", "rope_low_freq_factor", "rope_high_freq_factor"}
 
 
@@ -62,7 +62,8 @@ def save_gguf(model: TransformerDecoder, tokenizer: TextTokenizer, path: str | P
         for tensor_name, tensor in tensors.items():
             values = tensor.numpy()
             stored = tensor_type(values.shape, qtype)
-            writer.add_tensor(tensor_name, gguf.quants.quantize(values, stored), raw_dtype=stored)
+            blocks = quantize_q4_k(values) if stored == Q.Q4_K else gguf.quants.quantize(values, stored)
+            writer.add_tensor(tensor_name, blocks, raw_dtype=stored)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
@@ -71,9 +72,7 @@ def save_gguf(model: TransformerDecoder, tokenizer: TextTokenizer, path: str | P
 
 
 def checked_dtype(dtype: str) -> Q:
-    """The GGUF type of `--dtype dtype`; a type gguf-py cannot write is one line naming the others."""
-    if dtype in NOT_QUANTIZED:
-        raise LmlabError(f"--dtype {dtype}: {NOT_QUANTIZED[dtype]}")
+    """The GGUF type of `--dtype dtype`; another is one line naming the types lmlab writes."""
     if dtype not in DTYPES:
         raise LmlabError(f"--dtype {dtype} is not a GGUF type lmlab writes; choose one of {', '.join(DTYPES)}")
     return DTYPES[dtype]
