@@ -87,6 +87,23 @@ def test_llama_cpp_encodes_the_sentencepiece_vocabulary_as_lmlab_does(llama_spm)
 
 
 @pytest.mark.parity
+@pytest.mark.parametrize("overrides", [
+    {"user_defined_symbols": ["<tag>", "<end_of_turn>"], "control_symbols": ["<ctl>"]},  # Gemma's kinds of tokens
+    {"add_dummy_prefix": False},  # no space before the text (tokenizer.ggml.add_space_prefix false)
+])
+def test_llama_cpp_encodes_sentencepiece_settings_as_lmlab_does(tmp_path, overrides):
+    tok = sentencepiece_tokenizer(tmp_path, **overrides)
+    cfg = preset("llama-tiny", vocab_size=tok.vocab_size, n_layers=1, n_heads=4, n_kv_heads=2, d_model=64, d_ff=96)
+    path = save_gguf(build_decoder(cfg), tok, tmp_path / "tiny.gguf", "f32")
+    reader = llama_cpp_module().Llama(str(path), verbose=False, vocab_only=True)
+    try:
+        for text in [*HELD_OUT, "Hello<tag>world <tag> x<end_of_turn>y<ctl> z</s>"]:
+            assert reader.tokenize(text.encode(), add_bos=False, special=True) == tok.encode(text), text
+    finally:
+        reader.close()
+
+
+@pytest.mark.parity
 def test_llama_cpp_greedy_decodes_lmlabs_tokens_with_the_sentencepiece_vocabulary(llama_spm):
     """f32 weights: llama.cpp's logits are lmlab's within 1e-4, so the tokens agree wherever the top two are
     further apart (a random model's sometimes are not)."""
