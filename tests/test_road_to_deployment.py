@@ -35,6 +35,7 @@ NEW_TOKENS = 48
 
 
 def write_chats(path):
+    """CHATS as a JSONL file, one chat per line."""
     path.write_text("".join(json.dumps({"messages": [{"role": "user", "content": question},
                                                      {"role": "assistant", "content": answer}]}) + "\n"
                             for question, answer in CHATS))
@@ -42,6 +43,7 @@ def write_chats(path):
 
 
 def timed(times: dict, stage: str, step):
+    """`step()`'s result, its wall time recorded as `times[stage]` (seconds)."""
     start = time.perf_counter()
     result = step()
     times[stage] = time.perf_counter() - start
@@ -66,8 +68,9 @@ def assert_llama_cpp_answers_as_lmlab(run, gguf_file, capsys) -> list[str]:
     try:
         for prompt in PROMPTS:
             messages = [{"role": "user", "content": prompt}]
-            ids = tokenizer.encode(chat_prompt(tokenizer, messages))
-            assert chat_api.tokenize(chat_prompt(tokenizer, messages).encode(), add_bos=False, special=True) == ids
+            text = chat_prompt(tokenizer, messages)
+            ids = tokenizer.encode(text)
+            assert chat_api.tokenize(text.encode(), add_bos=False, special=True) == ids
             theirs, ours = llama_cpp_greedy(gguf_file, ids, NEW_TOKENS)[0], greedy(model, ids, NEW_TOKENS)
             assert theirs == ours, prompt
             turn = ours[:next((i for i, t in enumerate(ours) if t in tokenizer.stop_ids), len(ours))]
