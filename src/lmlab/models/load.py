@@ -28,8 +28,8 @@ from tokenizers import Tokenizer
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4": "int4"}  # --dtype -> what it loads
 
 
-def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32
-         ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
+def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32,
+         adapter: str | Path | None = None) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
     directory (its model/, or for a post-training run that saved only its adapter, its base model with the
     adapter loaded), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
@@ -39,7 +39,12 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     "int8", "int4". int8 / int4 give a decoder with quantized linear layers (`models/quantize.py`): a GGUF
     file keeps its quantized blocks where a kernel holds them exactly (Q4 types as int4 with "int4"; Q8_0, Q5_0,
     Q6_K, Q3_K and IQ4 as int8; `quantized_gguf.py`), a float
-    model is quantized after loading (int4 in groups of `group_size`)."""
+    model is quantized after loading (int4 in groups of `group_size`).
+
+    `adapter`: a directory of a PEFT adapter (peft's `save_pretrained` layout or lmlab's) trained on this
+    model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only."""
+    if adapter is not None:
+        return _with_adapter(load(name_or_path, dtype, group_size), adapter, dtype)
     dtype = checked_dtype(dtype)
     path = zoo_or_path(name_or_path)
     if path.is_file():
@@ -74,6 +79,15 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     tokenizer = TextTokenizer.from_dir(path)
     _check_tokenizer_fits(tokenizer.vocab_size, model.config.vocab_size, path)
     return model, tokenizer
+
+
+def _with_adapter(loaded: tuple, adapter: str | Path, dtype) -> tuple[TransformerDecoder, TextTokenizer]:
+    """The loaded (model, tokenizer) with the adapter in directory `adapter` on the model, in eval mode."""
+    if dtype in MODES:
+        raise LmlabError(f"--adapter applies to a float model's linear layers, not to {dtype} weights; drop "
+                         f"--dtype {dtype}, or merge the adapter first (`lmlab export`)")
+    model, tokenizer = loaded
+    return load_peft(model, adapter).eval(), tokenizer
 
 
 def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:

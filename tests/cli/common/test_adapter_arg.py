@@ -61,6 +61,25 @@ def test_eval_perplexity_scores_with_the_adapter(decoder_dir, peft_adapter, tmp_
     assert json.loads(capsys.readouterr().out)["perplexity"] == pytest.approx(expected, rel=1e-5)
 
 
+def test_load_takes_the_adapter_as_load_peft_applies_it(decoder_dir, peft_adapter):
+    model, tokenizer = load(decoder_dir, adapter=peft_adapter)
+    reference = load_peft(load(decoder_dir)[0], peft_adapter).eval()
+    ids = torch.tensor([tokenizer.encode(PROMPT)])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), reference(ids), rtol=0, atol=0)
+        assert not torch.allclose(model(ids), load(decoder_dir)[0].eval()(ids))  # the adapter moves the logits
+
+
+def test_eval_harness_scores_with_the_adapter(decoder_dir, peft_adapter, capsys):
+    pytest.importorskip("lm_eval")
+    results = {}
+    for adapter in ((), ("--adapter", peft_adapter)):
+        assert lmlab("eval", "harness", "--model", decoder_dir, *adapter, "--tasks", "lmlab_text", "--include-path",
+                     "tests/data/harness", "--trust-task-code", "--limit", 2, "--json") == 0
+        results[bool(adapter)] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert results[True]["lmlab_text"] != results[False]["lmlab_text"], results  # the adapter moves the scores
+
+
 def test_an_adapter_of_another_base_or_on_quantized_weights_is_one_line(decoder_dir, peft_adapter, tmp_path,
                                                                         capsys):
     other, _ = load(decoder_dir)

@@ -6,6 +6,7 @@ import logging
 import os
 from pathlib import Path
 
+from lmlab.cli.common.adapter_arg import add_adapter_arg
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
 from lmlab.eval.harness import run_tasks
@@ -20,6 +21,7 @@ def add_parser(subparsers) -> None:
                                               "generation) on a model, offline")
     p.add_argument("--model", required=True, help="zoo name, model directory or file (a decoder)")
     add_dtype_arg(p)
+    add_adapter_arg(p)
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task names, e.g. lmlab_choices,lmlab_text")
     p.add_argument("--include-path", metavar="DIR",
                    help="read task YAMLs from DIR only (default: lm-eval's built-in tasks, whose data must "
@@ -56,7 +58,8 @@ def run_harness(args) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its per-task notes would bury the result
     results = run_tasks(args.model, tasks, args.include_path, args.num_fewshot, args.limit, args.batch_size,
-                        show_progress=True, trust_task_code=args.trust_task_code, dtype=args.dtype)
+                        show_progress=True, trust_task_code=args.trust_task_code, dtype=args.dtype,
+                        adapter=args.adapter)
     if args.json:
         print(json.dumps(results))
         return
