@@ -129,3 +129,20 @@ def llama_cpp_greedy(path: Path, prompt: list[int], n: int) -> tuple[list[int], 
         return tokens[len(prompt):], scores
     finally:
         reference.close()
+
+
+def assert_llama_cpp_decodes_as(model, path: Path, prompt: list[int], n: int) -> None:
+    """llama.cpp running the quantized GGUF file at `path` against lmlab's `model` read from the same file:
+    llama.cpp rounds the activations to 8 bits too (lmlab keeps them in fp32), so their logits agree within a
+    tenth of the logits' range (another layout would be as far off as the range), and their greedy tokens up to
+    and with the first step whose top two logits are closer than twice that gap."""
+    theirs, their_logits = llama_cpp_greedy(path, prompt, n)
+    ours = greedy(model, prompt, n)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (n, V)
+    gap = float((logits - their_logits).abs().max())
+    assert gap < 0.1 * float(logits.abs().max())
+    top2 = logits.topk(2).values
+    close = (top2[:, 0] - top2[:, 1] < 2 * gap).nonzero()
+    agree = int(close[0]) + 1 if len(close) else n
+    assert theirs[:agree] == ours[:agree]

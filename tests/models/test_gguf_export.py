@@ -7,7 +7,7 @@ import torch
 
 import lmlab
 from gguf_files import CHATML, IDS, TEXTS
-from gguf_reference import llama_cpp_greedy
+from gguf_reference import assert_llama_cpp_decodes_as, llama_cpp_greedy
 from llama_cpp_converter import llama_cpp as llama_cpp_module
 from lmlab.errors import LmlabError
 from lmlab.generation.generate import generate
@@ -86,16 +86,7 @@ def test_a_q8_0_file_decodes_in_llama_cpp_as_lmlab_runs_it(written):
     in_q8, _ = lmlab.load(files["q8_0"])
     for text in HELD_OUT:
         prompt = tok.encode(text)
-        theirs, their_logits = llama_cpp_greedy(files["q8_0"], prompt, NEW_TOKENS)
-        ours = generate(in_q8, prompt, NEW_TOKENS)
-        with torch.no_grad():
-            logits = in_q8(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (NEW_TOKENS, V)
-        gap = float((logits - their_logits).abs().max())
-        assert gap < 0.1 * float(logits.abs().max())
-        top2 = logits.topk(2).values
-        close = (top2[:, 0] - top2[:, 1] < 2 * gap).nonzero()
-        agree = int(close[0]) + 1 if len(close) else NEW_TOKENS  # up to and with the first close call
-        assert theirs[:agree] == ours[:agree]
+        assert_llama_cpp_decodes_as(in_q8, files["q8_0"], prompt, NEW_TOKENS)
 
 
 @pytest.mark.parametrize("family", WRITABLE)

@@ -12,8 +12,7 @@ from gguf import GGUFReader
 
 import lmlab
 from gguf_files import TEXTS
-from gguf_reference import llama_cpp_greedy, matrix_types, quantized_by_llama_cpp
-from lmlab.generation.generate import generate
+from gguf_reference import assert_llama_cpp_decodes_as, matrix_types, quantized_by_llama_cpp
 from lmlab.models.decoder import build_decoder
 from lmlab.models.gguf_export import save_gguf, tensor_type
 from lmlab.models.gguf_q4_k import quantize_q4_k
@@ -118,13 +117,4 @@ def test_llama_cpp_decodes_the_q4_k_file_as_lmlab_runs_it(exported):
     in_q4_k, _ = lmlab.load(q4_k)
     for text in PROMPTS:
         prompt = tok.encode(text)
-        theirs, their_logits = llama_cpp_greedy(q4_k, prompt, NEW_TOKENS)
-        ours = generate(in_q4_k, prompt, NEW_TOKENS)
-        with torch.no_grad():
-            logits = in_q4_k(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (NEW_TOKENS, V)
-        gap = float((logits - their_logits).abs().max())
-        assert gap < 0.1 * float(logits.abs().max())
-        top2 = logits.topk(2).values
-        close = (top2[:, 0] - top2[:, 1] < 2 * gap).nonzero()
-        agree = int(close[0]) + 1 if len(close) else NEW_TOKENS  # up to and with the first close call
-        assert theirs[:agree] == ours[:agree]
+        assert_llama_cpp_decodes_as(in_q4_k, q4_k, prompt, NEW_TOKENS)

@@ -64,6 +64,8 @@ PRE_TOKENIZERS = {
     "smollm": _DIGITS_PRE, "starcoder": _DIGITS_PRE, "refact": _DIGITS_PRE, "command-r": _DIGITS_PRE,
 }
 
+BYTE_LEVEL, SENTENCEPIECE = "gpt2", "llama"  # the values of tokenizer.ggml.model lmlab reads and writes
+
 # Control tokens that end a turn or a text in common chat formats: generation stops at any of them.
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                 "<|end_of_text|>")
@@ -74,7 +76,7 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
     SentencePiece vocabulary ("llama"); a malformed vocabulary, merge list or special-token id is one
     LmlabError naming the key."""
     kind = meta.get("tokenizer.ggml.model")
-    if kind not in ("gpt2", "llama"):
+    if kind not in (BYTE_LEVEL, SENTENCEPIECE):
         raise LmlabError(f"GGUF tokenizer type {kind!r} is not supported; lmlab reads byte-level BPE ('gpt2') and "
                          "SentencePiece ('llama') vocabularies")
     tokens = _list_of(meta, "tokenizer.ggml.tokens", str, required=True)
@@ -92,7 +94,7 @@ def tokenizer_from_gguf(meta: dict) -> TextTokenizer:
 
     bos, eos, unk, pad = token_id("bos"), token_id("eos"), token_id("unknown"), token_id("padding")
     named = {i for i in (bos, eos, unk, pad) if i is not None}
-    if kind == "gpt2":
+    if kind == BYTE_LEVEL:
         backend, special = _byte_level_bpe(meta, tokens, types, named)
     else:
         backend, special = _sentencepiece(meta, tokens, types, unk)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.gguf import PRE_TOKENIZERS, PreTokenizer, tokenizer_from_gguf
+from lmlab.tokenizers.gguf import BYTE_LEVEL, PRE_TOKENIZERS, SENTENCEPIECE, PreTokenizer, tokenizer_from_gguf
 from lmlab.tokenizers.sentencepiece_pipeline import BYTE, CONTROL, NORMAL, SPACE, UNKNOWN, USER_DEFINED
 from lmlab.tokenizers.text import TextTokenizer
 from tokenizers import Regex, pre_tokenizers
@@ -38,7 +38,6 @@ PROBES = ("Hello World, it's 2024! I'm won't they'll 12345 and 7.5%", "  two  sp
 ROUND_TRIP_PROBES = (*PROBES, "full-width ＡＢＣ１２３ ﬁne ½ ① ☃ 😀👍🏽 and a literal ▁ mark ▁▁", " ", "")
 SPLIT_ORDER = ("gpt-2", "smollm", "llama-bpe", "qwen2", "tekken", "dbrx")  # tried first: llama.cpp's usual names
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte pieces, <0x00>..<0xFF>
-BYTE_LEVEL, SENTENCEPIECE = "gpt2", "llama"  # tokenizer.ggml.model
 
 
 @dataclass(frozen=True)
