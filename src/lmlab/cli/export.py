@@ -13,7 +13,7 @@ from lmlab.models.gguf_export import DTYPES, checked_dtype, save_gguf
 from lmlab.models.gguf_lora import save_gguf_lora
 from lmlab.models.load import load, zoo_or_path
 from lmlab.models.ollama_modelfile import write_modelfile
-from lmlab.models.peft_files import load_peft, save_peft
+from lmlab.models.peft_files import save_peft
 from lmlab.models.quantized_files import is_quantized_dir
 from lmlab.models.tuned_files import save_model_dir
 from lmlab.modules.peft.core import peft_modules
@@ -28,9 +28,9 @@ def add_parser(subparsers) -> None:
         description="Write a model lmlab reads (run directory, model directory, .gguf file or zoo name) for the "
                     "tools people deploy with: --to hf, a Hugging Face directory transformers loads; --to gguf, one "
                     "GGUF file with the tokenizer, chat template and special ids that llama.cpp, Ollama and LM "
-                    "Studio load (quantized by gguf-py: f32, f16, bf16, q8_0, q4_0); --to peft, a fine-tuning "
-                    "run's adapter in PEFT's format. A LoRA run is merged into the weights (--merge-lora, the "
-                    "default), or with --lora-adapter written alone as llama.cpp's --lora GGUF file.",
+                    "Studio load (f32, f16, bf16; q8_0 and q4_0 quantized by gguf-py, q4_k by lmlab); --to peft, a "
+                    "fine-tuning run's adapter in PEFT's format. A LoRA run is merged into the weights (--merge-lora, "
+                    "the default), or with --lora-adapter written alone as llama.cpp's --lora GGUF file.",
         epilog="examples:\n"
                "  lmlab export --model runs/sft --to gguf --out chat.gguf --modelfile\n"
                "  lmlab export --model runs/sft --to gguf --lora-adapter --out sft-lora.gguf\n"
@@ -122,5 +122,4 @@ def adapter_run(source: Path, flag: str):
     missing = [key for key in ("base_model", "base_fingerprint", "peft_method", "peft_settings") if key not in settings]
     if missing:
         raise LmlabError(f"{flag}: {source / 'run.json'} lacks {missing[0]}; pass the --out of a fine-tuning run")
-    base, _ = load(settings["base_model"])
-    return load_peft(base, source / "adapter"), settings
+    return load(settings["base_model"], adapter=source / "adapter")[0], settings
