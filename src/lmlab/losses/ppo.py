@@ -73,15 +73,26 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
     whose clipped term was the larger one, so they give no gradient) and the k3 estimate of
     KL(pi_old || pi) (both without gradient, for logging and early stopping).
     """
-    log_ratio = logprobs - old_logprobs  # (B, T)
-    ratio = log_ratio.exp()  # (B, T)
-    unclipped = -advantages * ratio  # (B, T)
-    clipped = -advantages * ratio.clamp(1 - clip, 1 + clip)  # (B, T)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    per_token, clipped = clipped_surrogate(logprobs, old_logprobs, advantages, clip)
+    loss = masked_mean(per_token, mask)
     with torch.no_grad():
-        clip_fraction = masked_mean((clipped > unclipped).float(), mask)
+        clip_fraction = masked_mean(clipped.float(), mask)
         approx_kl = masked_mean(kl_k3(old_logprobs, logprobs), mask)
     return loss, clip_fraction, approx_kl
+
+
+def clipped_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                      clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token, the clipped surrogate as a loss, max(-A_t rho_t, -A_t clip(rho_t, 1 - clip, 1 + clip)),
+    and where the clipped term was the larger (no gradient there): the part PPO and GRPO share.
+
+    logprobs, old_logprobs (B, T); advantages (B, T), or (B, 1) for one advantage per reply (GRPO)
+    -> (B, T) losses, (B, T) bools.
+    """
+    ratio = (logprobs - old_logprobs).exp()  # (B, T)
+    unclipped = -advantages * ratio  # (B, T)
+    clipped = -advantages * ratio.clamp(1 - clip, 1 + clip)  # (B, T)
+    return torch.maximum(unclipped, clipped), (clipped > unclipped).detach()
 
 
 def ppo_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
