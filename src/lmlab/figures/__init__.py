@@ -9,19 +9,22 @@ The public API, used by training (loss.png), eval, inspect, experiments, the CLI
   `axis_label(token)`: a token as the font can show it.
 - `token_strip_image(tokens, scores, title)`, `save_token_strip(path, ...)`: per-token scores as a PNG;
   `token_html(...)`, `save_token_html(path, ...)`: the same as an HTML page; `token_colours(scores)`.
+- `save_interval_chart(path, rows, title, xlabel, value_range, reference)`: shares with their intervals as
+  horizontal bars (`IntervalRow(label, value, low, high, group)`).
 - `write_png(path, rgb)`: any (H, W, 3) uint8 array as a PNG, atomically.
 
 Inside: `raster.py` (the canvas, its colours, PNG encoding), `font.py` (the bitmap font), `ticks.py` (axis
-ticks and number labels), `lines.py`, `heatmap.py`, `token_strip.py` (one kind of figure each). The package
-imports only `lmlab.io`'s atomic writes.
+ticks and number labels), `lines.py`, `heatmap.py`, `intervals.py`, `token_strip.py` (one kind of figure
+each). The package imports only `lmlab.io`'s atomic writes.
 """
 
 from lmlab.figures.heatmap import axis_label, heatmap_grid, heatmap_image, save_heatmap
+from lmlab.figures.intervals import IntervalRow, save_interval_chart
 from lmlab.figures.lines import save_line_plot
 from lmlab.figures.raster import write_png
 from lmlab.figures.token_strip import save_token_html, save_token_strip, token_colours, token_html, token_strip_image
 
 __all__ = [
-    "axis_label", "heatmap_grid", "heatmap_image", "save_heatmap", "save_line_plot", "save_token_html",
-    "save_token_strip", "token_colours", "token_html", "token_strip_image", "write_png",
+    "IntervalRow", "axis_label", "heatmap_grid", "heatmap_image", "save_heatmap", "save_interval_chart",
+    "save_line_plot", "save_token_html", "save_token_strip", "token_colours", "token_html", "token_strip_image", "write_png",
 ]
