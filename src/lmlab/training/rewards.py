@@ -2,12 +2,14 @@
 the pairs themselves are made in `training.preference_data.sampled_pairs`).
 
 A reward is a function (prompt messages, reply text) -> float: a Python function named on the
-command line as "module:function", the score of a reward model trained by `lmlab reward`, or, on
-the embedded task, the task's programmatic reward. The prompts it judges are chats without the
-reply: the task's questions or a JSONL file's `messages`.
+command line as "module:function" or "file.py:function" (the file is run: the user's own code), the
+score of a reward model trained by `lmlab reward`, or, on the embedded task, the task's programmatic
+reward. The prompts it judges are chats without the reply: the task's questions or a JSONL file's
+`messages`. GRPO sums several of them with weights (`training.reward_mix`).
 """
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,28 +60,51 @@ def reward_source(data: str, reward_fn: str | None, reward_model: str | Path | N
     if reward_fn:
         return import_function(reward_fn)
     if reward_model:
-        rm, rm_tokenizer = load_reward_model(reward_model)
-
-        @torch.no_grad()
-        def model_score(prompt: list[dict], reply: str) -> float:
-            return chat_rewards(rm, rm_tokenizer, [with_reply(prompt, reply)], block_size).item()
-        return model_score
+        return model_reward(reward_model, block_size)
     if data == TASK:
         return task_reward
     raise LmlabError("this needs a reward for the replies: pass --reward-model (a `lmlab reward` run directory) "
                      "or --reward-fn module:function")
 
 
+def model_reward(reward_model: str | Path, block_size: int) -> RewardFn:
+    """The score the reward model of a `lmlab reward` run directory gives a reply."""
+    rm, rm_tokenizer = load_reward_model(reward_model)
+
+    @torch.no_grad()
+    def model_score(prompt: list[dict], reply: str) -> float:
+        return chat_rewards(rm, rm_tokenizer, [with_reply(prompt, reply)], block_size).item()
+    return model_score
+
+
 def import_function(spec: str) -> RewardFn:
-    """The function `spec` = "package.module:function" names."""
-    module_name, _, name = spec.partition(":")
+    """The function `spec` names: "package.module:function", or "path/to/file.py:function", a file of
+    the user's that is run (imported) to find it: their own code, run with their rights."""
+    module_name, _, name = spec.rpartition(":")
     if not module_name or not name:
-        raise LmlabError(f"reward function {spec!r} must be written module:function, e.g. lmlab.data.tasks:reward")
+        raise LmlabError(f"reward function {spec!r} must be written module:function or file.py:function, "
+                         "e.g. lmlab.data.tasks:reward")
     try:
-        function = getattr(importlib.import_module(module_name), name)
+        module = file_module(Path(module_name)) if module_name.endswith(".py") else importlib.import_module(
+            module_name)
+        function = getattr(module, name)
     except (ImportError, AttributeError) as e:
         raise LmlabError(f"cannot load reward function {spec!r} ({e}); check the module is importable "
-                         "(on PYTHONPATH) and defines that function") from None
+                         "(on PYTHONPATH) or the file exists, and that it defines that function") from None
     if not callable(function):
         raise LmlabError(f"{spec!r} is not a function; name a callable (prompt messages, reply) -> float")
     return function
+
+
+def file_module(path: Path):
+    """The module a Python file defines, by running it (ImportError when there is no such file, or
+    running it fails: the error's one line says why)."""
+    if not path.is_file():
+        raise ImportError(f"no file {path}")
+    spec = importlib.util.spec_from_file_location(f"lmlab_user_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's code: any error it raises is theirs to fix, said in one line
+        raise ImportError(f"running {path} raised {type(e).__name__}: {e}") from None
+    return module

@@ -1,4 +1,4 @@
-"""What the post-training commands (sft, reward, dpo, ppo) share: their flags, and how a run is reported."""
+"""What the post-training commands (sft, reward, dpo, ppo, grpo) share: their flags, and how a run is reported."""
 
 import argparse
 
@@ -28,9 +28,10 @@ def add_post_training_args(p: argparse.ArgumentParser, data_help: str) -> None:
 
 
 def add_reward_args(p: argparse.ArgumentParser) -> None:
-    """--reward-fn and --reward-model: what grades sampled replies (PPO; DPO with --sample-pairs)."""
+    """--reward-fn and --reward-model: what grades sampled replies (PPO, GRPO; DPO with --sample-pairs)."""
     p.add_argument("--reward-fn", metavar="MODULE:FUNCTION",
-                   help="reward function (prompt messages, reply text) -> float; on --data task the task's own "
+                   help="reward function (prompt messages, reply text) -> float, as module:function or "
+                        "file.py:function (RUNS that file: name only your own code); on --data task the task's own "
                         "reward is the default")
     p.add_argument("--reward-model", metavar="DIR", help="the --out directory of a finished `lmlab reward` run")
 
