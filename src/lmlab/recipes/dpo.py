@@ -6,13 +6,15 @@ the best and worst of K replies the model itself samples for each prompt, graded
 function: on-policy pairs; `training.preference_data`) -> a training and a held-out part -> the
 model with a PEFT method applied -> per pair, log p(answer | prompt) of the chosen and the
 rejected answer under the policy and under the reference (the model as training starts;
-`training.preference`) -> the DPO sigmoid loss (`losses.dpo`) -> AdamW steps, checkpoints that
+`training.preference`) -> the loss `dpo_cfg.loss` names: DPO's sigmoid, or one of its successors
+(cDPO, robust DPO, IPO, SimPO, ORPO: `losses.dpo.preference_loss`) -> AdamW steps, checkpoints that
 resume exactly -> the adapter (for LoRA also the merged model) or the whole model.
 
 The reference costs no second model: with a fresh adapter it is the same network with its
 adapters switched off (`adapters_disabled`). Without PEFT (or when continuing a saved adapter)
 the starting weights are gone once training moves them, so the reference log-probabilities of
-every pair are computed once, before the first step, and kept in the checkpoints.
+every pair are computed once, before the first step, and kept in the checkpoints. SimPO and ORPO
+need no reference: none is built and no reference log-probability is computed.
 
 Logged: the implicit rewards' margin beta * (log-ratio chosen - log-ratio rejected), which should
 grow, and the share of pairs it orders right; on the task, the reward of greedy replies to
@@ -27,7 +29,7 @@ import torch
 from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types
 from lmlab.errors import LmlabError
 from lmlab.losses.bradley_terry import pairwise_accuracy
-from lmlab.losses.dpo import dpo_loss
+from lmlab.losses.dpo import LABEL_SMOOTHED, REFERENCE_FREE, PreferenceLoss, preference_loss
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import log_before, part_of, run_steps
 from lmlab.training.post_training import (
@@ -43,7 +45,7 @@ from lmlab.training.post_training import (
     start_tuning,
     unique,
 )
-from lmlab.training.preference import pair_logprobs, pair_reference
+from lmlab.training.preference import pair_lengths, pair_logprobs, pair_reference
 from lmlab.training.preference_data import Pair, load_pairs, sampled_pairs
 from lmlab.training.rewards import RewardFn, prompts_and_replies, reward_source
 from lmlab.training.task_score import task_score
@@ -53,7 +55,13 @@ from lmlab.training.task_score import task_score
 class DPOConfig:
     """DPO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
 
-    beta: float = 0.1  # strength of the pull to the reference model
+    loss: PreferenceLoss = dataclasses.field(default="dpo", metadata={"help": (
+        "dpo (sigmoid), cdpo (labels flipped with probability --label-smoothing), robust (unbiased under such "
+        "flips), ipo (squared, per-token margin), simpo (per-token, no reference, margin --simpo-gamma), orpo "
+        "(odds ratio plus the SFT loss, no reference)")})
+    beta: float = 0.1  # strength of the pull to the reference model (simpo: the reward scale, ~2; orpo: the weight)
+    label_smoothing: float = 0.0  # cdpo, robust, simpo: the probability e that a pair's label is wrong, below 0.5
+    simpo_gamma: float = 0.5  # simpo: the target margin of mean log-probs per token, times beta
     sample_pairs: int = dataclasses.field(default=0, metadata={"help": (
         "K: make the pairs from K replies the model samples per prompt (--data is then prompts, as for ppo): the "
         "best and the worst by the reward (--reward-fn, --reward-model), when they differ")})
@@ -69,6 +77,12 @@ class DPOConfig:
         if not self.beta > 0:
             raise LmlabError(f"--beta {self.beta} must be positive (0.1 is usual; larger keeps closer to the "
                              "reference)")
+        if not 0 <= self.label_smoothing < 0.5:
+            raise LmlabError(f"--label-smoothing {self.label_smoothing} must be in [0, 0.5): the probability that "
+                             "a pair's label is wrong (0.1 is usual)")
+        if self.label_smoothing and self.loss not in LABEL_SMOOTHED:
+            raise LmlabError(f"--label-smoothing applies to --loss {', '.join(LABEL_SMOOTHED)}, not {self.loss}; "
+                             "drop it or pick one of those")
         at_least(self, 0, "sample_pairs", "sample_temperature")
         at_least(self, 1, "sample_max_new_tokens")
         at_most(self, MAX_BATCH, "sample_pairs")
@@ -106,15 +120,16 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = Po
                             reward_fn=reward_fn, reward_model=str(reward_model) if reward_model else None)
     session = start_tuning(out, tuned.model, cfg, settings, ckpt)
     splits = {"train": train, "val": val}
-    reference = pair_reference(session, tuned, adapter, splits, cfg.block_size, cfg.loop.batch_size)
+    reference = None if dpo_cfg.loss in REFERENCE_FREE else pair_reference(session, tuned, adapter, splits,
+                                                                            cfg.block_size, cfg.loop.batch_size)
     prompts = val_prompts[:cfg.task_eval_size] if data == TASK else []
 
     def pairs_loss(part: str, indices: list[int]) -> tuple[torch.Tensor, dict]:
-        """The DPO loss of pairs `indices` of part train or val, and what it logs."""
-        ref = reference(part, indices)  # (B, 2)
+        """The loss of pairs `indices` of part train or val, and what it logs."""
         pairs = [splits[part][i] for i in indices]
-        return dpo_pairs_loss(pair_logprobs(tuned.model, tuned.tokenizer, pairs, cfg.block_size, tuned.device), ref,
-                              dpo_cfg.beta)
+        policy = pair_logprobs(tuned.model, tuned.tokenizer, pairs, cfg.block_size, tuned.device)  # (B, 2)
+        lengths = pair_lengths(tuned.tokenizer, pairs, cfg.block_size).to(tuned.device)  # (B, 2)
+        return dpo_pairs_loss(policy, lengths, reference(part, indices) if reference else None, dpo_cfg)
 
     def step_loss(step: int, part: int, parts: int) -> tuple[torch.Tensor, dict]:
         return pairs_loss("train", part_of(batch_indices(len(train), cfg.loop.batch_size, step, cfg.loop.seed),
@@ -137,11 +152,13 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = Po
     return finish(session, tuned, finished, graded)
 
 
-def dpo_pairs_loss(policy: torch.Tensor, reference: torch.Tensor, beta: float) -> tuple[torch.Tensor, dict]:
-    """The DPO loss of a batch of pairs from the policy's and the reference's log-probs, each (B, 2)
-    (chosen, rejected), and what is logged: the implicit rewards' mean margin, which should grow,
-    and the share of pairs they order right."""
-    loss, chosen, rejected = dpo_loss(policy[:, 0], policy[:, 1], reference[:, 0], reference[:, 1], beta)
+def dpo_pairs_loss(policy: torch.Tensor, lengths: torch.Tensor, reference: torch.Tensor | None,
+                   dpo_cfg: DPOConfig) -> tuple[torch.Tensor, dict]:
+    """The loss `dpo_cfg.loss` of a batch of pairs from the policy's log-probs, the answers' token counts
+    and the reference's log-probs (None for SimPO and ORPO), each (B, 2) (chosen, rejected), and what is
+    logged: the implicit rewards' mean margin, which should grow, and the share of pairs they order right."""
+    loss, chosen, rejected = preference_loss(dpo_cfg.loss, policy, lengths, reference, dpo_cfg.beta,
+                                             dpo_cfg.label_smoothing, dpo_cfg.simpo_gamma)
     margin, accuracy = (chosen - rejected).mean(), pairwise_accuracy(chosen, rejected)
     return loss, {"margin": margin.item(), "accuracy": accuracy.item()}
 

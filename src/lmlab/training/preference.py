@@ -28,6 +28,7 @@ from torch import nn
 from lmlab.losses.dpo import sequence_logprobs
 from lmlab.modules.peft import adapters_disabled
 from lmlab.objectives.sft import sft_batch
+from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training.loop import Session, evaluated
 from lmlab.training.post_training import Tunable, trim_padding, with_reply
@@ -56,6 +57,13 @@ def pair_logprobs(model: Logits, tokenizer: TextTokenizer, pairs: list[Pair], bl
     inputs, targets = trim_padding(*sft_batch(tokenizer, pair_chats(pairs), block_size))  # (2B, T)
     logps = sequence_logprobs(model(inputs.to(device)), targets.to(device))  # (2B,)
     return logps.view(2, len(pairs)).T  # (B, 2)
+
+
+def pair_lengths(tokenizer: TextTokenizer, pairs: list[Pair], block_size: int) -> torch.Tensor:
+    """The token counts of the chosen and the rejected answer of each pair, as `pair_logprobs` sums
+    over them (the losses that average per token: IPO, SimPO, ORPO): (B, 2)."""
+    _, targets = sft_batch(tokenizer, pair_chats(pairs), block_size)  # (2B, T)
+    return (targets != IGNORE_INDEX).sum(dim=1).view(2, len(pairs)).T  # (B, 2)
 
 
 def reference_is_adapters_off(tuned: Tunable, adapter: str | Path | None) -> bool:
