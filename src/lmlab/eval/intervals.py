@@ -33,7 +33,7 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     share = successes / n
     centre = (share + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))  # holds the share despite rounding
 
 
 def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,
@@ -47,4 +47,5 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: 
     rng = np.random.default_rng(seed)
     means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)  # (resamples,)
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
+    mean = float(data.mean())
+    return min(float(low), mean), max(float(high), mean)  # holds the mean despite rounding

@@ -114,6 +114,7 @@ VOCABULARY = {
     "--port": "the port to listen on",
     "--png-maps": "also save every head's map as this PNG",
     "--presets": "the presets to use (list: list them)",
+    "--prompt-format": "how each question is put to the model: the plain QA prompt, the chat template, or both",
     "--pretrain-lr": "the pre-training learning rate",
     "--pretrain-steps": "pre-training steps",
     "--query": "the text to compare the others with",
