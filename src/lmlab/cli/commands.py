@@ -33,9 +33,9 @@ from lmlab.cli import (
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import list as list_cmd
 from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
-from lmlab.cli.post_training import dpo, grpo, ppo, reward, sft
+from lmlab.cli.post_training import dpo, grpo, kto, ppo, reward, sft
 
-COMMANDS = [quickstart, tokenizer, train, finetune, sft, reward, dpo, ppo, grpo, generate, chat, serve, logprobs,
+COMMANDS = [quickstart, tokenizer, train, finetune, sft, reward, dpo, kto, ppo, grpo, generate, chat, serve, logprobs,
             embed, similarity, eval_cmd, inspect, experiment, quantize, export, download, list_cmd, ngram, seq2seq, word2vec,
             elmo]
 

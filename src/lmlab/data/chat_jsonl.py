@@ -10,6 +10,9 @@ Preferences, for reward models and DPO, a pair or a ranking of K answers (best f
     {"prompt": [messages], "chosen": [{"role": "assistant", …}], "rejected": [{"role": "assistant", …}]}
     {"chosen": [messages, reply], "rejected": [messages, other reply]}    (implicit prompt: the shared start)
     {"prompt": [messages], "ranked": ["best", "next", "worst"]}          (lmlab's own)
+Unpaired preferences, for KTO: one answer, labelled desirable (true) or not (false):
+    {"prompt": "What is 3 + 4?", "completion": "7", "label": true}
+    {"prompt": [messages], "completion": [{"role": "assistant", …}], "label": false}
 A prompt is a string (one user message) or a list of messages; an answer a string or one assistant message.
 What is trained is the completion, or the answers: a prompt's assistant turns are marked "train": false.
 An implicit prompt is found as TRL's `maybe_extract_prompt` finds it. Blank lines are skipped; a bad line
@@ -26,6 +29,8 @@ CHAT_FORMS = ('{"messages": [{"role": …, "content": …}, …]} or {"prompt": 
               "(TRL's language-modeling and prompt-completion formats)")
 PREFERENCE_FORMS = ("'prompt' with 'chosen' and 'rejected', 'chosen' and 'rejected' whole conversations "
                     "(the prompt implicit), or 'prompt' with 'ranked' (answers best first)")
+UNPAIRED_FORM = ('{"prompt": …, "completion": …, "label": true or false} '
+                 "(TRL's unpaired preference format)")
 
 
 def read_chat_jsonl(path: str | Path) -> list[list[dict]]:
@@ -85,6 +90,23 @@ def preference_of(row: dict, path: str | Path, line: int) -> tuple[list[dict], l
         prompt, chosen, rejected = implicit_prompt(chosen, rejected, path, line)
     return context(_prompt(prompt, path, line)), [_answer(chosen, "chosen", path, line),
                                                   _answer(rejected, "rejected", path, line)]
+
+
+def read_unpaired_jsonl(path: str | Path) -> list[tuple[list[dict], str, bool]]:
+    """(prompt messages, answer, desirable) for every line of `path`: an answer labelled good (true) or
+    bad (false) on its own, with no other answer to compare it with."""
+    rows = []
+    for line, row in _rows(path):
+        missing = [field for field in ("prompt", "completion", "label") if field not in row]
+        if missing:
+            raise LmlabError(f"{path}:{line} has no {' or '.join(repr(f) for f in missing)}; each line needs "
+                             f"{UNPAIRED_FORM}")
+        if not isinstance(row["label"], bool):
+            raise LmlabError(f"{path}:{line}: 'label' is {row['label']!r}; it must be true (a desirable answer) "
+                             "or false (an undesirable one)")
+        prompt = context(_prompt(row["prompt"], path, line))
+        rows.append((prompt, _answer(row["completion"], "completion", path, line), row["label"]))
+    return rows
 
 
 def implicit_prompt(chosen, rejected, path: str | Path, line: int) -> tuple:

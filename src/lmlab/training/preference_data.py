@@ -5,7 +5,8 @@ worse answer (`Pair`); a ranking of K answers holds K-choose-2 pairs (`ranking_p
 from a JSONL preference file (`read_preferences`: `{"prompt", "chosen", "rejected"}` in any of TRL's
 forms, or `{"prompt", "ranked": [best, …]}`, per line: `data.chat_jsonl`), from the embedded addition
 task (`load_rankings`, `load_pairs`), or from replies the model itself samples, graded by a reward
-(`sampled_pairs`).
+(`sampled_pairs`). KTO learns from unpaired answers, each labelled desirable or not (`load_unpaired`:
+`{"prompt", "completion", "label"}` lines, or the task's pairs taken apart).
 The reward model trains on rankings (`recipes.reward`), DPO on pairs (`recipes.dpo`); what they do
 with them (batches, log-probabilities, the reference) is in `training.preference`.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lmlab.data.chat_jsonl import read_preference_jsonl
+from lmlab.data.chat_jsonl import read_preference_jsonl, read_unpaired_jsonl
 from lmlab.data.tasks import preference_pairs, ranked_answers
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
@@ -27,6 +28,7 @@ from lmlab.training.rewards import RewardFn
 
 Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)
 Pair = tuple[list[dict], str, str]  # (prompt messages, chosen answer, rejected answer)
+Unpaired = tuple[list[dict], str, bool]  # (prompt messages, answer, whether it is desirable)
 
 
 def read_preferences(path: str | Path) -> list[Ranking]:
@@ -62,6 +64,19 @@ def load_pairs(data: str, cfg: PostTrainConfig) -> list[Pair]:
         pairs = preference_pairs(cfg.task_size, cfg.loop.seed, cfg.task_max_operand)
         return unique(pairs, key=lambda pair: pair[0])
     return [pair for ranking in read_preferences(data) for pair in ranking_pairs(ranking)]
+
+
+def load_unpaired(data: str, cfg: PostTrainConfig) -> list[Unpaired]:
+    """The labelled answers of a JSONL file, or for "task" one answer to each of the task's questions:
+    alternately its chosen (desirable) and its rejected answer (undesirable), so each question is seen
+    once and the two kinds are balanced."""
+    if data == TASK:
+        pairs = load_pairs(data, cfg)
+        return [(prompt, rejected if i % 2 else chosen, not i % 2) for i, (prompt, chosen, rejected) in enumerate(pairs)]
+    rows = read_unpaired_jsonl(data)
+    for index, (prompt, answer, _) in enumerate(rows):
+        check_example(data, index + 1, with_reply(prompt, answer))
+    return rows
 
 
 @torch.no_grad()

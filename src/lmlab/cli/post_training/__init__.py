@@ -1,2 +1,2 @@
-"""The post-training commands of a trained decoder: `lmlab sft`, `lmlab reward`, `lmlab dpo`, `lmlab ppo` and
-`lmlab grpo`, one module each, with the flags and the report they share in `common`."""
+"""The post-training commands of a trained decoder: `lmlab sft`, `lmlab reward`, `lmlab dpo`, `lmlab kto`,
+`lmlab ppo` and `lmlab grpo`, one module each, with the flags and the report they share in `common`."""
