@@ -39,6 +39,7 @@ _EXPORTS = {
     "reward": "lmlab.recipes.reward",
     "ppo": "lmlab.recipes.ppo",
     "dpo": "lmlab.recipes.dpo",
+    "kto": "lmlab.recipes.kto",
     # evaluation and analysis
     "perplexity": "lmlab.eval.perplexity",
     "evaluate_fewshot": "lmlab.eval.fewshot",

@@ -9,10 +9,13 @@ from safetensors.torch import load_file
 
 from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 from conftest import lmlab, one_line_error
+from lmlab.config import LoopConfig
 from lmlab.data.tasks import preference_pairs
 from lmlab.recipes.kto import KTOConfig, kto
 from lmlab.training.checkpoint import list_checkpoints, load_checkpoint
+from lmlab.training.post_training import PostTrainConfig
 from lmlab.training.preference_data import load_unpaired
+from real_models import real_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -78,3 +81,15 @@ def test_cli_kto_missing_or_bad_label_and_bad_weight_are_one_line_exit_2(base, t
     assert lmlab("kto", "--model", base, "--data", "task", "--out", tmp_path / "r", "--undesirable-weight", "0") == 2
     one_line_error(capsys, "--undesirable-weight")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_kto_lowers_its_held_out_loss_on_smollm2(tmp_path):
+    """End to end on the real SmolLM2-135M-Instruct: eight LoRA steps on the task's answers, labelled."""
+    cfg = PostTrainConfig(loop=LoopConfig(max_steps=8, batch_size=4, eval_every=8, checkpoint_every=8,
+                                          keep_checkpoints=2, log_every=1), block_size=64,
+                          optim=PostTrainConfig.optim.replace(lr=1e-3), task_size=100, task_eval_size=4)
+    result = kto(real_model("smollm2-135m-instruct"), "task", tmp_path / "r", cfg, KTOConfig(beta=0.5),
+                 show_progress=False)
+    assert result.before["val_loss"] == pytest.approx(0.5, abs=1e-4)
+    assert result.after["val_loss"] < 0.5 and result.after["val_accuracy"] > result.before["val_accuracy"]

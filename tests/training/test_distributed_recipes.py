@@ -54,7 +54,7 @@ def encoder(tmp_path_factory):
     return tiny_encoder_dir(tmp_path_factory.mktemp("enc") / "tiny")  # without dropout, as bert-tiny
 
 
-@pytest.mark.parametrize("recipe", ["sft", "dpo"])
+@pytest.mark.parametrize("recipe", ["sft", "dpo", "kto"])
 def test_two_processes_fine_tune_a_chat_model_as_one_with_two_micro_batches(chat_model, tmp_path, recipe):
     common = [recipe, "--model", chat_model, "--data", "task", *TINY_FLAGS, "--log-every", "1", "--device", "cpu"]
     assert lmlab(*common, "--grad-accum", "2", "--out", tmp_path / "one") == 0
