@@ -40,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "eval": BELOW_MODELS | {"models", "objectives", "losses", "generation", "figures"},
     "inspect": BELOW_MODELS | {"models", "generation", "figures"},
     "inference": BELOW_MODELS | {"models", "generation"},
+    "rag": BELOW_MODELS | {"models", "generation", "eval", "inference", "figures"},  # retrieval: an index, a prompt
     "training": BELOW_MODELS | {"models", "objectives", "losses", "generation", "eval", "inspect", "figures"},
     "recipes": BELOW_MODELS | {"models", "objectives", "losses", "generation", "eval", "inspect", "inference",
                                "figures", "training", "recipes"},

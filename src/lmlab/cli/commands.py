@@ -23,6 +23,7 @@ from lmlab.cli import (
     ngram,
     quantize,
     quickstart,
+    rag,
     seq2seq,
     serve,
     similarity,
@@ -37,7 +38,7 @@ from lmlab.cli.post_training import dpo, grpo, kto, ppo, reward, sft
 
 COMMANDS = [quickstart, tokenizer, train, finetune, sft, reward, dpo, kto, ppo, grpo, generate, chat, serve, logprobs,
             embed, similarity, eval_cmd, inspect, experiment, quantize, export, download, list_cmd, ngram, seq2seq, word2vec,
-            elmo]
+            elmo, rag]
 
 # Renamed commands: the old words still run the new command, after one line saying so.
 RENAMED = {("experiment", "seq2seq-pretraining"): ("experiment", "encoder-decoder-pretraining")}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.errors import LmlabError
+from lmlab.inference.openai_api import MAX_RAG_TOP
 from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
 
@@ -26,6 +27,7 @@ def add_parser(subparsers) -> None:
                "  lmlab serve --model smollm2-135m-instruct\n"
                "  lmlab serve --model smollm2-135m-instruct --embedding-model all-minilm-l6-v2 --port 8080\n"
                "  lmlab serve --model smollm2-135m-instruct --adapter math=runs/math --adapter chat=runs/chat\n"
+               "  lmlab serve --model smollm2-135m-instruct --rag notes.index --rag-top 3\n"
                "then open http://127.0.0.1:8000/ or point an OpenAI client at http://127.0.0.1:8000/v1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
@@ -50,6 +52,12 @@ def add_parser(subparsers) -> None:
     add_dtype_arg(p)
     p.add_argument("--slots", type=int, default=16, metavar="N",
                    help=f"requests decoded together, 1..{MAX_SLOTS}; more wait their turn (default 16)")
+    p.add_argument("--rag", metavar="INDEX",
+                   help="retrieve passages from this index (lmlab rag index) into every chat request's last user "
+                        "message; a request sends \"rag\": false to go without, or {\"top\": N}; the passages come "
+                        "back in the response's \"sources\"")
+    p.add_argument("--rag-top", type=int, default=3, metavar="N",
+                   help=f"passages per chat request with --rag, 1..{MAX_RAG_TOP} (default 3)")
     p.add_argument("--chat-template", metavar="NAME",
                    help="render chats with the model's template of this name (default: the one named 'default')")
     p.set_defaults(run=run)
@@ -58,6 +66,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> None:
     if not 1 <= args.slots <= MAX_SLOTS:
         raise LmlabError(f"--slots {args.slots} must be in 1..{MAX_SLOTS}")
+    if not 1 <= args.rag_top <= MAX_RAG_TOP:
+        raise LmlabError(f"--rag-top {args.rag_top} must be in 1..{MAX_RAG_TOP}")
     if args.api_key is not None and not args.api_key.strip():
         raise LmlabError(f"--api-key (or ${API_KEY_ENV}) is empty; give a key, or leave both unset for none")
     listener = listening_socket(args.host, args.port)  # before the model loads: a port in use fails at once
@@ -87,6 +97,7 @@ def serve(args, listener: socket.socket) -> None:
     if args.embedding_model:
         encoder, encoder_tokenizer = load_encoder(args.embedding_model)
         embedder = Embedder(served_name(args.embedding_model), encoder.eval(), encoder_tokenizer)
+    retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None
     check_cache_fits(model, args.slots)
     name = args.name or served_name(args.model)
     adapters = adapter_flags(args.adapter, name)
@@ -97,7 +108,7 @@ def serve(args, listener: socket.socket) -> None:
     engine = Engine(model, tokenizer, slots=args.slots, adapters=rows)
     access = access_for(args.host, tuple(args.allowed_host), args.api_key and args.api_key.strip())
     app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access,
-                     tuple(n for n, _ in adapters))
+                     tuple(n for n, _ in adapters), retrieval)
     config = uvicorn.Config(app, host=args.host, port=listener.getsockname()[1], http=HeaderDeadlineProtocol,
                             log_level="info", lifespan="off")
     engine.start()
@@ -107,6 +118,22 @@ def serve(args, listener: socket.socket) -> None:
         pass
     finally:
         engine.close()
+
+
+def rag_retrieval(index: str, top: int):
+    """The server's `Retrieval` from the index directory `index`, with the encoder that built it."""
+    from lmlab.inference.server import Retrieval
+    from lmlab.rag.prompt import augment_chat
+    from lmlab.rag.retrieve import load_retriever
+
+    retriever = load_retriever(index)
+    print(f"retrieving {top} of {len(retriever.index.passages):,} passages per chat request ({retriever.search} "
+          f"search, {retriever.index.encoder})", file=sys.stderr)
+
+    def augment(messages: list[dict], top: int) -> tuple[list[dict], list[dict]]:
+        messages, hits = augment_chat(retriever, messages, top)
+        return messages, [hit.as_dict() for hit in hits]
+    return Retrieval(augment, top)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

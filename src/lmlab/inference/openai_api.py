@@ -24,6 +24,7 @@ from lmlab.errors import LmlabError
 from lmlab.generation.config import SEED_RANGE, GenerationConfig
 
 API_FIELDS = {"max_new_tokens": "max_tokens", "stop_strings": "stop"}  # GenerationConfig fields named otherwise here
+MAX_RAG_TOP = 50  # passages one chat request may ask retrieval for
 
 
 class ApiError(Exception):
@@ -164,6 +165,12 @@ class Message(ApiModel):
         return {"role": "system" if self.role == "developer" else self.role, "content": content}
 
 
+class RagOptions(ApiModel):
+    """A chat request's `"rag": {"top": N}` (lmlab's own field): retrieve N passages for this request."""
+
+    top: int = Field(ge=1, le=MAX_RAG_TOP)
+
+
 class ChatRequest(SamplingRequest):
     """POST /v1/chat/completions: the assistant's next turn after `messages`."""
 
@@ -174,6 +181,7 @@ class ChatRequest(SamplingRequest):
     tools: list | None = None
     tool_choice: str | dict | None = None
     response_format: dict | None = None
+    rag: bool | RagOptions | None = None  # lmlab's own: retrieval on (true, {"top": N}) or off (false); None: the server's
 
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()

@@ -17,6 +17,11 @@ adapter, and a request's `model` field picks one; an unknown name is a 404 for t
 
 A chat reply is rendered exactly as `lmlab chat` renders it: the model's own template, its stop ids,
 the fallback template's extra stop string, and the reply's leading whitespace dropped.
+
+With a `Retrieval` (`lmlab serve --rag INDEX`), a chat request's last user message is first rewritten
+to carry the passages retrieved for it (`lmlab.rag.prompt`), and the response carries them in a field
+of its own, `sources` (streamed: in the first chunk). The request's own `"rag"` field turns it off
+(`false`) or sets how many passages (`{"top": N}`); a server without an index refuses `"rag": true`.
 """
 
 import asyncio
@@ -25,6 +30,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -44,6 +50,7 @@ from lmlab.inference.openai_api import (
     ChatRequest,
     CompletionRequest,
     EmbeddingRequest,
+    RagOptions,
     SamplingRequest,
     generation_config,
     parse_body,
@@ -71,18 +78,29 @@ class Embedder:
     tokenizer: Tokenizer
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    """Retrieval for chat requests: `augment(messages, top)` gives the messages with `top` passages
+    retrieved for the last user message, and those passages as JSON-ready dicts (the `sources`);
+    `top` is how many a request gets unless its `"rag": {"top": N}` says."""
+
+    augment: Callable[[list[dict], int], tuple[list[dict], list[dict]]]
+    top: int
+
+
 def create_app(engine, tokenizer: TextTokenizer, model_name: str, context_length: int,
                embedder: Embedder | None = None, access: Access = Access(),
-               adapter_names: tuple[str, ...] = ()) -> FastAPI:
+               adapter_names: tuple[str, ...] = (), retrieval: Retrieval | None = None) -> FastAPI:
     """The FastAPI app serving `engine` (started by the caller) as the model `model_name`; `tokenizer`
     is the model's, `context_length` its longest sequence (prompt + reply); `access`: which Host names
     it answers to and its API key (default: local names only, no key); `adapter_names`: the model ids of
-    the engine's LoRA adapters, in their order (adapter k is `adapter_names[k]`)."""
+    the engine's LoRA adapters, in their order (adapter k is `adapter_names[k]`); `retrieval`: passages
+    retrieved into chat requests (`lmlab serve --rag`)."""
     app = FastAPI(title="lmlab", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServerMetrics(engine.stats)
     app.add_middleware(RequestGuard, access=access, max_body_bytes=body_limit(context_length))
     app.add_middleware(MetricsMiddleware, metrics=metrics, endpoints=ENDPOINTS)  # outermost: counts refusals too
-    generator = _Generator(engine, tokenizer, (model_name, *adapter_names), context_length, metrics)
+    generator = _Generator(engine, tokenizer, (model_name, *adapter_names), context_length, metrics, retrieval)
     embed_lock = asyncio.Lock()  # one batch of embeddings at a time: each uses every core
     page = (files("lmlab.inference") / "web" / "index.html").read_text(encoding="utf-8")
     created = int(time.time())
@@ -205,8 +223,9 @@ class _Generator:
     """What /v1/completions and /v1/chat/completions share: prompt -> engine request -> response or stream."""
 
     def __init__(self, engine, tokenizer: TextTokenizer, model_names: tuple[str, ...], context_length: int,
-                 metrics: ServerMetrics):
+                 metrics: ServerMetrics, retrieval: Retrieval | None = None):
         self.engine = engine
+        self.retrieval = retrieval
         self.tokenizer = tokenizer
         self.model_names = model_names  # the base model, then adapter k at k + 1
         self.context_length = context_length
@@ -229,14 +248,34 @@ class _Generator:
         body.refuse_unsupported()
         _check_stops(body.stop)
         messages = [m.as_template_message() for m in body.messages]
+        top, sources = self._retrieval_top(body.rag), None
+        if top is not None:
+            messages, sources = await off_loop(self._retrieve, messages, top)
         prompt_ids = await off_loop(self._chat_prompt, messages)
         asked = body.max_completion_tokens or body.max_tokens
         param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
         max_new = self._max_new_tokens(len(prompt_ids), asked, param, None, "messages")
         config = generation_config(body, max_new, self.tokenizer.stop_ids, chat_stop_strings(self.tokenizer))
         top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-        reply = _Reply("chatcmpl", "chat.completion", body.model, self.tokenizer, chat=True)
+        reply = _Reply("chatcmpl", "chat.completion", body.model, self.tokenizer, chat=True, sources=sources)
         return await self._answer(body, http, prompt_ids, config, top_logprobs, reply)
+
+    def _retrieval_top(self, rag: bool | RagOptions | None) -> int | None:
+        """The passages to retrieve for a request whose `"rag"` is `rag` (None: no retrieval); a 400 for
+        retrieval asked of a server without an index."""
+        if rag is False or (rag is None and self.retrieval is None):
+            return None
+        if self.retrieval is None:
+            raise ApiError(400, "this server has no retrieval index; start it with lmlab serve --rag INDEX, or "
+                                "leave \"rag\" out", param="rag")
+        return rag.top if isinstance(rag, RagOptions) else self.retrieval.top
+
+    def _retrieve(self, messages: list[dict], top: int) -> tuple[list[dict], list[dict]]:
+        """The messages with passages, and the sources (run in a thread); a 400 for a chat with no user message."""
+        if not any(m["role"] == "user" for m in messages):
+            raise ApiError(400, "retrieval searches for the last user message and the messages hold none; add one "
+                                "or send \"rag\": false", param="messages")
+        return self.retrieval.augment(messages, top)
 
     def _chat_prompt(self, messages: list[dict]) -> list[int]:
         """Token ids of `messages` rendered by the model's chat template (run in a thread). Messages that
@@ -346,8 +385,10 @@ async def _cancel_on_disconnect(http: Request, request) -> None:
 class _Reply:
     """One answer in OpenAI's shapes, whole or as a stream of chunks: a text completion or a chat turn."""
 
-    def __init__(self, id_prefix: str, kind: str, model_name: str, tokenizer: TextTokenizer, chat: bool):
+    def __init__(self, id_prefix: str, kind: str, model_name: str, tokenizer: TextTokenizer, chat: bool,
+                 sources: list[dict] | None = None):
         self.id = f"{id_prefix}-{uuid.uuid4().hex}"
+        self.sources = sources  # the retrieved passages the prompt carried (lmlab serve --rag), or None
         self.kind = kind
         self.model_name = model_name
         self.tokenizer = tokenizer
@@ -378,8 +419,11 @@ class _Reply:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
-        return {"id": self.id, "object": self.kind, "created": self.created, "model": self.model_name,
+        body = {"id": self.id, "object": self.kind, "created": self.created, "model": self.model_name,
                 "choices": [choice], "usage": _usage(request)}
+        if self.sources is not None:
+            body["sources"] = self.sources
+        return body
 
     async def events(self, chunks, request, include_usage: bool):
         """The server-sent events of a streamed answer: a chunk per piece of text, the usage if asked
@@ -387,7 +431,7 @@ class _Reply:
         offset = 0  # characters streamed so far (a completion's logprobs give each token's text offset)
         try:
             if self.chat:
-                yield self._event({"role": "assistant", "content": ""}, None, None, include_usage)
+                yield self._event({"role": "assistant", "content": ""}, None, None, include_usage, self.sources)
             async for chunk in chunks:
                 text = self._text(chunk.text)
                 if not (text or chunk.logprobs or chunk.finish_reason):
@@ -405,13 +449,16 @@ class _Reply:
                         "created": self.created, "model": self.model_name, "choices": [], "usage": _usage(request)})
         yield "data: [DONE]\n\n"
 
-    def _event(self, content, logprobs, finish_reason: str | None, include_usage: bool) -> str:
+    def _event(self, content, logprobs, finish_reason: str | None, include_usage: bool,
+               sources: list[dict] | None = None) -> str:
         choice = {"index": 0, "logprobs": logprobs, "finish_reason": finish_reason}
         choice["delta" if self.chat else "text"] = content
         data = {"id": self.id, "object": f"{self.kind}.chunk" if self.chat else self.kind, "created": self.created,
                 "model": self.model_name, "choices": [choice]}
         if include_usage:
             data["usage"] = None
+        if sources is not None:
+            data["sources"] = sources
         return _sse(data)
 
     def _token_text(self, token_id: int) -> str:

@@ -177,6 +177,17 @@ VOCABULARY = {
     "--binary": "write the binary form of the file format",
     "--pairs": "word-similarity files: word pairs with human scores",
     "--gensim-benchmarks": "the real benchmark files gensim ships",
+    # Retrieval (lmlab rag, lmlab serve --rag).
+    "--index": "a retrieval index written by lmlab rag index",
+    "--encoder": "the sentence encoder that embeds passages and queries",
+    "--passage-words": "most words in a passage of a retrieval index",
+    "--overlap": "words a passage repeats from the one before",
+    "--search": "exact or approximate (HNSW) nearest-neighbour search",
+    "--question": "the question to answer",
+    "--people": "invented people to generate facts about",
+    "--answer-top": "the passages in the prompt whose greedy replies are generated",
+    "--rag": "retrieve from this index for chat requests",
+    "--rag-top": "passages retrieved per chat request by default",
 }
 
 
