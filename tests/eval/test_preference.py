@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from chat_models import TINY_RUN, tiny_chat_model
 from conftest import lmlab, one_line_error
-from lmlab.data.tasks import task_prompts
+from lmlab.data.tasks import perfect_reply, task_prompts
 from lmlab.eval.preference import (
     judge_chat,
     letter_ids,
@@ -124,3 +124,27 @@ def test_bad_input_is_one_line_and_writes_nothing(models, decoder_dir, tmp_path,
     assert lmlab("eval", "preference", "--model", a, *args, "--png", png, "--max-new-tokens", 4) == 2
     one_line_error(capsys, *fragments)
     assert not png.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parity
+def test_smollm2_as_a_pairwise_judge_reads_the_letters_as_transformers_does():
+    from gguf_reference import transformers_model
+    from real_models import real_model
+
+    path = real_model("smollm2-135m-instruct")
+    model, tokenizer = load(path)
+    prompts = task_prompts(4, seed=9, max_operand=99)
+    right = [perfect_reply(p) for p in prompts]
+    wrong = ["<answer>0</answer>"] * len(prompts)
+    chats = [judge_chat(p, a, b) for p, a, b in zip(prompts, right, wrong)]
+    ours = letter_logprobs(model.eval(), tokenizer, chats)  # (4, 2)
+    hf = transformers_model(path)
+    for row, chat in enumerate(chats):
+        with torch.no_grad():
+            logits = hf(torch.tensor([tokenizer.encode(chat_prompt(tokenizer, chat))])).logits[0, -1]
+        expected = torch.log_softmax(logits.float(), dim=-1)[list(letter_ids(tokenizer))]
+        assert ours[row].tolist() == pytest.approx(expected.tolist(), abs=1e-3)
+    judge = pairwise_judge(model, tokenizer)
+    forward, swapped = judge(prompts, right, wrong), judge(prompts, wrong, right)
+    assert [r["verdict"] for r in forward] == [1 - r["verdict"] for r in swapped]
