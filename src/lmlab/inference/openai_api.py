@@ -183,6 +183,17 @@ class ChatRequest(SamplingRequest):
     response_format: dict | None = None
     rag: bool | RagOptions | None = None  # lmlab's own: retrieval on (true, {"top": N}) or off (false); None: the server's
 
+    @field_validator("rag", mode="before")
+    @classmethod
+    def _rag_shape(cls, value: Any) -> Any:
+        """One message for any bad "rag" (not one per branch of the union)."""
+        if value is None or isinstance(value, bool) or (isinstance(value, dict) and set(value) == {"top"} and
+                                                        type(value["top"]) is int and
+                                                        1 <= value["top"] <= MAX_RAG_TOP):
+            return value
+        raise PydanticCustomError("rag", "give true, false or {options}",
+                                  {"options": f'{{"top": N}} with N in 1..{MAX_RAG_TOP}'})
+
     def refuse_unsupported(self) -> None:
         super().refuse_unsupported()
         if self.tools:
