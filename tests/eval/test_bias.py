@@ -15,6 +15,7 @@ from lmlab.eval.bias import causal_pair_scores, evaluate_bias, masked_pair_score
 from lmlab.eval.harness import HarnessScorer
 from lmlab.models.load import load
 from lmlab.models.masked_lm import load_masked_lm
+from real_models import models_root, real_model
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -127,3 +128,15 @@ def test_a_bad_pair_is_one_error_and_nothing_is_written(tmp_path, capsys, line, 
     assert lmlab("eval", "bias", "--model", "unused", "--data", str(data), "--png", str(png)) == 2
     one_line_error(capsys, f"{data}:1", fragment)
     assert not png.exists()
+
+
+@pytest.mark.slow
+def test_smollm2_gives_the_documented_verdicts_on_the_gender_pairs(monkeypatch, capsys):
+    """docs/evaluation.md's run, on its 14 gender pairs: the same verdict for each, 11 of 14 stereotyped."""
+    real_model("smollm2-135m-instruct")
+    monkeypatch.setenv("LMLAB_CACHE", models_root())
+    assert lmlab("eval", "bias", "--model", "smollm2-135m-instruct", "--limit", "14", "--json") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [int(r["stereotype"]) for r in result["per_pair"]] == [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1]
+    assert [r["more"] - r["less"] for r in result["per_pair"][:5]] == pytest.approx(
+        [2.281, 4.228, 2.295, -1.715, 0.757], abs=2e-3)
