@@ -40,6 +40,7 @@ _EXPORTS = {
     "ppo": "lmlab.recipes.ppo",
     "dpo": "lmlab.recipes.dpo",
     "kto": "lmlab.recipes.kto",
+    "grpo": "lmlab.recipes.grpo",
     # evaluation and analysis
     "perplexity": "lmlab.eval.perplexity",
     "evaluate_fewshot": "lmlab.eval.fewshot",
