@@ -132,17 +132,14 @@ def llama_cpp_greedy(path: Path, prompt: list[int], n: int) -> tuple[list[int], 
 
 
 def assert_llama_cpp_decodes_as(model, path: Path, prompt: list[int], n: int) -> None:
-    """llama.cpp running the quantized GGUF file at `path` against lmlab's `model` read from the same file:
-    llama.cpp rounds the activations to 8 bits too (lmlab keeps them in fp32), so their logits agree within a
-    tenth of the logits' range (another layout would be as far off as the range), and their greedy tokens up to
-    and with the first step whose top two logits are closer than twice that gap."""
+    """llama.cpp running the quantized GGUF file at `path` against lmlab's `model` read from the same file with
+    its activations rounded as llama.cpp rounds them (`lmlab.load(path, mode, activations="int8")`): the same
+    greedy tokens, and logits within 1e-4 of llama.cpp's (with fp32 activations they differ by about 1 % at
+    every step) up to the first step where a value that fp32 arithmetic in another order puts a last bit away
+    rounds to its other 8-bit neighbour, which moves the logits by up to a rounding step from there on."""
     theirs, their_logits = llama_cpp_greedy(path, prompt, n)
-    ours = greedy(model, prompt, n)
+    assert greedy(model, prompt, n) == theirs
     with torch.no_grad():
         logits = model(torch.tensor([prompt + theirs]))[0, len(prompt) - 1:-1]  # (n, V)
-    gap = float((logits - their_logits).abs().max())
-    assert gap < 0.1 * float(logits.abs().max())
-    top2 = logits.topk(2).values
-    close = (top2[:, 0] - top2[:, 1] < 2 * gap).nonzero()
-    agree = int(close[0]) + 1 if len(close) else n
-    assert theirs[:agree] == ours[:agree]
+    gaps = (logits - their_logits).abs().amax(-1)  # (n,)
+    assert gaps[0] < 1e-4, gaps

@@ -4,9 +4,9 @@ import argparse
 import json
 import math
 
+from lmlab.cli.common.adapter_arg import load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.generation.logprobs import top_logprobs
-from lmlab.models.load import load
 
 
 def add_parser(subparsers) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load_decoder(args)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     top = [{"id": i, "text": tokenizer.token_text(i), "logprob": lp}
            for i, lp in top_logprobs(model, prompt_ids, args.top)]

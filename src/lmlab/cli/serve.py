@@ -87,7 +87,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
 
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load(args.model, args.dtype, activations=args.activations)
     say_gguf_kernels(args.model, args.dtype, model)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "

@@ -198,15 +198,15 @@ def _lm_class() -> type:
     @register_model("lmlab")
     class LmlabLM(LM):
         """lm-eval's model interface over `HarnessScorer`. model_args: pretrained (any name lmlab.load
-        reads), dtype (fp32, bf16, int8 or int4), adapter (a PEFT adapter directory), max_length,
-        add_bos_token, batch_size, device."""
+        reads), dtype (fp32, bf16, int8 or int4), activations (fp32 or int8: `lmlab.load`'s), adapter (a PEFT
+        adapter directory), max_length, add_bos_token, batch_size, device."""
 
         def __init__(self, pretrained: str, batch_size: int | str = 1, max_length: int | None = None,
                      add_bos_token: bool | None = None, device: str | None = None, show_progress: bool = False,
-                     dtype: str | None = None, adapter: str | None = None):
+                     dtype: str | None = None, adapter: str | None = None, activations: str = "fp32"):
             super().__init__()
             self.scorer = load_scorer(pretrained, batch_size, max_length, add_bos_token, device, show_progress, dtype,
-                                      adapter)
+                                      adapter, activations)
 
         def loglikelihood(self, requests) -> list[tuple[float, bool]]:
             return self.scorer.loglikelihood([r.args for r in requests])
@@ -237,9 +237,10 @@ def _lm_class() -> type:
 
 def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None, num_fewshot: int | None = None,
               limit: int | None = None, batch_size: int = 1, show_progress: bool = False,
-              trust_task_code: bool = False, dtype: str | None = None, adapter: str | None = None) -> dict[str, dict]:
-    """Run lm-eval `tasks` on the lmlab model `model` (loaded as `dtype`, `lmlab.load`'s, with the PEFT adapter in
-    directory `adapter` when given); per task its
+              trust_task_code: bool = False, dtype: str | None = None, adapter: str | None = None,
+              activations: str = "fp32") -> dict[str, dict]:
+    """Run lm-eval `tasks` on the lmlab model `model` (loaded as `dtype` with `activations`, `lmlab.load`'s, with
+    the PEFT adapter in directory `adapter` when given); per task its
     metrics (name -> value, "samples" the number of examples scored). Tasks come from the YAMLs under
     `include_path` only when it is given (no index of lm-eval's built-in tasks to build), else from lm-eval's
     own. Unless `trust_task_code`, task YAMLs that make lm-eval run code (`task_files.task_code`) are
@@ -260,7 +261,8 @@ def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None,
         where = f"under {include_path}" if include_path else "among lm-eval's tasks"
         raise LmlabError(f"no task {', '.join(unknown)} {where}; check --tasks or point --include-path at the "
                          "folder of its YAML")
-    lm = lm_class(model, batch_size=batch_size, show_progress=show_progress, dtype=dtype, adapter=adapter)
+    lm = lm_class(model, batch_size=batch_size, show_progress=show_progress, dtype=dtype, adapter=adapter,
+                  activations=activations)
     with sandboxed_templates() if untrusted else contextlib.nullcontext():
         results = simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit,
                                   task_manager=manager, bootstrap_iters=0, log_samples=False)
@@ -360,13 +362,13 @@ def _sampling_settings(kwargs: dict) -> dict:
 
 def load_scorer(name: str, batch_size: int | str = 1, max_length: int | None = None, add_bos: bool | None = None,
                 device: str | None = None, show_progress: bool = False, dtype: str | None = None,
-                adapter: str | None = None) -> HarnessScorer:
+                adapter: str | None = None, activations: str = "fp32") -> HarnessScorer:
     """A `HarnessScorer` over the lmlab model `name` (zoo name, model directory or file) loaded as `dtype`
-    (`lmlab.load`'s: None as stored, fp32, bf16, int8, int4), in eval mode on `device` (default: where it
-    loads), with the PEFT adapter in directory `adapter` on it when given."""
+    (`lmlab.load`'s: None as stored, fp32, bf16, int8, int4) with `activations` (`lmlab.load`'s), in eval mode on
+    `device` (default: where it loads), with the PEFT adapter in directory `adapter` on it when given."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise LmlabError(f"--batch-size {batch_size} must be a whole number of at least 1")
-    model, tokenizer = load(name, dtype, adapter=adapter)
+    model, tokenizer = load(name, dtype, adapter=adapter, activations=activations)
     device = usable_device(device)
     if device is not None:
         model = model.to(device)

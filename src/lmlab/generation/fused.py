@@ -80,6 +80,8 @@ def fused_step_refusal(model: nn.Module) -> str | None:
         return "it is not a decoder-only transformer of lmlab's blocks"
     if _hooked(model):
         return "a forward hook is set (prompt tuning, an inspect tool), which the C++ step would run past"
+    if any(getattr(layer, "activations", None) for layer in model.modules()):
+        return "its activations are rounded as llama.cpp rounds them (--activations int8), which the C++ step does not do"
     reason = _model_refusal(model) or next(filter(None, (_block_refusal(block, model) for block in model.blocks)),
                                              None)
     if reason is None and kernel_ops() is None:

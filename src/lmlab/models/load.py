@@ -18,7 +18,9 @@ from lmlab.models.llama.gguf_file import load_gguf
 from lmlab.models.peft_files import load_peft
 from lmlab.models.quantize import MODES, dequantize_model, quantize_model
 from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
+from lmlab.models.quantized_gguf import activation_kinds
 from lmlab.models.stateful import StatefulLM
+from lmlab.modules.quantized import QuantizedLinear
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.tokenizers.text import TextTokenizer, has_tokenizer
@@ -26,10 +28,12 @@ from lmlab.tokenizers.wordpiece import load_wordpiece
 from tokenizers import Tokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4": "int4"}  # --dtype -> what it loads
+ACTIVATIONS = ("fp32", "int8")  # --activations: what the quantized matrices multiply
 
 
 def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32,
-         adapter: str | Path | None = None) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
+         adapter: str | Path | None = None, activations: str = "fp32",
+         ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
     directory (its model/, or for a post-training run that saved only its adapter, its base model with the
     adapter loaded), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
@@ -42,7 +46,14 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     model is quantized after loading (int4 in groups of `group_size`).
 
     `adapter`: a directory of a PEFT adapter (peft's `save_pretrained` layout or lmlab's) trained on this
-    model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only."""
+    model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only.
+
+    `activations`: "fp32" (the default: the int8 / int4 kernels multiply fp32 activations) or "int8": each
+    quantized matrix's input is rounded to 8 bits in blocks first, as llama.cpp rounds it for the GGUF type
+    the weight came from (`modules/activation_rounding.py`; Q8_0's blocks of 32 for a model lmlab quantized),
+    so that lmlab running a GGUF file computes what llama.cpp computes on it."""
+    if activations != "fp32":
+        return _with_rounding(load(name_or_path, dtype, group_size, adapter), name_or_path, activations)
     if adapter is not None:
         return _with_adapter(load(name_or_path, dtype, group_size), adapter, dtype)
     dtype = checked_dtype(dtype)
@@ -88,6 +99,26 @@ def _with_adapter(loaded: tuple, adapter: str | Path, dtype) -> tuple[Transforme
                          f"--dtype {dtype}, or merge the adapter first (`lmlab export`)")
     model, tokenizer = loaded
     return load_peft(model, adapter).eval(), tokenizer
+
+
+def _with_rounding(loaded: tuple, name_or_path: str | Path, activations: str) -> tuple[TransformerDecoder,
+                                                                                        TextTokenizer]:
+    """The loaded (model, tokenizer) with every quantized matrix's input rounded as llama.cpp rounds it
+    (`activations` "int8"): for a GGUF file by each matrix's type (`quantized_gguf.activation_kinds`), else
+    as Q8_0 does (blocks of 32)."""
+    if activations not in ACTIVATIONS:
+        raise LmlabError(f"activations {activations!r} is not one lmlab computes with; use one of "
+                         f"{', '.join(ACTIVATIONS)}")
+    model, tokenizer = loaded
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
+    if not layers:
+        raise LmlabError("--activations int8 rounds the inputs of int8 / int4 matrices, and this model has none; "
+                         "add --dtype int8 or int4")
+    path = zoo_or_path(name_or_path)
+    kinds = activation_kinds(path, model.config) if path.suffix == ".gguf" else {}
+    for name, layer in layers.items():
+        layer.activations = kinds.get(name, "q8_0")
+    return model, tokenizer
 
 
 def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:

@@ -123,9 +123,45 @@ def kernel_summary(types: dict[str, Q], mode: str, stacks=()) -> str:
 
 
 def file_kernel_summary(path: Path, mode: str, cfg) -> str:
-    """`kernel_summary` of the GGUF file at `path` loaded as `mode` into a model of config `cfg`. The file's
-    architecture and tensors (type and shape) are remembered in the cache by its content key: listing them
-    means parsing all the metadata (seconds for a real vocabulary), which a cached load never does."""
+    """`kernel_summary` of the GGUF file at `path` loaded as `mode` into a model of config `cfg`."""
+    types, sources = _file_layers(path, cfg)
+    names = list(types)
+    stacks = [[names[i] for i in dict.fromkeys(labels[:, 0].tolist())] for labels in sources.values()]
+    return kernel_summary({name: t for name, (t, shape) in types.items() if len(shape) > 1}, mode,
+                          [stack for stack in stacks if len(stack) > 1])
+
+
+VEC_DOT = {  # GGUF weight type -> how llama.cpp rounds the activations it multiplies (`activation_rounding.py`)
+    **dict.fromkeys((Q.Q4_0, Q.Q5_0, Q.Q8_0, Q.IQ4_NL), "q8_0"), **dict.fromkeys((Q.Q4_1, Q.Q5_1), "q8_1"),
+    **dict.fromkeys((Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS), "q8_K"), Q.F16: "f16", Q.BF16: "bf16",
+    Q.F32: None}
+
+
+def activation_kinds(path: Path, cfg) -> dict[str, str | None]:
+    """For each linear layer of ours (its weight's name without ".weight"), how llama.cpp rounds the activations
+    it multiplies with the GGUF matrices that layer stacks (`VEC_DOT`). Parts that llama.cpp would round
+    differently in one layer of ours are refused: no single rounding is llama.cpp's there."""
+    types, sources = _file_layers(path, cfg)
+    names, kinds = list(types), {}
+    for name, labels in sources.items():
+        parts = [names[i] for i in dict.fromkeys(labels[:, 0].tolist())]
+        if len(types[parts[0]][1]) < 2:
+            continue
+        unknown = [types[p][0].name for p in parts if types[p][0] not in VEC_DOT]
+        found = {VEC_DOT.get(types[p][0]) for p in parts}
+        if unknown or len(found) > 1:
+            raise LmlabError(f"'{path.name}' has matrices ({', '.join(parts)}) whose inputs lmlab cannot round as "
+                             "llama.cpp does (types " + ", ".join(sorted({types[p][0].name for p in parts})) +
+                             "); load it without --activations int8")
+        kinds[name.removesuffix(".weight")] = found.pop()
+    return kinds
+
+
+def _file_layers(path: Path, cfg) -> tuple[dict[str, tuple[Q, tuple[int, ...]]], dict[str, torch.Tensor]]:
+    """The GGUF file's tensors (name -> type, shape (out, in)), and for each tensor of ours its `row_sources`
+    in a model of config `cfg`. The architecture and tensors are remembered in the cache by the file's content
+    key: listing them means parsing all the metadata (seconds for a real vocabulary), which a cached load never
+    does."""
     memo = cache_dir("gguf") / f"{path.stem}-{content_key(path)}-tensors.json"
     try:
         saved = json.loads(memo.read_text())
@@ -137,12 +173,9 @@ def file_kernel_summary(path: Path, mode: str, cfg) -> str:
         tensors = {t.name: (t.tensor_type, tuple(int(n) for n in reversed(t.shape))) for t in reader.tensors}
         atomic_write_text(memo, json.dumps({"architecture": architecture, "tensors": {
             name: [t.name, shape] for name, (t, shape) in tensors.items()}}))
-    names = list(tensors)
     sources = row_sources(registry.lookup_gguf(architecture).gguf.from_gguf,
                           {name: shape for name, (_, shape) in tensors.items()}, cfg)
-    stacks = [[names[i] for i in dict.fromkeys(labels[:, 0].tolist())] for labels in sources.values()]
-    return kernel_summary({name: t for name, (t, shape) in tensors.items() if len(shape) > 1}, mode,
-                          [stack for stack in stacks if len(stack) > 1])
+    return tensors, sources
 
 
 def _half(data: np.ndarray) -> torch.Tensor:

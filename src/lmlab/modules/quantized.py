@@ -2,13 +2,15 @@
 
 The integers, scales and mins are buffers, not parameters: they are not trained, and a model's
 parameters stay its float ones (norms, biases), so code that reads `next(model.parameters())` for the
-device and dtype sees fp32. Activations stay fp32; the formats are in `quantized_formats.py`, the
-products in `quantized_ops.py`. A tied LM head is `QuantizedEmbedding.as_linear()`: the same tensors.
+device and dtype sees fp32. Activations stay fp32, unless a layer's `activations` names how llama.cpp
+rounds them for the GGUF type its weight came from (`activation_rounding.py`); the formats are in
+`quantized_formats.py`, the products in `quantized_ops.py`. A tied LM head is `QuantizedEmbedding.as_linear()`: the same tensors.
 """
 
 import torch
 from torch import nn
 
+from lmlab.modules.activation_rounding import q8_1_min_correction, round_activations
 from lmlab.modules.quantized_formats import QuantizedWeight
 from lmlab.modules.quantized_ops import embedding_rows, quantized_linear
 
@@ -37,15 +39,27 @@ class _Quantized(nn.Module):
 
 
 class QuantizedLinear(_Quantized):
-    """y = x W^T + b for W (out, in) stored as int8 or int4: forward(x (..., in)) -> (..., out)."""
+    """y = x W^T + b for W (out, in) stored as int8 or int4: forward(x (..., in)) -> (..., out). `activations`
+    (None: x as it is) is one of `activation_rounding.KINDS`: x is rounded first, as llama.cpp rounds it."""
 
-    def __init__(self, weight: QuantizedWeight, bias: torch.Tensor | None = None):
+    def __init__(self, weight: QuantizedWeight, bias: torch.Tensor | None = None, activations: str | None = None):
         super().__init__(weight)
         self.out_features, self.in_features = weight.shape
         self.bias = nn.Parameter(bias, requires_grad=False) if bias is not None else None
+        self.activations = activations
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return quantized_linear(x, self.weight, self.bias)
+        if self.activations is None:
+            return quantized_linear(x, self.weight, self.bias)
+        rounded = round_activations(x, self.activations)  # (..., in)
+        y = quantized_linear(rounded, self.weight, self.bias)
+        if self.activations == "q8_1" and self.mins is not None:
+            y = y + q8_1_min_correction(x, rounded, self.mins)
+        return y
+
+    def extra_repr(self) -> str:
+        rounding = f", activations={self.activations}" if self.activations else ""
+        return super().extra_repr() + rounding
 
 
 class QuantizedEmbedding(_Quantized):

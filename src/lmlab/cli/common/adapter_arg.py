@@ -17,5 +17,6 @@ def add_adapter_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
 
 
 def load_decoder(args: argparse.Namespace):
-    """(model, tokenizer) of `args.model` as `args.dtype`, with `args.adapter` applied when given."""
-    return load(args.model, args.dtype, adapter=args.adapter)
+    """(model, tokenizer) of `args.model` as `args.dtype` (and `args.activations`, `model_dtype.add_dtype_arg`'s
+    flags), with `args.adapter` applied when the command has the flag and it is given."""
+    return load(args.model, args.dtype, adapter=getattr(args, "adapter", None), activations=args.activations)

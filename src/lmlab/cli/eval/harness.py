@@ -59,7 +59,7 @@ def run_harness(args) -> None:
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its per-task notes would bury the result
     results = run_tasks(args.model, tasks, args.include_path, args.num_fewshot, args.limit, args.batch_size,
                         show_progress=True, trust_task_code=args.trust_task_code, dtype=args.dtype,
-                        adapter=args.adapter)
+                        adapter=args.adapter, activations=args.activations)
     if args.json:
         print(json.dumps(results))
         return

@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from lmlab.cli.common.adapter_arg import add_adapter_arg
+from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
@@ -40,7 +40,7 @@ def run_task(args) -> None:
         raise LmlabError(f"--questions {args.questions} is more than lmlab supports (at most {MAX_QUESTIONS:,})")
     if not 0 <= args.max_operand <= MAX_OPERAND:
         raise LmlabError(f"--max-operand {args.max_operand} must be between 0 and {MAX_OPERAND:,}")
-    model, tokenizer = load(args.model, args.dtype, adapter=args.adapter)
+    model, tokenizer = load_decoder(args)
     prompts = task_prompts(args.questions, args.seed, args.max_operand)
     with torch.no_grad():
         score = task_score(model.eval(), tokenizer, prompts)

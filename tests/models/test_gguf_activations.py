@@ -1,0 +1,94 @@
+"""`lmlab.load(..., activations="int8")`: each quantized matrix's input rounded as llama.cpp rounds it for the
+GGUF type of its weight (Q8_0 / Q8_1 blocks of 32, Q8_K blocks of 256), so lmlab on a GGUF file decodes
+llama.cpp's tokens; with fp32 activations it does not."""
+
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+import lmlab
+from conftest import lmlab as run_lmlab
+from gguf_files import TEXTS
+from gguf_reference import PROMPTS, assert_llama_cpp_decodes_as, greedy, llama_cpp_greedy, wide_model, written_as
+from lmlab.errors import LmlabError
+from lmlab.generation.fused import fused_step_refusal
+from lmlab.modules.activation_rounding import round_activations
+from lmlab.tokenizers.bpe import train_bpe
+
+MODE = {Q.Q8_0: "int8", Q.Q4_0: "int4", Q.Q4_1: "int4", Q.Q4_K: "int4"}  # the mode that keeps the type's blocks
+ROUNDING = {Q.Q8_0: "q8_0", Q.Q4_0: "q8_0", Q.Q4_1: "q8_1", Q.Q4_K: "q8_K"}
+
+
+def trained_model(tokenizer):
+    """A 2-layer Llama (rows 256 and 512 wide, as Q4_K needs) after 100 AdamW steps on TEXTS (2 s): its greedy
+    choices are clear, where a random model's top two logits can be closer than fp32's last bits."""
+    model = wide_model(tokenizer.get_vocab_size(), 256, 512).train()
+    ids = torch.tensor([sum((tokenizer.encode(text).ids for text in TEXTS), [])])  # (1, T)
+    optimizer = torch.optim.AdamW(model.parameters(), 3e-3)
+    for _ in range(100):
+        loss = torch.nn.functional.cross_entropy(model(ids[:, :-1])[0], ids[0, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """GGUF type -> `trained_model` written in that type."""
+    root, tokenizer = tmp_path_factory.mktemp("activations"), train_bpe(TEXTS * 20, vocab_size=300)
+    model = trained_model(tokenizer)
+    return {qtype: written_as(root, model, tokenizer, qtype) for qtype in MODE}
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("qtype", list(MODE), ids=lambda t: t.name)
+def test_lmlab_with_rounded_activations_decodes_llama_cpps_tokens(files, qtype):
+    model, _ = lmlab.load(files[qtype], MODE[qtype], activations="int8")
+    assert {layer.activations for layer in model.modules() if hasattr(layer, "activations")} == {ROUNDING[qtype]}
+    for prompt in PROMPTS:
+        assert_llama_cpp_decodes_as(model, files[qtype], prompt, 32)
+
+
+@pytest.mark.parity
+def test_with_fp32_activations_the_logits_are_a_rounding_away_from_llama_cpps(files):
+    """What the rounding is for: without it lmlab's logits differ from llama.cpp's by 1 % of their range."""
+    model, _ = lmlab.load(files[Q.Q8_0], "int8")
+    theirs, their_logits = llama_cpp_greedy(files[Q.Q8_0], PROMPTS[0], 8)
+    with torch.no_grad():
+        logits = model(torch.tensor([PROMPTS[0] + theirs]))[0, len(PROMPTS[0]) - 1:-1]
+    assert (logits - their_logits).abs().max() > 1e-3
+
+
+def test_q8_0_values_lie_on_the_blocks_grid_and_q8_k_takes_the_largest_magnitudes_sign():
+    x = torch.randn(3, 512) * torch.logspace(-1, 2, 512)  # (3, 512), magnitudes over three decades
+    q8_0 = round_activations(x, "q8_0").view(3, 16, 32)
+    exact = x.view(3, 16, 32).abs().amax(-1, keepdim=True) / 127  # (3, 16, 1): the step before fp16 rounds it
+    d = exact.half().float()
+    assert torch.equal(q8_0, (q8_0 / d).round() * d) and (q8_0 / d).abs().max() <= 127
+    assert ((q8_0 - x.view(3, 16, 32)).abs() <= exact / 2 + 127 * (d - exact).abs() + 1e-6).all()
+    block = torch.zeros(256)
+    block[7], block[9] = -2.0, 1.0  # the largest magnitude is negative: scale 1 / (127 / 2), q = 127 there
+    rounded = round_activations(block, "q8_K")
+    assert rounded[7] == -2.0 and rounded[9] == round(127 / 2) * (1 / (127 / 2))
+    assert torch.equal(round_activations(torch.zeros(256), "q8_K"), torch.zeros(256))
+
+
+def test_rounded_activations_keep_the_model_off_the_fused_step_and_a_float_model_is_refused(files):
+    model, _ = lmlab.load(files[Q.Q8_0], "int8", activations="int8")
+    assert "llama.cpp" in fused_step_refusal(model)
+    assert fused_step_refusal(lmlab.load(files[Q.Q8_0], "int8")[0]) is None
+    with pytest.raises(LmlabError, match="add --dtype int8 or int4"):
+        lmlab.load(files[Q.Q8_0], activations="int8")
+    with pytest.raises(LmlabError, match="activations 'int4'"):
+        lmlab.load(files[Q.Q8_0], "int8", activations="int4")
+
+
+def test_generate_takes_activations_int8(files, capsys):
+    model, tokenizer = lmlab.load(files[Q.Q4_K], "int4", activations="int8")
+    assert run_lmlab("generate", "--model", files[Q.Q4_K], "--dtype", "int4", "--activations", "int8", "--greedy",
+                     "--max-new-tokens", 6, "--prompt", "the cat") == 0
+    printed = capsys.readouterr()
+    assert "rounded as llama.cpp rounds them" in printed.err
+    expected = tokenizer.decode(greedy(model, tokenizer.encode("the cat"), 6))
+    assert printed.out.strip().endswith(expected.strip())
