@@ -59,10 +59,10 @@ def run_truthfulness(args) -> None:
         print(json.dumps({"model": args.model, "data": args.data or "embedded", "prompts": results}))
         return
     print(f"{args.model} on {args.data or 'the embedded misconceptions'}: {len(questions)} questions")
-    print(f"{'prompt':<8}{'MC1':>8}  {'95% interval':<15}{'MC2':>8}  {'95% interval':<15}")
+    print(f"{'prompt':<8}{'MC1':>8}  {'95% interval':<15}{'MC2':>8}  95% interval")
     for prompt, r in results.items():
         print(f"{prompt:<8}{r['mc1']:>8.1%}  {_interval(r['mc1_interval']):<15}{r['mc2']:>8.1%}  "
-              f"{_interval(r['mc2_interval']):<15}")
+              f"{_interval(r['mc2_interval'])}")
 
 
 def _interval(bounds) -> str:
