@@ -92,6 +92,18 @@ def test_every_peft_method_trains_and_saves_its_result(base, tmp_path, method):
         assert any(p.requires_grad for p in model.parameters())
 
 
+@pytest.mark.parametrize("method", ["prefix", "lora"])
+def test_a_run_directory_is_an_adapter_of_its_base_and_loads_in_eval_mode(base, tmp_path, method):
+    """`--adapter RUN` (any command) takes a run directory, and `lmlab.load(RUN)` gives the same model, in eval
+    mode: the adapter alone on its base (prefix) or the merged model (LoRA)."""
+    cfg = TINY_RUN.replace(peft=method, loop=TINY_RUN.loop.replace(max_steps=2), n_prefix=2, task_eval_size=1)
+    sft(base, "task", tmp_path / "r", cfg, show_progress=False)
+    (of_run, tokenizer), (given, _) = load(tmp_path / "r"), load(base, adapter=tmp_path / "r")
+    assert not of_run.training and not given.training
+    ids = torch.tensor([tokenizer.encode("What is 3 + 4?")])
+    torch.testing.assert_close(of_run(ids), given(ids), rtol=1e-4, atol=1e-5)
+
+
 def test_ctrl_c_ends_the_session_after_the_step_in_flight_with_a_checkpoint(base, tmp_path):
     tuned = load_tunable(base, TINY_RUN)
     session = start_tuning(tmp_path, tuned.model, TINY_RUN, run_settings("sft", tuned, "x", [], TINY_RUN), None)

@@ -32,7 +32,7 @@ def attach_adapters(model: nn.Module, adapters: list[tuple[str, str | os.PathLik
     if any(isinstance(m, QuantizedLinear) for m in model.modules()):
         raise LmlabError("--adapter applies LoRA to float weights and this model is quantized (int8/int4); load it "
                          "as fp32 or bf16 (--dtype), or serve a merged model alone")
-    loaded = [_lora_layers(model, name, adapter_directory(directory)) for name, directory in adapters]
+    loaded = [_lora_layers(model, name, Path(directory)) for name, directory in adapters]
     rows = AdapterRows(len(loaded))
     for k, layers in enumerate(loaded):
         for layer_name, lora in layers:
@@ -42,14 +42,6 @@ def attach_adapters(model: nn.Module, adapters: list[tuple[str, str | os.PathLik
                 model.set_submodule(layer_name, layer)
             layer.add(k, lora.lora_a, lora.lora_b, lora.scale)
     return rows
-
-
-def adapter_directory(directory: str | os.PathLike) -> Path:
-    """The adapter's own directory: `directory`, or its adapter/ when it is a run directory."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise LmlabError(f"--adapter: {directory} is not a directory; give an adapter or run directory")
-    return directory / "adapter" if (directory / "adapter").is_dir() else directory
 
 
 def _lora_layers(model: nn.Module, name: str, directory: Path) -> list[tuple[str, LoRALinear]]:

@@ -123,13 +123,12 @@ def _with_rounding(loaded: tuple, name_or_path: str | Path, activations: str) ->
 
 def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:
     """A post-training run that saved only its adapter (no merged model: prefix, prompt or bottleneck
-    tuning, or LoRA on a tied head): the base model its run.json names, with the adapter loaded onto it
-    (PEFT modules in place; fp32, the weights it was trained on)."""
+    tuning, or LoRA on a tied head): the base model its run.json names with the adapter loaded onto it, in
+    eval mode, as `load(base, adapter=run)` gives it (fp32, the weights it was trained on)."""
     if dtype not in (None, torch.float32, "fp32"):
         raise LmlabError(f"'{run}' holds an adapter without a merged model, which runs on its fp32 base model; "
                          "drop --dtype (a LoRA run's merged model takes any)")
-    model, tokenizer = load(read_json_object(run / "run.json", "finish the run with --resume")["base_model"])
-    return load_peft(model, run / "adapter"), tokenizer
+    return load(read_json_object(run / "run.json", "finish the run with --resume")["base_model"], adapter=run)
 
 
 def checked_dtype(dtype: torch.dtype | str | None) -> torch.dtype | str | None:

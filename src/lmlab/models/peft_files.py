@@ -118,10 +118,13 @@ def hub_name(base_name: str | None) -> str | None:
 
 
 def load_peft(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
-    """Apply the adapter saved in `directory` (peft's layout, written by peft or lmlab, or lmlab's own)
-    to the base model `model` and load its parameters. Refuses a base model other than the one the
-    adapter was trained on, and an adapter lmlab cannot compute exactly, in one line each."""
+    """Apply the adapter saved in `directory` (peft's layout, written by peft or lmlab, or lmlab's own; or a
+    post-training run directory, whose adapter/ it is) to the base model `model` and load its parameters.
+    Refuses a base model other than the one the adapter was trained on, and an adapter lmlab cannot compute
+    exactly, in one line each."""
     directory = Path(directory)
+    if (directory / "adapter").is_dir() and not any((directory / f).is_file() for f in (CONFIG_FILE, SETTINGS_FILE)):
+        directory = directory / "adapter"  # a run directory
     if next(peft_modules(model), None) is not None:
         raise LmlabError(f"the model already has PEFT modules; load the adapter in {directory} onto a fresh base model")
     if (directory / CONFIG_FILE).is_file():

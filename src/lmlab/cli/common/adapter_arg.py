@@ -7,8 +7,8 @@ import argparse
 
 from lmlab.models.load import load
 
-HELP = ("apply the adapter saved in DIR (a peft save_pretrained directory, or an lmlab run's adapter/) to --model, "
-        "the base model it was trained on")
+HELP = ("apply the adapter saved in DIR (a peft save_pretrained directory, an lmlab post-training run or its "
+        "adapter/) to --model, the base model it was trained on")
 
 
 def add_adapter_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
