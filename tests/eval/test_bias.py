@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+import lmlab.eval.bias as bias_module
 from conftest import lmlab, one_line_error
 from lm_eval_reference import lm_eval_samples, write_hf_llama
 from lmlab.data.stereotype_pairs import BIAS_TYPES, STEREOTYPE_PAIRS, StereotypePair
@@ -140,3 +141,10 @@ def test_smollm2_gives_the_documented_verdicts_on_the_gender_pairs(monkeypatch, 
     assert [int(r["stereotype"]) for r in result["per_pair"]] == [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1]
     assert [r["more"] - r["less"] for r in result["per_pair"][:5]] == pytest.approx(
         [2.281, 4.228, 2.295, -1.715, 0.757], abs=2e-3)
+
+
+def test_long_sentences_are_scored_in_batches_with_the_same_sum(bert_dir, monkeypatch):
+    model, tokenizer = load_masked_lm(bert_dir[0])
+    whole = masked_pair_scores(model, tokenizer, PAIRS[0])
+    monkeypatch.setattr(bias_module, "MASKED_ROWS", 2)
+    assert masked_pair_scores(model, tokenizer, PAIRS[0]) == pytest.approx(whole, abs=1e-5)

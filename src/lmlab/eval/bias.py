@@ -23,6 +23,8 @@ from lmlab.eval.harness import HarnessScorer
 from lmlab.eval.intervals import wilson_interval
 from lmlab.progress import progress_bar
 
+MASKED_ROWS = 64  # masked copies of a sentence scored in one forward pass
+
 
 def shared_positions(first: Sequence[int], second: Sequence[int]) -> tuple[list[int], list[int]]:
     """The positions of the tokens the two id sequences share, in each: difflib's 'equal' blocks
@@ -37,15 +39,19 @@ def shared_positions(first: Sequence[int], second: Sequence[int]) -> tuple[list[
 
 @torch.no_grad()
 def pseudo_loglikelihood(model: torch.nn.Module, ids: Sequence[int], positions: Sequence[int], mask_id: int) -> float:
-    """Sum over `positions` of log p(ids[i] | ids with position i masked): one batch, a row per position."""
+    """Sum over `positions` of log p(ids[i] | ids with position i masked): a row per position, in batches of
+    MASKED_ROWS rows (a long sentence's N x T batch stays bounded)."""
     device = next(model.parameters()).device
-    rows = torch.tensor(ids, device=device).repeat(len(positions), 1)  # (N, T)
-    where = torch.tensor(positions, device=device)  # (N,)
-    targets = rows[torch.arange(len(positions), device=device), where].clone()  # (N,)
-    rows[torch.arange(len(positions), device=device), where] = mask_id
-    hidden = model(rows)[torch.arange(len(positions), device=device), where]  # (N, C)
-    logprobs = model.mlm_logits(hidden).float().log_softmax(-1)  # (N, V)
-    return float(logprobs.gather(1, targets[:, None]).sum())
+    total = 0.0
+    for start in range(0, len(positions), MASKED_ROWS):
+        where = torch.tensor(positions[start:start + MASKED_ROWS], device=device)  # (N,)
+        rows = torch.tensor(ids, device=device).repeat(len(where), 1)  # (N, T)
+        index = torch.arange(len(where), device=device)
+        targets = rows[index, where].clone()  # (N,)
+        rows[index, where] = mask_id
+        logprobs = model.mlm_logits(model(rows)[index, where]).float().log_softmax(-1)  # (N, V)
+        total += float(logprobs.gather(1, targets[:, None]).sum())
+    return total
 
 
 def masked_pair_scores(model: torch.nn.Module, tokenizer, pair: StereotypePair) -> tuple[float, float]:
