@@ -28,7 +28,7 @@ from lmlab.rag.retrieve import Hit, Retriever
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 KS = (1, 3, 5)  # passages in the prompt, and the k of recall@k
-GENERATED_TOKENS = 10
+GENERATED_TOKENS = 24  # enough for "X was born in Y." with an invented name of many tokens
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def save_chart(path: str, result: dict, ks: tuple[int, ...]) -> None:
     """Accuracy (k = 0 is closed book) and recall@k against k, with chance."""
     xs = [0, *ks]
     series = {"accuracy (ranked first)": (xs, list(result["accuracy"].values())),
-              "recall@k": (list(ks), [result["recall"][str(k)] for k in ks]),
+              "recall at k": (list(ks), [result["recall"][str(k)] for k in ks]),
               "chance": (xs, [result["chance"]] * len(xs))}
     save_line_plot(path, series, title=f"closed vs open book: {result['model']}",
                    xlabel="passages in the prompt (0 = closed book)", ylabel="share of questions")
