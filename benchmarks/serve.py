@@ -14,12 +14,19 @@ HF has no server: the same requests run in-process as static batches of N (left-
 stopped at the end-of-turn token), the way a batch job without continuous batching runs them; its
 tokens/s counts each row's tokens up to its end of turn, and it streams nothing, so no latencies.
 llama.cpp's column is skipped, with a note, when llama-cpp-python's server is not installed.
+
+With --adapters N the question is what serving LoRA adapters costs: lmlab fp32 serving the base alone
+against lmlab fp32 serving the base and N random LoRA adapters (rank 8 on every matrix, `--adapter NAME=DIR`),
+its requests spread evenly over the base and the adapters, which decode in one batch on the shared weights
+(llama.cpp's server applies one adapter to every request, so it has no column; nor HF). Each reply is checked
+against the same (model, question) asked alone.
 Usage:
 
   python benchmarks/serve.py                     # 16 clients, 64 requests of up to 128 tokens, lmlab int4
   python benchmarks/serve.py --dtype int8        # or fp32, bf16
   python benchmarks/serve.py --quick             # a smoke test, not a benchmark
   python benchmarks/serve.py --clients 8 --duration 60
+  python benchmarks/serve.py --adapters 2        # the base alone against the base and 2 adapters, fp32
 """
 
 import argparse
@@ -40,6 +47,8 @@ import torch
 import transformers
 
 from lmlab.models.load import load
+from lmlab.models.peft_files import base_fingerprint, save_peft
+from lmlab.modules.peft import apply_peft, peft_parameters
 from lmlab.tokenizers.chat import chat_prompt
 from machine import device_name, downloaded  # benchmarks/machine.py
 
@@ -65,6 +74,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dtype", choices=["fp32", "bf16", "int8", "int4"], default="int4",
                    help="lmlab serve --dtype (int4: the file's own Q4_1 blocks)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of each side (default: every core)")
+    p.add_argument("--adapters", type=int, default=0,
+                   help="measure lmlab fp32 serving this many LoRA adapters beside the base against the base alone")
     p.add_argument("--quick", action="store_true", help="4 clients, 8 requests of 16 tokens: a smoke test")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
@@ -111,11 +122,29 @@ class Server:
         self.log.close()
 
 
-def lmlab_server(path: Path, args) -> Server:
+def lmlab_server(path: Path, args, adapters: dict[str, Path] | None = None) -> Server:
+    """`lmlab serve` of the model at `path`, with the LoRA adapters `adapters` (model id -> directory) beside it."""
     port = free_port()
+    flags = [f for name, directory in (adapters or {}).items() for f in ("--adapter", f"{name}={directory}")]
     return Server("lmlab", [sys.executable, "-c", "import sys; from lmlab.cli.main import main; sys.exit(main())",
                             "serve", "--model", str(path), "--name", SERVED, "--port", str(port),
-                            "--slots", str(args.clients), "--dtype", args.dtype], port, args.threads)
+                            "--slots", str(args.clients), "--dtype", args.dtype, *flags], port, args.threads)
+
+
+def random_adapters(path: Path, n: int, root: Path) -> dict[str, Path]:
+    """`n` LoRA adapters of the model at `path` (rank 8 on every matrix, random weights), saved under `root`."""
+    adapters = {}
+    for i in range(n):
+        model, _ = load(path)
+        settings = {"rank": 8, "alpha": 16.0, "targets": ["qkv", "out", "gate_up", "down"]}
+        apply_peft(model, "lora", **settings)
+        torch.manual_seed(i)
+        with torch.no_grad():
+            for p in peft_parameters(model).values():
+                p.copy_(torch.randn_like(p) * 0.02)
+        adapters[f"adapter{i + 1}"] = save_peft(model, root / f"adapter{i + 1}", "lora", settings,
+                                                base_fingerprint(model))
+    return adapters
 
 
 def llama_cpp_server(path: Path, args) -> Server:
@@ -127,29 +156,30 @@ def llama_cpp_server(path: Path, args) -> Server:
                   port, args.threads)
 
 
-def body(question: str, max_tokens: int, stream: bool) -> dict:
-    """A greedy chat request for `question` (streamed ones also ask for their token counts)."""
-    request = {"model": SERVED, "messages": [{"role": "user", "content": question}], "temperature": 0,
+def body(question: str, max_tokens: int, stream: bool, model: str = SERVED) -> dict:
+    """A greedy chat request for `question` to `model` (streamed ones also ask for their token counts)."""
+    request = {"model": model, "messages": [{"role": "user", "content": question}], "temperature": 0,
                "max_tokens": max_tokens, "stream": stream}
     return {**request, "stream_options": {"include_usage": True}} if stream else request
 
 
-async def references(url: str, max_tokens: int) -> dict[str, str]:
-    """Each question's greedy reply, asked alone and not streamed."""
+async def references(url: str, max_tokens: int, models: list[str]) -> dict[tuple[str, str], str]:
+    """Each (model, question)'s greedy reply, asked alone and not streamed."""
     async with httpx.AsyncClient(timeout=600) as client:
         replies = {}
-        for question in QUESTIONS:
-            r = await client.post(f"{url}/v1/chat/completions", json=body(question, max_tokens, stream=False))
-            r.raise_for_status()
-            replies[question] = r.json()["choices"][0]["message"]["content"]
+        for model in models:
+            for question in QUESTIONS:
+                r = await client.post(f"{url}/v1/chat/completions", json=body(question, max_tokens, False, model))
+                r.raise_for_status()
+                replies[model, question] = r.json()["choices"][0]["message"]["content"]
         return replies
 
 
-async def streamed(client: httpx.AsyncClient, url: str, question: str, max_tokens: int) -> dict:
+async def streamed(client: httpx.AsyncClient, url: str, model: str, question: str, max_tokens: int) -> dict:
     """One streamed request: its text, completion tokens, time to first token and inter-token gaps."""
     start = time.perf_counter()
     pieces, arrivals, tokens = [], [], None
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body(question, max_tokens, True)) as r:
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body(question, max_tokens, True, model)) as r:
         if r.status_code != 200:
             return {"error": f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"}
         async for line in r.aiter_lines():
@@ -166,21 +196,21 @@ async def streamed(client: httpx.AsyncClient, url: str, question: str, max_token
                     pieces.append(text)
                     arrivals.append(time.perf_counter())
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    return {"question": question, "text": "".join(pieces), "tokens": tokens if tokens is not None else len(pieces),
+    return {"model": model, "question": question, "text": "".join(pieces), "tokens": tokens if tokens is not None else len(pieces),
             "ttft_s": arrivals[0] - start if arrivals else None, "gaps_s": gaps}
 
 
-async def under_load(url: str, args) -> tuple[list[dict], float]:
-    """All requests from `args.clients` concurrent clients; (results, wall seconds)."""
-    queue = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.requests)]
+async def under_load(url: str, args, models: list[str]) -> tuple[list[dict], float]:
+    """All requests from `args.clients` concurrent clients, spread over `models`; (results, wall seconds)."""
+    queue = [(models[i % len(models)], QUESTIONS[i % len(QUESTIONS)]) for i in range(args.requests)]
     results = []
     start = time.perf_counter()
 
     async def client_loop(client: httpx.AsyncClient):
         while queue and (args.duration is None or time.perf_counter() - start < args.duration):
-            question = queue.pop()
+            model, question = queue.pop()
             try:
-                results.append(await streamed(client, url, question, args.max_tokens))
+                results.append(await streamed(client, url, model, question, args.max_tokens))
             except httpx.HTTPError as e:
                 results.append({"error": f"{type(e).__name__}: {e}"})
 
@@ -197,27 +227,52 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
 
 
-def summary(results: list[dict], wall: float, replies: dict[str, str]) -> dict:
+def summary(results: list[dict], wall: float, replies: dict[tuple[str, str], str]) -> dict:
     done = [r for r in results if "error" not in r]
     ttft = [r["ttft_s"] for r in done if r["ttft_s"] is not None]
     gaps = [g for r in done for g in r["gaps_s"]]
     tokens = sum(r["tokens"] for r in done)
     return {"requests": len(results), "errors": len(results) - len(done),
             "first_errors": [r["error"] for r in results if "error" in r][:3],
-            "mismatched_replies": sum(r["text"] != replies[r["question"]] for r in done),
+            "mismatched_replies": sum(r["text"] != replies[r["model"], r["question"]] for r in done),
             "completion_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
             "ttft_p50_s": percentile(ttft, 50), "ttft_p99_s": percentile(ttft, 99),
             "itl_p50_s": percentile(gaps, 50), "itl_p99_s": percentile(gaps, 99)}
 
 
-def run_server(make, path: Path, args) -> dict:
-    server = make(path, args)
+def run_server(server: Server, args, models: tuple[str, ...] = (SERVED,)) -> dict:
+    """The load on the started `server`, its requests spread over `models`; stops the server."""
     try:
-        replies = asyncio.run(references(server.url, args.max_tokens))
-        asyncio.run(under_load(server.url, args))  # warm-up: the first batches allocate and lay out weights
-        return summary(*asyncio.run(under_load(server.url, args)), replies)
+        replies = asyncio.run(references(server.url, args.max_tokens, list(models)))
+        asyncio.run(under_load(server.url, args, list(models)))  # warm-up: the first batches allocate and lay out weights
+        return summary(*asyncio.run(under_load(server.url, args, list(models))), replies)
     finally:
         server.stop()
+
+
+def adapter_costs(path: Path, args) -> None:
+    """--adapters N: lmlab fp32 serving the base alone against the base and N adapters; prints and saves."""
+    args.dtype = "fp32"
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        adapters = random_adapters(path, args.adapters, Path(tmp))
+        results = {"base alone": run_server(lmlab_server(path, args), args),
+                   f"base + {args.adapters} adapters": run_server(lmlab_server(path, args, adapters), args,
+                                                                  (SERVED, *adapters))}
+    print(f"SmolLM2-135M-Instruct fp32 in lmlab serve, {device_name(torch.device('cpu'))}, {args.threads} threads; "
+          f"{args.clients} clients, {args.requests} greedy chat requests of up to {args.max_tokens} tokens; load "
+          f"average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    for name, r in results.items():
+        print(f"{name:<22} {r['tokens_per_s']:>8.1f} tokens/s, errors {r['errors']}, replies != alone "
+              f"{r['mismatched_replies']}, TTFT p50 {r['ttft_p50_s'] * 1000:.0f} ms, ITL p50 "
+              f"{r['itl_p50_s'] * 1000:.1f} ms")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = args.out.with_name(args.out.stem + "_adapters.json")
+    out.write_text(json.dumps({"cpu": device_name(torch.device("cpu")), "threads": args.threads,
+                               "load_average_1min": [load_before, os.getloadavg()[0]], "adapters": args.adapters,
+                               "clients": args.clients, "requests": args.requests, "max_tokens": args.max_tokens,
+                               "results": results}, indent=2))
+    print(f"wrote {out}")
 
 
 @torch.inference_mode()
@@ -251,11 +306,14 @@ def main() -> None:
     args = parse_args()
     transformers.logging.set_verbosity_error()
     path = downloaded(MODEL)
+    if args.adapters:
+        adapter_costs(path, args)
+        return
     load_before = os.getloadavg()[0]
-    results = {"lmlab": run_server(lmlab_server, path, args)}
+    results = {"lmlab": run_server(lmlab_server(path, args), args)}
     llama_cpp = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("sse_starlette")
     if llama_cpp:
-        results["llama.cpp"] = run_server(llama_cpp_server, path, args)
+        results["llama.cpp"] = run_server(llama_cpp_server(path, args), args)
     results["hf"] = hf_static_batches(path, args)
 
     print(f"SmolLM2-135M-Instruct ({path.name}; lmlab --dtype {args.dtype}, llama.cpp on the Q4_1 weights, HF "
