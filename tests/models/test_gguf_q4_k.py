@@ -22,7 +22,7 @@ from lmlab.tokenizers.text import TextTokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-VOCAB, NEW_TOKENS = 300, 32
+VOCAB, NEW_TOKENS = 300, 64
 PROMPTS = ["a bird flew over the house", "numbers 42 and 7 (not 8)!"]  # held out from TEXTS
 
 
