@@ -48,7 +48,8 @@ def test_serve_answers_until_interrupted(tmp_path):
         assert process.wait(30) == 0
 
 
-@pytest.mark.parametrize("flags, fragment", [(["--slots", "0"], "--slots 0"), (["--port", "70000"], "--port 70000")])
+@pytest.mark.parametrize("flags, fragment", [(["--slots", "0"], "--slots 0"), (["--port", "70000"], "--port 70000"),
+                                             (["--rag", "idx", "--rag-top", "0"], "--rag-top 0 must be in 1..50")])
 def test_bad_flags_are_one_line(flags, fragment, capsys):
     assert lmlab("serve", "--model", "nowhere", *flags) == 2
     one_line_error(capsys, fragment)
@@ -67,6 +68,11 @@ def test_slots_whose_cache_would_not_fit_in_memory_are_refused_before_serving(tm
     monkeypatch.setattr(os, "sysconf", lambda name: small.get(name) or sysconf(name))
     assert lmlab("serve", "--model", str(model), "--slots", "1024", "--port", "0") == 2
     one_line_error(capsys, "use at most --slots 256")
+
+
+def test_a_bad_rag_index_is_one_line_before_the_model_loads(tmp_path, capsys):
+    assert lmlab("serve", "--model", "nowhere", "--rag", tmp_path, "--port", "0") == 2
+    one_line_error(capsys, "is not an lmlab retrieval index")
 
 
 def test_a_port_in_use_is_one_line_before_the_model_loads(capsys):

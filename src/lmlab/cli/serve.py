@@ -87,6 +87,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
 
+    retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None  # a bad index fails before the model loads
     model, tokenizer = load(args.model, args.dtype, activations=args.activations)
     say_gguf_kernels(args.model, args.dtype, model)
     if not isinstance(model, TransformerDecoder):
@@ -97,7 +98,6 @@ def serve(args, listener: socket.socket) -> None:
     if args.embedding_model:
         encoder, encoder_tokenizer = load_encoder(args.embedding_model)
         embedder = Embedder(served_name(args.embedding_model), encoder.eval(), encoder_tokenizer)
-    retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None
     check_cache_fits(model, args.slots)
     name = args.name or served_name(args.model)
     adapters = adapter_flags(args.adapter, name)
