@@ -145,3 +145,10 @@ def test_two_processes_train_as_one_with_two_micro_batches(base, tmp_path):
     ones, twos = (load_file(tmp_path / run / "adapter" / "adapter_model.safetensors") for run in ("one", "two"))
     for name in ones:
         torch.testing.assert_close(twos[name], ones[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_the_output_may_not_be_the_reward_functions_file(base, grader, capsys):
+    assert lmlab("grpo", "--model", base, "--data", "task", "--out", grader, "--reward-fn", f"{grader}:letters",
+                 *TINY_FLAGS) == 2
+    one_line_error(capsys, "--reward-fn")
+    assert grader.read_text().startswith("def letters")

@@ -16,7 +16,7 @@ INPUTS = {"model": "--model", "data": "--data", "tokenizer": "--tokenizer", "eva
           "arpa": "--arpa", "source": "--from", "include_path": "--include-path", "held_out": "--held-out",
           "reference": "--reference", "reward_model": "--reward-model", "pairs": "--pairs",
           "embedding_model": "--embedding-model", "task": "--task", "questions": "--questions",
-          "corpus": "--data", "ptx_data": "--ptx-data", "judge": "--judge"}
+          "corpus": "--data", "ptx_data": "--ptx-data", "judge": "--judge", "reward_fn": "--reward-fn"}
 MODEL_INPUTS = ("model", "reference", "reward_model", "embedding_model", "judge")  # may name a zoo model
 
 
@@ -43,6 +43,8 @@ def _paths(value) -> list[str]:
 
 def _input_path(dest: str, value: str) -> str:
     """Where the input `value` of flag `dest` lives on disk: a zoo model's cache directory, else the path itself."""
+    if dest == "reward_fn":  # file.py:function (or module:function, no file): the file is the input
+        return value.rpartition(":")[0] or value
     if dest in MODEL_INPUTS:
         from lmlab.io import zoo
 
