@@ -59,8 +59,9 @@ def test_exact_search_matches_faiss_exact_inner_product_index():
     assert torch.allclose(scores, torch.from_numpy(ref_scores), atol=1e-5)
 
 
-def test_hnsw_search_finds_what_exact_search_finds(encoder):
+def test_hnsw_search_finds_what_exact_search_finds(monkeypatch):
     pytest.importorskip("faiss")
+    monkeypatch.setattr(retrieve, "HNSW_BATCH", 700)  # the graph is built in 5 batches
     embeddings, queries = unit(3000, 32, 4), unit(50, 32, 5)
     hnsw = retrieve.HnswSearch(embeddings)
     _, approximate = hnsw.top_k(queries, 10)

@@ -14,6 +14,7 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.models.load import load_encoder
+from lmlab.progress import in_batches
 from lmlab.rag.index import Index, load_index
 from lmlab.rag.passages import Passage
 
@@ -21,6 +22,7 @@ ANN_THRESHOLD = 200_000  # passages: below, exact search answers a query in a fe
 EXACT_BLOCK = 65_536  # rows of the index multiplied at once
 HNSW_NEIGHBOURS = 32  # faiss's M: links per node of the graph
 HNSW_SEARCH_DEPTH = 128  # faiss's efSearch: candidates kept while searching (recall against speed)
+HNSW_BATCH = 10_000  # rows added to the graph between two updates of its progress bar
 SEARCHES = ("auto", "exact", "hnsw")
 
 
@@ -64,7 +66,9 @@ class HnswSearch:
             raise LmlabError("approximate search needs faiss: pip install faiss-cpu (or use --search exact)") from None
         self.graph = faiss.IndexHNSWFlat(embeddings.shape[1], HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
         self.graph.hnsw.efSearch = HNSW_SEARCH_DEPTH
-        self.graph.add(embeddings.numpy())
+        rows = list(range(embeddings.shape[0]))
+        for batch in in_batches(rows, HNSW_BATCH, "hnsw graph", "passage", show=len(rows) > HNSW_BATCH):
+            self.graph.add(embeddings[batch[0]:batch[-1] + 1].numpy())  # minutes for a large index: a bar with ETA
 
     def top_k(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         scores, rows = self.graph.search(queries.numpy(), k)  # (Q, k) each
