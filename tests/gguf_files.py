@@ -73,3 +73,18 @@ def logits(model, ids):
     """(B, T, V) logits without gradients."""
     with torch.no_grad():
         return model(ids)
+
+
+def fitted(model, ids: list[int], steps: int, lr: float):
+    """`model` after `steps` AdamW steps of next-token prediction on the token ids `ids`, in eval mode: a
+    trained model's greedy choices are clear, where a random model's top two logits are often closer than
+    quantization (or fp32's last bits under it) moves them."""
+    batch = torch.tensor([ids])  # (1, T)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr)
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(batch[:, :-1])[0], batch[0, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()

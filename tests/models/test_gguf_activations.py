@@ -8,7 +8,7 @@ from gguf import GGMLQuantizationType as Q
 
 import lmlab
 from conftest import lmlab as run_lmlab
-from gguf_files import TEXTS
+from gguf_files import TEXTS, fitted
 from gguf_reference import PROMPTS, assert_llama_cpp_decodes_as, greedy, llama_cpp_greedy, wide_model, written_as
 from lmlab.errors import LmlabError
 from lmlab.generation.fused import fused_step_refusal
@@ -20,17 +20,9 @@ ROUNDING = {Q.Q8_0: "q8_0", Q.Q4_0: "q8_0", Q.Q4_1: "q8_1", Q.Q4_K: "q8_K"}
 
 
 def trained_model(tokenizer):
-    """A 2-layer Llama (rows 256 and 512 wide, as Q4_K needs) after 100 AdamW steps on TEXTS (2 s): its greedy
-    choices are clear, where a random model's top two logits can be closer than fp32's last bits."""
-    model = wide_model(tokenizer.get_vocab_size(), 256, 512).train()
-    ids = torch.tensor([sum((tokenizer.encode(text).ids for text in TEXTS), [])])  # (1, T)
-    optimizer = torch.optim.AdamW(model.parameters(), 3e-3)
-    for _ in range(100):
-        loss = torch.nn.functional.cross_entropy(model(ids[:, :-1])[0], ids[0, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
+    """A 2-layer Llama (rows 256 and 512 wide, as Q4_K needs) after 100 AdamW steps on TEXTS (2 s)."""
+    model = wide_model(tokenizer.get_vocab_size(), 256, 512)
+    return fitted(model, sum((tokenizer.encode(text).ids for text in TEXTS), []), 100, 3e-3)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +101,6 @@ def test_smollm2_with_rounded_activations_hangs_on_the_last_bits_of_fp32():
         embedding = model.token_embedding.forward
         with torch.no_grad():
             logits = model(ids)[0, -1]
-            model.token_embedding.forward = lambda i: embedding(i) * (1 + 1e-7 * torch.randn(1, i.shape[-1], 576))
+            model.token_embedding.forward = lambda i, rows=embedding: rows(i) * (1 + 1e-7 * torch.randn(1, i.shape[-1], 576))
             moves[activations] = float((model(ids)[0, -1] - logits).abs().max())
     assert moves["fp32"] < 1e-3 < 1e-2 < moves["int8"], moves

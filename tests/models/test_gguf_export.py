@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lmlab
-from gguf_files import CHATML, IDS, TEXTS
+from gguf_files import CHATML, IDS, TEXTS, fitted
 from gguf_reference import assert_llama_cpp_decodes_as, llama_cpp_greedy
 from llama_cpp_converter import llama_cpp as llama_cpp_module
 from lmlab.errors import LmlabError
@@ -44,15 +44,7 @@ def model(family: str = "llama", **settings):
 def trained(tok: TextTokenizer):
     """`model()` after 150 AdamW steps on TEXTS (1 s): its greedy paths are clear choices, as a real model's
     mostly are, where a random model's top two logits are often closer than f16 or Q8_0 rounding."""
-    network = model(tie_embeddings=False).train()
-    ids = torch.tensor([sum((tok.encode(text) for text in TEXTS), [])])  # (1, T)
-    optimizer = torch.optim.AdamW(network.parameters(), 1e-2)
-    for _ in range(150):
-        loss = torch.nn.functional.cross_entropy(network(ids[:, :-1])[0], ids[0, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return network.eval()
+    return fitted(model(tie_embeddings=False), sum((tok.encode(text) for text in TEXTS), []), 150, 1e-2)
 
 
 @pytest.fixture(scope="module")

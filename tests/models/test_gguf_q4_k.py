@@ -11,7 +11,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader
 
 import lmlab
-from gguf_files import TEXTS
+from gguf_files import TEXTS, fitted
 from gguf_reference import assert_llama_cpp_decodes_as, matrix_types, quantized_by_llama_cpp
 from lmlab.models.decoder import build_decoder
 from lmlab.models.gguf_export import save_gguf, tensor_type
@@ -43,14 +43,7 @@ def exported(tmp_path_factory):
     torch.manual_seed(0)
     source = build_decoder(preset("llama-tiny", vocab_size=VOCAB, context_length=128, n_layers=2, n_heads=4,
                                   n_kv_heads=2, d_model=256, d_ff=512, rope_base=500.0, tie_embeddings=False))
-    text = torch.tensor([sum((tok.encode(t) for t in TEXTS), [])])  # (1, T)
-    optimizer = torch.optim.AdamW(source.parameters(), 3e-3)
-    for _ in range(100):
-        loss = torch.nn.functional.cross_entropy(source(text[:, :-1])[0], text[0, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    source.eval()
+    source = fitted(source, sum((tok.encode(t) for t in TEXTS), []), 100, 3e-3)
     return source, tok, save_gguf(source, tok, root / "f32.gguf", "f32"), save_gguf(source, tok, root / "q4_k.gguf",
                                                                                      "q4_k")
 
