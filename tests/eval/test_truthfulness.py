@@ -88,6 +88,7 @@ def test_cli_writes_json_and_a_png_for_both_prompts(tmp_path, capsys):
      '"mc2_targets": {"choices": ["a", "b"], "labels": [1, 0]}}', "exactly one choice 1"),
     ('{"question": "Q?", "true": ["a"]}', "'false' must be a non-empty list"),
     ('["Q?"]', "not an object"),
+    ('{"question": "Q?", "true": ["a"], "false": ["b", "a"]}', "lists 'a' twice"),
 ])
 def test_a_bad_line_is_one_error_and_nothing_is_written(tmp_path, capsys, line, fragment):
     data = tmp_path / "q.jsonl"

@@ -76,6 +76,7 @@ def _question(row: dict, where: str) -> TruthfulQuestion:
                              f"not {mc1[1].count(1)}")
         return TruthfulQuestion(question, *mc1, *mc2)
     true, false = (_strings(row.get(key), key, where) for key in ("true", "false"))
+    _check_distinct([*true, *false], "'true' and 'false'", where)
     if len(true) + len(false) > MAX_CHOICES:
         raise LmlabError(f"{where} has {len(true) + len(false)} answers; at most {MAX_CHOICES} are scored")
     return from_answers(question, true, false)
@@ -94,7 +95,16 @@ def _targets(value, key: str, where: str) -> tuple[tuple[str, ...], tuple[int, .
         raise LmlabError(f"{where}: '{key}.labels' must be one 0 or 1 per choice ({len(choices)} of them)")
     if 1 not in labels or 0 not in labels:
         raise LmlabError(f"{where}: '{key}' needs at least one true (1) and one false (0) choice")
-    return tuple(choices), tuple(labels)
+    return tuple(choices), tuple(labels)  # a repeated choice is scored twice, as lm-eval scores it
+
+
+def _check_distinct(answers: list[str], key: str, where: str) -> None:
+    """Each answer once: an answer listed twice, or as both true and false, is a mistake in the file."""
+    seen = set()
+    for answer in answers:
+        if answer in seen:
+            raise LmlabError(f"{where}: {key} lists {answer!r} twice; give each answer once")
+        seen.add(answer)
 
 
 def _strings(value, key: str, where: str) -> tuple[str, ...]:
