@@ -69,6 +69,16 @@ def test_eval_prints_recall_and_closed_and_open_book_accuracy(models, tmp_path, 
     assert read_png(tmp_path / "rag.png").shape[2] == 3
 
 
+def test_eval_prints_a_table_by_relation(models, capsys):
+    assert lmlab("rag", "eval", "--model", models[1], "--encoder", models[0], "--people", "2", "--top", "1",
+                 "--answer-top", "1") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("retrieval  recall@1 ") and lines[2].split() == ["ranked", "first", "closed", "open@1",
+                                                                                 "chance"]
+    assert [line.split()[0] for line in lines[3:8]] == ["town", "year", "count", "pet", "overall"]
+    assert lines[8].startswith("answer in greedy reply  closed ")
+
+
 @pytest.mark.parametrize("args, message", [
     (["index", "--data", "{tmp}/none", "--out", "{tmp}/idx"], "does not exist"),
     (["index", "--data", "{tmp}/none", "--out", "{tmp}/idx", "--overlap", "100"], "--overlap 100 must be in 0..99"),
