@@ -52,6 +52,7 @@ NOT_PATHS = {
     "eval_fraction": "a share of the examples",
     "val_fraction": "a share of the pairs",
     "dtype": "a number format",
+    "activations": "a number format",
     "name": "the model id a server answers to",
     "integration_steps": "a count",
     "examples": "a count",
