@@ -6,7 +6,7 @@ always through the model's chat template. An answer is scored two ways:
 - ranked, as `eval facts` ranks: every candidate answer of the question's relation (the same relation's
   answers for all the people) is scored by log p(answer | prompt) as the start of the reply; right
   when the true answer ranks first (ties count against it). Chance is 1 / candidates.
-- generated: the greedy reply (at most GENERATED_TOKENS tokens) holds the true answer, ignoring case,
+- generated: the greedy reply (at most GENERATED_TOKENS tokens) holds the true answer as a word, ignoring case,
   closed book and open book with `answer_k` passages.
 Retrieval is scored apart from the model: recall@k is the share of questions with a passage of the
 person's document that holds the answer among the top k.
@@ -42,6 +42,11 @@ class Asked:
 def relevant(hit: Hit, fact: InventedFact) -> bool:
     """Whether `hit` is a passage of the fact's document that holds its answer."""
     return hit.passage.source == fact.source and fact.answer in re.findall(r"\w+", hit.passage.text)
+
+
+def answer_in(answer: str, reply: str) -> bool:
+    """Whether `reply` holds `answer` as a whole word, ignoring case ("8" is not in "1800")."""
+    return re.search(rf"\b{re.escape(answer)}\b", reply, re.IGNORECASE) is not None
 
 
 def recall_at(hits: list[list[Hit]], facts: list[InventedFact], k: int) -> float:
@@ -96,7 +101,7 @@ def summary(rows, hits, facts, ks, candidates: dict, answer_k: int) -> dict:
         return sum(asked[way].ranked_first for _, asked in subset) / len(subset)
 
     def found(subset, way):
-        return sum(f.answer.lower() in asked[way].reply.lower() for f, asked in subset) / len(subset)
+        return sum(answer_in(f.answer, asked[way].reply) for f, asked in subset) / len(subset)
 
     generated = ["closed", f"open@{answer_k}"]
     return {
