@@ -18,10 +18,10 @@ from lmlab.progress import in_batches
 from lmlab.rag.index import Index, load_index
 from lmlab.rag.passages import Passage
 
-ANN_THRESHOLD = 200_000  # passages: below, exact search answers a query in a few ms on a CPU
+ANN_THRESHOLD = 1_000_000  # passages: below, exact search takes under 0.2 s a query on one core (37 ms at 200,000)
 EXACT_BLOCK = 65_536  # rows of the index multiplied at once
 HNSW_NEIGHBOURS = 32  # faiss's M: links per node of the graph
-HNSW_SEARCH_DEPTH = 128  # faiss's efSearch: candidates kept while searching (recall against speed)
+HNSW_SEARCH_DEPTH = 512  # faiss's efSearch: candidates kept while searching (recall 0.93 against 0.64 at 128, random 20k)
 HNSW_BATCH = 10_000  # rows added to the graph between two updates of its progress bar
 SEARCHES = ("auto", "exact", "hnsw")
 

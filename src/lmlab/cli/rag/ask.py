@@ -44,7 +44,7 @@ def add_retrieval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, help="an index directory written by lmlab rag index")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"passages to retrieve (default {DEFAULT_TOP})")
     p.add_argument("--search", choices=SEARCHES, default="auto",
-                   help="exact cosine top-k, hnsw (faiss; approximate), or auto: exact below 200,000 passages")
+                   help="exact cosine top-k, hnsw (faiss; approximate), or auto: exact below 1,000,000 passages")
     p.add_argument("--encoder", help="embed the question with this encoder (default: the index's own)")
 
 
