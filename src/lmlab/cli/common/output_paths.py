@@ -16,8 +16,9 @@ INPUTS = {"model": "--model", "data": "--data", "tokenizer": "--tokenizer", "eva
           "arpa": "--arpa", "source": "--from", "include_path": "--include-path", "held_out": "--held-out",
           "reference": "--reference", "reward_model": "--reward-model", "pairs": "--pairs",
           "embedding_model": "--embedding-model", "task": "--task", "questions": "--questions",
-          "corpus": "--data", "ptx_data": "--ptx-data", "judge": "--judge", "reward_fn": "--reward-fn"}
-MODEL_INPUTS = ("model", "reference", "reward_model", "embedding_model", "judge")  # may name a zoo model
+          "corpus": "--data", "ptx_data": "--ptx-data", "judge": "--judge", "reward_fn": "--reward-fn",
+          "encoder": "--encoder", "index": "--index", "rag": "--rag"}
+MODEL_INPUTS = ("model", "reference", "reward_model", "embedding_model", "judge", "encoder")  # may name a zoo model
 
 
 def check_outputs(args: argparse.Namespace) -> None:
