@@ -59,4 +59,10 @@ def test_at_equal_lengths_the_length_controlled_rate_is_the_win_rate():
     verdicts = np.array([1, 1, 0.5, 0, 1, 0.5, 1, 0])
     result = win_rate(verdicts, np.full(8, 5.0), np.full(8, 5.0))
     assert result.length_controlled == pytest.approx(result.win_rate, abs=1e-7)
-    assert result.length_slope == 0
+    assert result.length_slope == 0 and not result.length_extrapolated
+
+
+def test_a_rate_at_lengths_never_seen_is_flagged_as_extrapolated():
+    verdicts = np.array([1, 1, 0.5, 0, 1, 1])
+    assert win_rate(verdicts, np.full(6, 5.0), np.arange(6.0, 12.0)).length_extrapolated  # A always shorter
+    assert not win_rate(verdicts, np.full(6, 8.0), np.arange(6.0, 12.0)).length_extrapolated

@@ -17,7 +17,9 @@ targets of 0.5; the slope has an L2 penalty (w1^2 / 2, scikit-learn's default C 
 separates the verdicts perfectly still gives a finite fit. What it is not: AlpacaEval's GLM is fitted
 over many models at once, with a term per model, a tanh of the length difference and a term per
 instruction's difficulty, against one fixed baseline; this fit sees one pair of models on one prompt
-set, so its number corrects this comparison for length and is not on AlpacaEval's leaderboard scale.
+set, so its number corrects this comparison for length and is not on AlpacaEval's leaderboard scale. When
+one model's replies are all longer than the other's, zero difference lies outside the data and the rate is
+an extrapolation of the fit (`length_extrapolated`), not a measurement.
 """
 
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class WinRate:
     confidence: float  # of the interval, e.g. 0.95
     length_controlled: float  # sigmoid(w0) of the length regression: the win rate at equal lengths
     length_slope: float  # w1: how much a standard deviation of extra length moves the log-odds
+    length_extrapolated: bool  # every reply of A is longer (or every one shorter) than B's: equal lengths were never seen
 
 
 def length_regression(verdicts: np.ndarray, length_a: np.ndarray, length_b: np.ndarray) -> tuple[float, float]:
@@ -79,4 +82,5 @@ def win_rate(verdicts, length_a, length_b, n_resamples: int = 1000, seed: int = 
     return WinRate(n=len(verdicts), wins=int((verdicts == A_WINS).sum()), ties=int((verdicts == TIE).sum()),
                    losses=int((verdicts == B_WINS).sum()), win_rate=float(verdicts.mean()),
                    interval=bootstrap_interval(verdicts, confidence, n_resamples, seed), confidence=confidence,
-                   length_controlled=float(torch.sigmoid(torch.tensor(w0))), length_slope=w1)
+                   length_controlled=float(torch.sigmoid(torch.tensor(w0))), length_slope=w1,
+                   length_extrapolated=bool((length_a > length_b).all() or (length_a < length_b).all()))

@@ -178,5 +178,8 @@ def print_result(args, result: dict) -> None:
           f"wins {result['wins']}, ties {result['ties']}, losses {result['losses']}")
     print(f"  mean reply length {result['mean_length_a']:.1f} vs {result['mean_length_b']:.1f} tokens; "
           f"length-controlled win rate {result['length_controlled']:.1%}")
+    if result["length_extrapolated"]:
+        print("  (every reply of one model is longer than the other's: the length-controlled rate extrapolates the "
+              "fit to equal lengths it never saw)")
     if args.png:
         print(f"figure saved to {args.png}")
