@@ -79,11 +79,11 @@ def run_preference(args) -> None:
     check_settings(args)
     prompts, references = prompts_and_references(args)
     judge = make_judge(args)
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load(args.model, args.dtype, activations=args.activations)
     replies_a = generate_replies(model.eval(), tokenizer, prompts, args.max_new_tokens, args.batch_size,
                                  desc="replies of --model")
     if references is None:
-        reference, reference_tokenizer = load(args.reference, args.dtype)
+        reference, reference_tokenizer = load(args.reference, args.dtype, activations=args.activations)
         references = generate_replies(reference.eval(), reference_tokenizer, prompts, args.max_new_tokens,
                                       args.batch_size, desc="replies of --reference")
     result = evaluate_preference(prompts, replies_a, references, judge, tokenizer, args.bootstrap, args.seed)
@@ -158,7 +158,7 @@ def read_replies(path: Path) -> list[tuple[list[dict], str]]:
 def make_judge(args):
     """The judge --judge and --judge-mode name, checked to be what the mode needs."""
     if args.judge_mode == "pairwise":
-        model, tokenizer = load(args.judge, args.dtype)
+        model, tokenizer = load(args.judge, args.dtype, activations=args.activations)
         return pairwise_judge(model.eval(), tokenizer, args.batch_size)
     run = Path(args.judge)
     if not (run / REWARD_HEAD_FILE).is_file():

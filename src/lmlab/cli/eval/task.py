@@ -46,7 +46,7 @@ def run_task(args) -> None:
         score = task_score(model.eval(), tokenizer, prompts)
     result = {"questions": len(prompts), "reward": score["task_reward"], "accuracy": score["task_accuracy"]}
     if args.reference:
-        reference = load(args.reference, args.dtype)[0].eval()
+        reference = load(args.reference, args.dtype, activations=args.activations)[0].eval()
         result["kl_to_reference"] = kl_to_reference(model, reference, tokenizer, prompts, seed=args.seed)
     if args.json:
         print(json.dumps(result))

@@ -56,7 +56,7 @@ def run(args) -> None:
     hits = retriever.retrieve([args.question], args.top)[0]
     answer = None
     if args.model:
-        model, tokenizer = load(args.model, args.dtype)
+        model, tokenizer = load(args.model, args.dtype, activations=args.activations)
         messages = with_passages([{"role": "user", "content": args.question}], hits)
         prompt_ids = tokenizer.encode(chat_prompt(tokenizer, messages))
         room = model.config.context_length - len(prompt_ids)

@@ -72,7 +72,7 @@ def run(args) -> None:
     passages = split_corpus(documents, args.passage_words, args.overlap)
     encoder, encoder_tokenizer = load_encoder(args.encoder)
     index = build_index(encoder.eval(), encoder_tokenizer, passages, args.encoder, args.passage_words, args.overlap)
-    model, tokenizer = load(args.model, args.dtype)
+    model, tokenizer = load(args.model, args.dtype, activations=args.activations)
     print(f"{len(facts)} questions about {args.people} invented people, {len(passages)} passages", file=sys.stderr)
     result = closed_vs_open(model.eval(), tokenizer, Retriever(index, encoder, encoder_tokenizer), facts, ks,
                             args.answer_top, show_progress=True)
