@@ -101,7 +101,7 @@ def test_it_trains_with_its_family_s_recipe_and_default_objective(toy, monkeypat
     assert registry.of_config(lmlab.preset("toyllama-tiny")) is toy
     ran = []
     monkeypatch.setitem(api.RECIPES, "pretrain", lambda cfg, *args, **options: ran.append(("api", cfg.family)))
-    monkeypatch.setattr(cli_train, "pretrain", lambda cfg, *args, **options: ran.append(("cli", cfg.family)))
+    monkeypatch.setattr("lmlab.recipes.pretrain.pretrain", lambda cfg, *args, **options: ran.append(("cli", cfg.family)))
     monkeypatch.setattr(cli_train, "print_result", lambda *args: None)
     lmlab.train(lmlab.preset("toyllama-tiny"), None, "markov", "unused")
     assert run_cli("train", "--model", "toyllama-tiny", "--data", "markov", "--out", "unused") == 0

@@ -16,9 +16,6 @@ from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
-from lmlab.generation.batch import check_token_ids
-from lmlab.generation.compiled import compiled_decoder
-from lmlab.generation.generate import stream_text
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 EXIT = "/exit"
@@ -47,6 +44,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.generation.compiled import compiled_decoder
+
     config = sampling_config(args)
     model, tokenizer = load_decoder(args)
     say_gguf_kernels(args.model, args.dtype, model)
@@ -88,6 +87,9 @@ def _user_lines():
 def _reply(model, tokenizer, messages: list[dict], config, note: str | None = None) -> str:
     """Generate, print (as it streams) and return the assistant's answer to `messages`; `note` goes to
     stderr once the prompt is known to fit the model, before the reply."""
+    from lmlab.generation.batch import check_token_ids
+    from lmlab.generation.generate import stream_text
+
     prompt_ids = tokenizer.encode(chat_prompt(tokenizer, messages))
     room = model.config.context_length - len(prompt_ids)
     if room < 1:

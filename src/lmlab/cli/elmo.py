@@ -4,18 +4,13 @@ vectors, and a downstream tagger on them through the learned scalar mix."""
 import dataclasses
 import json
 
-import torch
-
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
-from lmlab.data.corpora import EMBEDDED, load_corpus
+from lmlab.data.corpora import EMBEDDED
 from lmlab.data.words import split_words
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.elmo.chars import BOS, EOS, char_ids
 from lmlab.models.elmo.config import ElmoConfig
-from lmlab.models.elmo.files import load_elmo
-from lmlab.recipes.elmo import ElmoTrainConfig, train_elmo
-from lmlab.recipes.elmo_probe import probe_topics
+from lmlab.recipes.elmo import ElmoTrainConfig
 
 SHAPE_FLAGS = ("d_model", "lstm_cells", "n_layers", "char_dim", "n_highway", "max_chars")
 
@@ -51,6 +46,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_train(args) -> None:
+    from lmlab.data.corpora import load_corpus
+    from lmlab.recipes.elmo import train_elmo
+
     if args.stop_after is not None and args.stop_after < 1:
         raise LmlabError(f"--stop-after must be at least 1, got {args.stop_after}")
     shape = {name: getattr(args, name) for name in SHAPE_FLAGS if getattr(args, name) is not None}
@@ -66,6 +64,11 @@ def run_train(args) -> None:
 
 
 def run_embed(args) -> None:
+    import torch
+
+    from lmlab.models.elmo.chars import BOS, EOS, char_ids
+    from lmlab.models.elmo.files import load_elmo
+
     model, _ = load_elmo(args.model)
     sentences = split_words(args.text)
     if not sentences:
@@ -88,6 +91,9 @@ def run_embed(args) -> None:
 
 
 def run_probe(args) -> None:
+    from lmlab.models.elmo.files import load_elmo
+    from lmlab.recipes.elmo_probe import probe_topics
+
     model, _ = load_elmo(args.model)
     result = probe_topics(model)
     if args.json:

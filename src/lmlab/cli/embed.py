@@ -4,7 +4,6 @@ import argparse
 import json
 
 from lmlab.cli.similarity import add_model_and_texts, encoder_and_texts
-from lmlab.inference.embeddings import sentence_embeddings
 
 
 def add_parser(subparsers) -> None:
@@ -22,6 +21,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.inference.embeddings import sentence_embeddings
+
     encoder, tokenizer, texts = encoder_and_texts(args)
     embeddings = sentence_embeddings(encoder, tokenizer, texts, args.batch_size, show_progress=True)  # (N, C)
     for text, vector in zip(texts, embeddings.tolist()):

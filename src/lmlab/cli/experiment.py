@@ -14,7 +14,7 @@ from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComp
 from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
 from lmlab.experiments.encoder_decoder_pretraining import PretrainingExperimentSettings
 from lmlab.experiments.scaling import ScalingSettings
-from lmlab.experiments.vanishing_gradients import VanishingGradientSettings, results_table, vanishing_gradients
+from lmlab.experiments.vanishing_gradients import VanishingGradientSettings
 
 
 def add_parser(subparsers) -> None:
@@ -180,6 +180,8 @@ def _add_classic_vs_neural(sub) -> None:
 
 
 def run_vanishing_gradients(args) -> None:
+    from lmlab.experiments.vanishing_gradients import results_table, vanishing_gradients
+
     settings = VanishingGradientSettings(steps_back=args.steps_back, train_steps=args.train_steps, d_model=args.hidden,
                                          hidden=args.hidden, vocab_size=args.vocab_size, seed=args.seed)
     results = vanishing_gradients(args.out, args.data, settings)

@@ -9,15 +9,8 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_dir_output, check_file_output
-from lmlab.models.gguf_export import DTYPES, checked_dtype, save_gguf
-from lmlab.models.gguf_lora import save_gguf_lora
-from lmlab.models.load import load, zoo_or_path
+from lmlab.models.gguf_export import DTYPES
 from lmlab.models.ollama_modelfile import write_modelfile
-from lmlab.models.peft_files import save_peft
-from lmlab.models.quantized_files import is_quantized_dir
-from lmlab.models.tuned_files import save_model_dir
-from lmlab.modules.peft.core import peft_modules
-from lmlab.modules.peft.lora import LoRALinear, merge_lora
 
 FORMATS = ("hf", "gguf", "peft")
 
@@ -53,6 +46,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.models.gguf_export import save_gguf
+    from lmlab.models.gguf_lora import save_gguf_lora
+    from lmlab.models.load import zoo_or_path
+    from lmlab.models.peft_files import save_peft
+    from lmlab.models.tuned_files import save_model_dir
+
     check_flags(args)
     source, out = zoo_or_path(args.model), Path(args.out)
     (check_dir_output if args.to in ("hf", "peft") else check_file_output)(out, "--out")
@@ -87,6 +86,8 @@ def run(args) -> None:
 
 def check_flags(args) -> None:
     """The flags fit `--to`: --dtype, --lora-adapter and --modelfile are GGUF's."""
+    from lmlab.models.gguf_export import checked_dtype
+
     gguf_only = [flag for flag, given in (("--dtype", args.dtype), ("--lora-adapter", args.lora_adapter),
                                           ("--modelfile", args.modelfile)) if given]
     if args.to != "gguf" and gguf_only:
@@ -103,6 +104,11 @@ def check_flags(args) -> None:
 def merged(source: Path):
     """(model, tokenizer) from `source`, a LoRA run's adapter folded into the weights; another kind of adapter
     (prefix or prompt tuning) has no weights to fold into, and is refused."""
+    from lmlab.models.load import load
+    from lmlab.models.quantized_files import is_quantized_dir
+    from lmlab.modules.peft.core import peft_modules
+    from lmlab.modules.peft.lora import LoRALinear, merge_lora
+
     if is_quantized_dir(source) or is_quantized_dir(source / "model"):
         raise LmlabError(f"'{source}' holds lmlab's int8 / int4 weights, which are not GGUF's or transformers' blocks; "
                          "export the float model they came from (--to gguf --dtype q8_0 or q4_0 quantizes)")
@@ -115,6 +121,8 @@ def merged(source: Path):
 
 def adapter_run(source: Path, flag: str):
     """(base model with the run's adapter loaded, unmerged; the run's settings) of the run directory `source`."""
+    from lmlab.models.load import load
+
     if not (source / "adapter").is_dir() or not (source / "run.json").is_file():
         raise LmlabError(f"{flag}: '{source}' holds no adapter (no adapter/ and run.json of a fine-tuning run with "
                          "--peft); pass the --out of such a run, or export the whole model --to hf or gguf")

@@ -11,12 +11,7 @@ from dataclasses import replace
 
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.generation.batch import check_token_ids
-from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.fused import fused_step_refusal
-from lmlab.generation.generate import generate_batch, stream_text
-from lmlab.models.quantize import MODES
 
 
 def add_parser(subparsers) -> None:
@@ -94,6 +89,12 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig
 
 
 def run(args) -> None:
+    from lmlab.generation.batch import check_token_ids
+    from lmlab.generation.compiled import compiled_decoder
+    from lmlab.generation.fused import fused_step_refusal
+    from lmlab.generation.generate import generate_batch, stream_text
+    from lmlab.models.quantize import MODES
+
     config = sampling_config(args)
     model, tokenizer = load_decoder(args)
     say_gguf_kernels(args.model, args.dtype, model)

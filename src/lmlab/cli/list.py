@@ -6,9 +6,6 @@ of a classic model) and its presets;
 `lmlab list --objectives`: every training objective, the kind of model it trains and whose default it is."""
 
 from lmlab.io import zoo
-from lmlab.models.presets import names, summary
-from lmlab.models.registry import FAMILIES
-from lmlab.objectives.registry import REGISTRY as OBJECTIVES
 
 
 def add_parser(subparsers) -> None:
@@ -26,6 +23,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.models.presets import names, summary
+    from lmlab.models.registry import FAMILIES
+    from lmlab.objectives.registry import REGISTRY as OBJECTIVES
+
     if args.presets:
         rows = [tuple(summary(name).values()) for name in names()]
         _print_table(rows, ("name", "kind", "family", "layers", "d_model", "heads", "vocab", "context", "settings"))

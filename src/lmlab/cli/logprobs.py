@@ -6,7 +6,6 @@ import math
 
 from lmlab.cli.common.adapter_arg import load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
-from lmlab.generation.logprobs import top_logprobs
 
 
 def add_parser(subparsers) -> None:
@@ -29,6 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.generation.logprobs import top_logprobs
+
     model, tokenizer = load_decoder(args)
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     top = [{"id": i, "text": tokenizer.token_text(i), "logprob": lp}

@@ -8,16 +8,9 @@ from lmlab.cli.common.config_flags import flag_fields
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output, check_file_output, check_run_dir
-from lmlab.models.load import load
-from lmlab.models.ngram.arpa import arpa_counts, read_arpa, write_arpa
-from lmlab.models.ngram.files import save_ngram_dir
-from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, SMOOTHINGS, NGramConfig, NGramLM, min_context_length
-from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
-from lmlab.models.presets import preset
-from lmlab.recipes.ngram import DEFAULT_VOCAB_SIZE, train_ngram
+from lmlab.models.ngram.model import SMOOTHINGS
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.text import TextTokenizer
-from tokenizers import Tokenizer, models, pre_tokenizers
 
 DEFAULT_ORDER = 3
 # `lmlab train` flags that mean the same for an n-gram model; every other one is for transformers.
@@ -41,6 +34,8 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
 def run_preset(args) -> None:
     """`lmlab train --model trigram-kn|bigram-laplace|5gram-mkn`: the preset's order, smoothing and
     vocabulary size, unless a flag gives them."""
+    from lmlab.models.presets import preset
+
     cfg = preset(args.model)
     for name in ("order", "smoothing", "vocab_size"):
         if getattr(args, name) is None:
@@ -53,6 +48,9 @@ def run_preset(args) -> None:
 
 def run_train(args) -> None:
     """`lmlab train --arch ngram`: count, smooth, validate, save; refuse transformer-only flags."""
+    from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, min_context_length
+    from lmlab.recipes.ngram import DEFAULT_VOCAB_SIZE, train_ngram
+
     foreign = [name for name in ("model", "resume", "stop_after", "device", *sorted(flag_fields(ModelConfig)),
                                  *sorted(flag_fields(TrainConfig)))
                if name not in SHARED_TRAIN_FLAGS and getattr(args, name, None) != UNSET.get(name)]
@@ -118,6 +116,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_export(args) -> None:
+    from lmlab.models.load import load
+    from lmlab.models.ngram.arpa import write_arpa
+    from lmlab.models.ngram.model import NGramLM
+
     check_file_output(args.arpa, "--arpa")
     model, tokenizer = load(args.model)
     if not isinstance(model, NGramLM):
@@ -128,6 +130,10 @@ def run_export(args) -> None:
 
 
 def run_import(args) -> None:
+    from lmlab.models.ngram.arpa import arpa_counts, read_arpa
+    from lmlab.models.ngram.files import save_ngram_dir
+    from lmlab.models.ngram.model import DEFAULT_CONTEXT_LENGTH, NGramConfig, NGramLM
+
     check_dir_output(args.out, "--out")
     backend = load_tokenizer(args.tokenizer) if args.tokenizer else None
     tables, words = read_arpa(args.arpa, backend.get_vocab() if backend else None)
@@ -146,6 +152,9 @@ def _counts(counts: tuple[int, ...]) -> str:
 def word_tokenizer(words: list[str]) -> TextTokenizer:
     """A whitespace word-level tokenizer over `words` (id = position), unknown words -> `<unk>`, that
     starts texts with `<s>` (--add-bos) and stops generating at `</s>`."""
+    from lmlab.models.ngram.vocabulary import BOS, EOS, UNK
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
     vocab = {word: i for i, word in enumerate(words)}
     if UNK not in vocab:
         raise LmlabError(f"the ARPA file has no {UNK} 1-gram; pass --tokenizer to say how to read unknown words")

@@ -7,9 +7,7 @@ from pathlib import Path
 from lmlab.cli.common.model_dtype import say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
-from lmlab.models.load import load, zoo_or_path
-from lmlab.models.quantize import MODES, check_group_size_value
-from lmlab.models.quantized_files import WEIGHTS_FILE, save_quantized
+from lmlab.models.quantize import MODES
 from lmlab.modules.quantized_formats import RUN
 
 
@@ -38,6 +36,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.models.load import load, zoo_or_path
+    from lmlab.models.quantize import check_group_size_value
+    from lmlab.models.quantized_files import WEIGHTS_FILE, save_quantized
+
     if args.group_size is not None and args.to != "int4":
         raise LmlabError(f"--group-size is int4's setting; leave it out with --to {args.to}")
     if args.group_size is not None:

@@ -9,20 +9,8 @@ import math
 import time
 from pathlib import Path
 
-import torch
-
 from lmlab.cli.common.vocabulary import alias
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
-from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
-from lmlab.data.markov import markov_corpus
-from lmlab.data.tokens import tokenize_corpus
-from lmlab.eval.baselines import unigram_perplexity
-from lmlab.eval.perplexity import perplexity
-from lmlab.generation.generate import generate
-from lmlab.models.load import load
-from lmlab.models.presets import preset
-from lmlab.recipes.pretrain import pretrain
-from lmlab.training.checkpoint import list_checkpoints
 
 HELD_OUT_DOCS = 300
 PROMPTS = ["Zini", "Ba", "Mo"]
@@ -38,6 +26,19 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    import torch
+
+    from lmlab.data.corpora import MARKOV_HELD_OUT_SEED, MARKOV_TRAIN_DOCS
+    from lmlab.data.markov import markov_corpus
+    from lmlab.data.tokens import tokenize_corpus
+    from lmlab.eval.baselines import unigram_perplexity
+    from lmlab.eval.perplexity import perplexity
+    from lmlab.generation.generate import generate
+    from lmlab.models.load import load
+    from lmlab.models.presets import preset
+    from lmlab.recipes.pretrain import pretrain
+    from lmlab.training.checkpoint import list_checkpoints
+
     steps = 120 if args.fast else args.max_steps
     t0 = time.perf_counter()
     print(f"lmlab quickstart: {MARKOV_TRAIN_DOCS} documents sampled from a Markov source -> byte-level BPE -> "

@@ -6,12 +6,8 @@ import json
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
-from lmlab.figures import save_heatmap
-from lmlab.generation.config import GenerationConfig
-from lmlab.generation.seq2seq import attention_map, translate_ids
 from lmlab.io.outputs import check_file_output
-from lmlab.models.seq2seq.files import load_seq2seq_dir
-from lmlab.recipes.seq2seq import Seq2SeqTrainConfig, score_pairs, task_test_pairs, train_seq2seq
+from lmlab.recipes.seq2seq import Seq2SeqTrainConfig
 
 VISIBLE_SPACE = "_"  # how a space is labelled on a heatmap axis
 
@@ -56,6 +52,8 @@ def _check_beams(beams: int) -> None:
 
 
 def run_train(args) -> None:
+    from lmlab.recipes.seq2seq import train_seq2seq
+
     cfg = Seq2SeqTrainConfig(**config_overrides(args, Seq2SeqTrainConfig))
     result = train_seq2seq(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
     if not result.finished:
@@ -68,6 +66,11 @@ def run_train(args) -> None:
 
 
 def run_translate(args) -> None:
+    from lmlab.figures import save_heatmap
+    from lmlab.generation.config import GenerationConfig
+    from lmlab.generation.seq2seq import attention_map, translate_ids
+    from lmlab.models.seq2seq.files import load_seq2seq_dir
+
     _check_beams(args.beams)
     if args.heatmap:
         check_file_output(args.heatmap, "--heatmap")
@@ -94,6 +97,9 @@ def _label(token: str) -> str:
 
 
 def run_eval(args) -> None:
+    from lmlab.models.seq2seq.files import load_seq2seq_dir
+    from lmlab.recipes.seq2seq import score_pairs, task_test_pairs
+
     _check_beams(args.beams)
     trained = load_seq2seq_dir(args.model)
     scores = score_pairs(trained, task_test_pairs(trained), args.beams, args.length_penalty)

@@ -10,7 +10,6 @@ from pathlib import Path
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.inference.openai_api import MAX_RAG_TOP
-from lmlab.models.load import load, load_encoder
 from lmlab.modules.transformer import TransformerDecoder
 
 MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
@@ -86,6 +85,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.guard import access_for
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
+    from lmlab.models.load import load, load_encoder
 
     retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None  # a bad index fails before the model loads
     model, tokenizer = load(args.model, args.dtype, activations=args.activations)

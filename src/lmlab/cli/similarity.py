@@ -5,9 +5,7 @@ from pathlib import Path
 
 from lmlab.cli.common.vocabulary import alias
 from lmlab.errors import LmlabError
-from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.io.lines import read_lines
-from lmlab.models.load import load_encoder
 
 
 def add_parser(subparsers) -> None:
@@ -36,6 +34,8 @@ def add_model_and_texts(p: argparse.ArgumentParser) -> None:
 
 def encoder_and_texts(args):
     """(encoder, tokenizer, sentences) from the shared flags."""
+    from lmlab.models.load import load_encoder
+
     if args.batch_size < 1:
         raise LmlabError(f"--batch-size {args.batch_size} must be at least 1")
     if args.text is not None:
@@ -54,6 +54,8 @@ def encoder_and_texts(args):
 
 
 def run(args) -> None:
+    from lmlab.inference.embeddings import sentence_embeddings
+
     encoder, tokenizer, texts = encoder_and_texts(args)
     if args.top is not None and args.top < 1:
         raise LmlabError(f"--top {args.top} must be at least 1")

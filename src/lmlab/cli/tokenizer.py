@@ -3,10 +3,9 @@
 import argparse
 from pathlib import Path
 
-from lmlab.data.corpora import EMBEDDED, load_corpus
+from lmlab.data.corpora import EMBEDDED
 from lmlab.io.outputs import check_file_output
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe, warn_if_smaller
-from lmlab.tokenizers.wordpiece import train_wordpiece
 
 
 def add_parser(subparsers) -> None:
@@ -25,6 +24,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.data.corpora import load_corpus
+    from lmlab.tokenizers.wordpiece import train_wordpiece
+
     check_file_output(Path(args.out) / TOKENIZER_FILE, "--out")
     texts = load_corpus(args.data)
     if args.kind == "wordpiece":

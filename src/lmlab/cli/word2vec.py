@@ -7,16 +7,12 @@ from pathlib import Path
 
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.analogies import analogy_questions
-from lmlab.data.corpora import EMBEDDED, load_corpus
+from lmlab.data.corpora import EMBEDDED
 from lmlab.data.words import corpus_sentences
 from lmlab.errors import LmlabError
-from lmlab.eval.analogy import analogy_accuracy, read_questions
-from lmlab.eval.word_similarity import pair_similarity, read_pairs
 from lmlab.io.atomic import atomic_path
 from lmlab.io.outputs import check_dir_output, check_file_output
 from lmlab.models.word2vec.config import Word2VecConfig
-from lmlab.models.word2vec.vectors import export_word2vec, import_word2vec, load_vectors, save_vectors
-from lmlab.recipes.word2vec import train_word2vec
 
 
 def add_parser(subparsers) -> None:
@@ -87,6 +83,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_train(args) -> None:
+    from lmlab.data.corpora import load_corpus
+    from lmlab.models.word2vec.vectors import save_vectors
+    from lmlab.recipes.word2vec import train_word2vec
+
     cfg = Word2VecConfig(method=args.method, dim=args.dim, window=args.window, negatives=args.negatives,
                          min_count=args.min_count, subsample=args.subsample, epochs=args.epochs, lr=args.lr,
                          batch_size=args.batch_size, seed=args.seed)
@@ -101,6 +101,8 @@ def run_train(args) -> None:
 
 
 def run_export(args) -> None:
+    from lmlab.models.word2vec.vectors import export_word2vec, load_vectors
+
     vectors = load_vectors(args.model)
     out = Path(args.out)
     check_file_output(out, "--out")
@@ -111,6 +113,8 @@ def run_export(args) -> None:
 
 
 def run_import(args) -> None:
+    from lmlab.models.word2vec.vectors import import_word2vec, save_vectors
+
     out = Path(args.out)
     check_dir_output(out, "--out")
     vectors = import_word2vec(Path(args.data))
@@ -120,6 +124,8 @@ def run_import(args) -> None:
 
 
 def run_neighbors(args) -> None:
+    from lmlab.models.word2vec.vectors import load_vectors
+
     if args.top < 1:
         raise LmlabError(f"--top must be at least 1, got {args.top}")
     for word, cosine in load_vectors(args.model).neighbors(args.word.lower(), args.top):
@@ -127,6 +133,8 @@ def run_neighbors(args) -> None:
 
 
 def run_analogy(args) -> None:
+    from lmlab.models.word2vec.vectors import load_vectors
+
     if args.top < 1:
         raise LmlabError(f"--top must be at least 1, got {args.top}")
     a, b, c = (w.lower() for w in args.words)
@@ -135,11 +143,17 @@ def run_analogy(args) -> None:
 
 
 def run_similarity(args) -> None:
+    from lmlab.models.word2vec.vectors import load_vectors
+
     first, second = (w.lower() for w in args.words)
     print(f"{load_vectors(args.model).similarity(first, second):.4f}")
 
 
 def run_evaluate(args) -> None:
+    from lmlab.eval.analogy import analogy_accuracy, read_questions
+    from lmlab.eval.word_similarity import pair_similarity, read_pairs
+    from lmlab.models.word2vec.vectors import load_vectors
+
     questions_file, pair_files = (gensim_benchmarks() if args.gensim_benchmarks else (args.questions, args.pairs))
     vectors = load_vectors(args.model)
     questions = read_questions(questions_file) if questions_file else analogy_questions()

@@ -5,8 +5,6 @@ peft's `save_pretrained` layout or lmlab's own (`models/peft_files.py`); the ada
 
 import argparse
 
-from lmlab.models.load import load
-
 HELP = ("apply the adapter saved in DIR (a peft save_pretrained directory, an lmlab post-training run or its "
         "adapter/) to --model, the base model it was trained on")
 
@@ -19,4 +17,6 @@ def add_adapter_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
 def load_decoder(args: argparse.Namespace):
     """(model, tokenizer) of `args.model` as `args.dtype` (and `args.activations`, `model_dtype.add_dtype_arg`'s
     flags), with `args.adapter` applied when the command has the flag and it is given."""
+    from lmlab.models.load import load
+
     return load(args.model, args.dtype, adapter=getattr(args, "adapter", None), activations=args.activations)

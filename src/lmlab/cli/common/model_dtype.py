@@ -5,9 +5,7 @@ loaded as int8 / int4 is followed by one line on stderr saying which kernel each
 import argparse
 import sys
 
-from lmlab.models.load import ACTIVATIONS, DTYPES, zoo_or_path
-from lmlab.models.quantize import MODES
-from lmlab.models.quantized_gguf import file_kernel_summary
+from lmlab.models.load import ACTIVATIONS, DTYPES
 
 HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: fp32, or a quantized directory's own). "
         "int8 / int4 run the decoder's linear layers on quantized weights: a GGUF file keeps the blocks an lmlab "
@@ -32,6 +30,10 @@ def add_dtype_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
 def say_gguf_kernels(model_arg: str, dtype: str | None, model) -> None:
     """If `model_arg` is a GGUF file loaded (into `model`) as int8 / int4, print on stderr which kernel each
     GGUF type in it runs on and whether exactly (`quantized_gguf.kernel_summary`)."""
+    from lmlab.models.load import zoo_or_path
+    from lmlab.models.quantize import MODES
+    from lmlab.models.quantized_gguf import file_kernel_summary
+
     path = zoo_or_path(model_arg)
     if dtype in MODES and path.suffix == ".gguf":
         print(f"{path.name} as {dtype}: {file_kernel_summary(path, dtype, model.config)}", file=sys.stderr)

@@ -9,11 +9,7 @@ from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.stereotype_pairs import MAX_PAIRS, STEREOTYPE_PAIRS, read_stereotype_pairs
 from lmlab.errors import LmlabError
-from lmlab.eval.bias import causal_pair_scores, evaluate_bias, masked_pair_scores
-from lmlab.eval.harness import HarnessScorer
-from lmlab.figures import IntervalRow, save_interval_chart
 from lmlab.io.outputs import check_file_output
-from lmlab.models.masked_lm import is_encoder, load_masked_lm
 
 
 def add_parser(subparsers) -> None:
@@ -39,6 +35,11 @@ def add_parser(subparsers) -> None:
 
 
 def run_bias(args) -> None:
+    from lmlab.eval.bias import causal_pair_scores, evaluate_bias, masked_pair_scores
+    from lmlab.eval.harness import HarnessScorer
+    from lmlab.figures import IntervalRow, save_interval_chart
+    from lmlab.models.masked_lm import is_encoder, load_masked_lm
+
     if args.limit is not None and not 1 <= args.limit <= MAX_PAIRS:
         raise LmlabError(f"--limit {args.limit} must be between 1 and {MAX_PAIRS:,}")
     if args.png:

@@ -4,17 +4,11 @@
 import json
 import sys
 
-import numpy as np
-import torch
-
-from lmlab.data.encoder_batches import encode_examples
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
-from lmlab.eval.checklist import BehaviourResult, checklist_suite, run_checklist, sentiment_labels
-from lmlab.models.encoder_task_files import load_finetuned
-from lmlab.models.finetuned_encoder import FinetunedEncoder, batched_outputs
+from lmlab.eval.checklist import BehaviourResult
+from lmlab.models.finetuned_encoder import FinetunedEncoder
 from lmlab.progress import progress_bar
-from lmlab.training.device import pick_device
 
 MAX_CASES = 10_000  # per test; the suite's templates hold fewer distinct sentences than that anyway
 BATCH_SIZE = 64
@@ -37,6 +31,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.eval.checklist import checklist_suite, run_checklist, sentiment_labels
+    from lmlab.models.encoder_task_files import load_finetuned
+    from lmlab.training.device import pick_device
+
     if not 1 <= args.cases <= MAX_CASES:
         raise LmlabError(f"--cases {args.cases} must be between 1 and {MAX_CASES:,}")
     if args.seed < 0:
@@ -57,6 +55,12 @@ def run(args) -> None:
 def classifier(tuned: FinetunedEncoder, batch_size: int = BATCH_SIZE):
     """A predictor for `run_checklist`: texts -> (label names, class probabilities (N, n_labels)),
     batched by length with no gradients, showing progress on stderr."""
+    import numpy as np
+    import torch
+
+    from lmlab.data.encoder_batches import encode_examples
+    from lmlab.models.finetuned_encoder import batched_outputs
+
     def predict(texts: list[str]) -> tuple[list[str], np.ndarray]:
         examples = [Example(text, None, None, line=i + 1) for i, text in enumerate(texts)]
         features = encode_examples("classify", tuned.tokenizer, examples, tuned.max_length, tuned.labels)

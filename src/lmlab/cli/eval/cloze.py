@@ -8,7 +8,6 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.cloze_passages import MAX_PASSAGES, cloze_passages, read_passages
 from lmlab.errors import LmlabError
-from lmlab.eval.cloze import evaluate_cloze
 
 DEFAULT_PASSAGES = 100
 
@@ -31,6 +30,8 @@ def add_parser(subparsers) -> None:
 
 
 def run_cloze(args) -> None:
+    from lmlab.eval.cloze import evaluate_cloze
+
     if args.limit is not None and not 1 <= args.limit <= MAX_PASSAGES:
         raise LmlabError(f"--limit {args.limit} must be between 1 and {MAX_PASSAGES:,}")
     if args.data and args.passages is not None:

@@ -7,8 +7,6 @@ from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.facts import RELATIONS
 from lmlab.errors import LmlabError
-from lmlab.eval.facts import evaluate_facts
-from lmlab.models.masked_lm import is_encoder, load_masked_lm
 
 
 def add_parser(subparsers) -> None:
@@ -25,6 +23,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_facts(args) -> None:
+    from lmlab.eval.facts import evaluate_facts
+    from lmlab.models.masked_lm import is_encoder, load_masked_lm
+
     relations = [parse_relation(name) for name in dict.fromkeys(args.relations.split(","))]
     masked = is_encoder(args.model)
     if masked and (args.dtype or args.adapter):

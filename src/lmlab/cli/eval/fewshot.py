@@ -6,10 +6,7 @@ import json
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
-from lmlab.eval.fewshot import MAX_SHOTS, check_shots, evaluate_cot, evaluate_fewshot
 from lmlab.eval.prompt_tasks import TASKS, load_task
-from lmlab.figures import save_line_plot
-from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.io.outputs import check_file_output
 
 MAX_LIMIT = 100_000
@@ -44,6 +41,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_fewshot(args) -> None:
+    from lmlab.eval.fewshot import check_shots, evaluate_cot, evaluate_fewshot
+    from lmlab.figures import save_line_plot
+
     shots = parse_shots(args.shots)
     chains = args.self_consistency
     cot = args.cot or chains is not None
@@ -77,6 +77,8 @@ def run_fewshot(args) -> None:
 
 def parse_shots(text: str) -> list[int]:
     """--shots "0,1,4,8" as distinct numbers of demonstrations, each 0..MAX_SHOTS."""
+    from lmlab.eval.fewshot import MAX_SHOTS
+
     try:
         shots = [int(part) for part in text.split(",")]
     except ValueError:
@@ -89,6 +91,8 @@ def parse_shots(text: str) -> list[int]:
 
 
 def _check(args, cot: bool) -> None:
+    from lmlab.generation.config import MIN_TEMPERATURE
+
     if not 1 <= args.limit <= MAX_LIMIT:
         raise LmlabError(f"--limit {args.limit} must be between 1 and {MAX_LIMIT:,}")
     if args.self_consistency is not None and not 2 <= args.self_consistency <= MAX_SAMPLES:

@@ -9,7 +9,6 @@ from pathlib import Path
 from lmlab.cli.common.adapter_arg import add_adapter_arg
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.errors import LmlabError
-from lmlab.eval.harness import run_tasks
 
 MAX_LIMIT = 1_000_000
 MAX_SHOTS = 100
@@ -42,6 +41,8 @@ def add_parser(subparsers) -> None:
 
 
 def run_harness(args) -> None:
+    from lmlab.eval.harness import run_tasks
+
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise LmlabError(f"--tasks {args.tasks!r} names no task; pass comma-separated task names")

@@ -3,14 +3,11 @@
 import json
 import math
 
-import torch
-
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.sources import read_texts
 from lmlab.errors import LmlabError
-from lmlab.eval.perplexity import perplexity
 
 
 def add_parser(sub) -> None:
@@ -28,6 +25,10 @@ def add_parser(sub) -> None:
 
 
 def run_perplexity(args) -> None:
+    import torch
+
+    from lmlab.eval.perplexity import perplexity
+
     if args.context is not None and args.context < 2:
         raise LmlabError(f"--context {args.context} must be at least 2 (a token and its prefix)")
     if args.stride is not None and args.stride < 1:

@@ -11,21 +11,10 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.chat_jsonl import chat_of
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
-from lmlab.eval.preference import (
-    evaluate_preference,
-    generate_replies,
-    pairwise_judge,
-    reward_judge,
-    save_win_rate_chart,
-)
 from lmlab.io.json_file import read_json_object
 from lmlab.io.lines import check_fits_in_memory, file_size, json_objects
 from lmlab.io.outputs import check_file_output
-from lmlab.models.load import load
-from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
-from lmlab.training.post_training import TASK, PostTrainConfig
-from lmlab.training.reward_model import chat_rewards
-from lmlab.training.rewards import load_prompts
+from lmlab.training.post_training import TASK
 
 MAX_QUESTIONS = 100_000
 MAX_RESAMPLES = 1_000_000
@@ -76,6 +65,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_preference(args) -> None:
+    from lmlab.eval.preference import evaluate_preference, generate_replies, save_win_rate_chart
+    from lmlab.models.load import load
+
     check_settings(args)
     prompts, references = prompts_and_references(args)
     judge = make_judge(args)
@@ -116,6 +108,9 @@ def check_settings(args) -> None:
 def prompts_and_references(args) -> tuple[list[list[dict]], list[str] | None]:
     """The prompts, and the reference replies when --reference is a reply file (else None): a reply file's
     prompts must be the prompts of --data, in order."""
+    from lmlab.training.post_training import PostTrainConfig
+    from lmlab.training.rewards import load_prompts
+
     file = reply_file(args.reference)
     rows = read_replies(Path(args.reference)) if file else None
     if args.data is None and rows is not None:
@@ -157,6 +152,12 @@ def read_replies(path: Path) -> list[tuple[list[dict], str]]:
 
 def make_judge(args):
     """The judge --judge and --judge-mode name, checked to be what the mode needs."""
+    from lmlab.eval.preference import pairwise_judge, reward_judge
+    from lmlab.models.load import load
+    from lmlab.models.tuned_files import REWARD_HEAD_FILE, load_reward_model
+    from lmlab.training.post_training import PostTrainConfig
+    from lmlab.training.reward_model import chat_rewards
+
     if args.judge_mode == "pairwise":
         model, tokenizer = load(args.judge, args.dtype, activations=args.activations)
         return pairwise_judge(model.eval(), tokenizer, args.batch_size)

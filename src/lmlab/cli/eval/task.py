@@ -3,14 +3,10 @@ task's program), and how far it moved from a reference model."""
 
 import json
 
-import torch
-
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
-from lmlab.models.load import load
-from lmlab.training.task_score import kl_to_reference, task_score
 
 MAX_QUESTIONS = 100_000  # each is a greedy reply: more would run for days
 MAX_OPERAND = 10**9
@@ -34,6 +30,11 @@ def add_parser(sub) -> None:
 
 
 def run_task(args) -> None:
+    import torch
+
+    from lmlab.models.load import load
+    from lmlab.training.task_score import kl_to_reference, task_score
+
     if args.questions < 1:
         raise LmlabError(f"--questions {args.questions} must be at least 1")
     if args.questions > MAX_QUESTIONS:

@@ -8,9 +8,7 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.misconceptions import MISCONCEPTIONS
 from lmlab.data.truthful_questions import MAX_QUESTIONS, embedded_questions, read_truthful_questions
 from lmlab.errors import LmlabError
-from lmlab.eval.harness import HarnessScorer
-from lmlab.eval.truthfulness import PROMPTS, evaluate_truthfulness
-from lmlab.figures import IntervalRow, save_interval_chart
+from lmlab.eval.truthfulness import PROMPTS
 from lmlab.io.outputs import check_file_output
 
 
@@ -38,6 +36,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_truthfulness(args) -> None:
+    from lmlab.eval.harness import HarnessScorer
+    from lmlab.eval.truthfulness import evaluate_truthfulness
+    from lmlab.figures import IntervalRow, save_interval_chart
+
     if args.limit is not None and not 1 <= args.limit <= MAX_QUESTIONS:
         raise LmlabError(f"--limit {args.limit} must be between 1 and {MAX_QUESTIONS:,}")
     if args.png:

@@ -14,7 +14,7 @@ from lmlab.cli.finetune import encoder_decoder
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
 from lmlab.io import zoo
-from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig, finetune_encoder
+from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig
 
 COLUMNS_HELP = """expected columns (CSV with a header line, or JSONL objects; rename with --*-column):
   classify  text, label                        label: any string
@@ -67,6 +67,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.recipes.finetune_encoder import finetune_encoder
+
     if args.task == encoder_decoder.TASK:
         return encoder_decoder.run(args)
     encoder_decoder.refuse_flags(args, encoder_decoder.TEXT_TO_TEXT_ONLY, args.task)

@@ -10,7 +10,7 @@ from lmlab.data.pair_tasks import TASKS
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
 from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig
-from lmlab.recipes.finetune_encoder_decoder import EncoderDecoderFinetuneConfig, finetune_encoder_decoder
+from lmlab.recipes.finetune_encoder_decoder import EncoderDecoderFinetuneConfig
 
 TASK = "text-to-text"
 PAIRS_HELP = (f"--task {TASK}: --data is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
@@ -42,6 +42,8 @@ def refuse_flags(args, names: list[str], task: str) -> None:
 
 def run(args) -> None:
     """Fine-tune `args.model` on the pairs of `args.data` and print how it went."""
+    from lmlab.recipes.finetune_encoder_decoder import finetune_encoder_decoder
+
     refuse_flags(args, ENCODER_ONLY, TASK)
     cfg = EncoderDecoderFinetuneConfig(**config_overrides(args, EncoderDecoderFinetuneConfig))
     with warnings.catch_warnings():

@@ -13,11 +13,8 @@ import math
 import torch
 
 from lmlab.errors import LmlabError
-from lmlab.figures import axis_label, heatmap_grid, heatmap_image, write_png
-from lmlab.generation.config import GenerationConfig
-from lmlab.generation.encoder_decoder import generate_encoder_decoder
-from lmlab.inspect.attention import AttentionMaps, attention_maps, head_distance, head_entropy
-from lmlab.inspect.subject import Subject, load_subject
+from lmlab.inspect.attention import AttentionMaps
+from lmlab.inspect.subject import Subject
 from lmlab.io.outputs import check_file_output
 
 MAX_TOKENS = 512  # each head's map is T x T numbers in the JSON
@@ -50,6 +47,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_attention(args) -> None:
+    from lmlab.inspect.attention import attention_maps
+    from lmlab.inspect.subject import load_subject
+
     if args.png:
         check_file_output(args.png, "--png")
     subject = load_subject(args.model)
@@ -83,6 +83,9 @@ def _text_tokens(subject: Subject, text: str) -> tuple[torch.Tensor, list[str]]:
 
 def _decoder_input(subject: Subject, ids: torch.Tensor, target: str | None):
     """(decoder input ids (1, T), their tokens) of an encoder-decoder, else (None, None)."""
+    from lmlab.generation.config import GenerationConfig
+    from lmlab.generation.encoder_decoder import generate_encoder_decoder
+
     if subject.kind != "encoder-decoder":
         return None, None
     model, tokenizer = subject.model, subject.tokenizer
@@ -121,6 +124,8 @@ def _selection(maps: list[torch.Tensor], layer: int | None, head: int | None) ->
 
 def _head_summary(key: str, attention: torch.Tensor) -> dict[str, list[float]]:
     """Entropy per head, and mean distance for self-attention (source and target positions have none)."""
+    from lmlab.inspect.attention import head_distance, head_entropy
+
     summary = {"entropy": head_entropy(attention).tolist()}
     if key != "cross_attentions":
         summary["distance"] = head_distance(attention).tolist()
@@ -142,6 +147,8 @@ def _as_json(views: dict, picked: dict, tokens, target_tokens) -> dict:
 
 
 def _print_table(model: str, views: dict, picked: dict, tokens, target_tokens) -> None:
+    from lmlab.figures import axis_label
+
     print(f"{model}: {len(tokens)} tokens: {' '.join(axis_label(t) for t in tokens)}")
     if target_tokens is not None:
         print(f"decoder input: {len(target_tokens)} tokens: {' '.join(axis_label(t) for t in target_tokens)}")
@@ -160,6 +167,8 @@ def _print_table(model: str, views: dict, picked: dict, tokens, target_tokens) -
 
 def _save_png(args, views: dict, picked: dict) -> None:
     """One layer's picked heads (default: the last layer) of the maps --png-maps names, as a grid of heatmaps."""
+    from lmlab.figures import axis_label, heatmap_grid, heatmap_image, write_png
+
     key = PNG_MAPS[args.png_maps] if "cross_attentions" in views else "attentions"
     maps, queries, keys = views[key]
     layer, heads = picked[key][0][-1], picked[key][1]

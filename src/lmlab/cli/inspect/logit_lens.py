@@ -8,9 +8,6 @@ top K with their probabilities.
 import json
 
 from lmlab.errors import LmlabError
-from lmlab.figures import axis_label, save_heatmap
-from lmlab.inspect.logit_lens import logit_lens
-from lmlab.inspect.subject import load_subject
 from lmlab.io.outputs import check_file_output
 
 MAX_TOKENS = 512  # each layer and position gives K predictions
@@ -33,6 +30,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_logit_lens(args) -> None:
+    from lmlab.figures import axis_label, save_heatmap
+    from lmlab.inspect.logit_lens import logit_lens
+    from lmlab.inspect.subject import load_subject
+
     if args.top < 1:
         raise LmlabError(f"--top {args.top} must be at least 1")
     if args.png:
@@ -64,6 +65,8 @@ def run_logit_lens(args) -> None:
 
 
 def _cell(token: str) -> str:
+    from lmlab.figures import axis_label
+
     label = axis_label(token)
     return label if len(label) <= CELL_CHARS else label[:CELL_CHARS - 2] + ".."
 

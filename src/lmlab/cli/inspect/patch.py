@@ -4,9 +4,7 @@ prompt into a corrupted one and see which of them bring the target back (lmlab.i
 import json
 
 from lmlab.errors import LmlabError
-from lmlab.figures import save_heatmap
-from lmlab.inspect.patching import CausalTrace, causal_trace
-from lmlab.inspect.subject import load_subject
+from lmlab.inspect.patching import CausalTrace
 from lmlab.io.outputs import check_file_output
 
 
@@ -27,6 +25,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_patch(args) -> None:
+    from lmlab.figures import save_heatmap
+    from lmlab.inspect.patching import causal_trace
+    from lmlab.inspect.subject import load_subject
+
     if args.png:
         check_file_output(args.png, "--png")
     subject = load_subject(args.model)

@@ -5,9 +5,7 @@ import json
 from pathlib import Path
 
 from lmlab.data.probing import DEFAULT_EXAMPLES, MAX_EXAMPLES, TASKS, probing_task
-from lmlab.figures import save_line_plot
-from lmlab.inspect.probe import ProbeReport, probe
-from lmlab.inspect.subject import load_subject
+from lmlab.inspect.probe import ProbeReport
 from lmlab.io.outputs import check_file_output
 
 
@@ -29,6 +27,9 @@ def add_parser(subparsers) -> None:
 
 
 def run_probe(args) -> None:
+    from lmlab.inspect.probe import probe
+    from lmlab.inspect.subject import load_subject
+
     if args.png:
         check_file_output(args.png, "--png")
     task = probing_task(args.task, args.examples, args.seed)
@@ -50,6 +51,8 @@ def run_probe(args) -> None:
 
 def save_chart(report: ProbeReport, path: str, model: str) -> None:
     """Accuracy, control accuracy, selectivity and the majority baseline against the layer."""
+    from lmlab.figures import save_line_plot
+
     layers = [row.layer for row in report.layers]
     series = {name: (layers, [getattr(row, key) for row in report.layers])
               for name, key in (("accuracy", "accuracy"), ("control accuracy", "control_accuracy"),

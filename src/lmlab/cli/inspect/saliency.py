@@ -3,15 +3,10 @@ classifier's label (gradients with respect to the input embeddings; see lmlab.in
 
 import json
 
-import torch
-
 from lmlab.cli.common.vocabulary import alias
 from lmlab.errors import LmlabError
-from lmlab.figures import save_token_html, save_token_strip
-from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency, classifier_saliency, next_token_saliency
-from lmlab.inspect.subject import load_subject
+from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency
 from lmlab.io.outputs import check_file_output
-from lmlab.models.encoder_task_files import is_finetuned, load_finetuned
 
 
 def add_parser(subparsers) -> None:
@@ -35,6 +30,11 @@ def add_parser(subparsers) -> None:
 
 
 def run_saliency(args) -> None:
+    from lmlab.figures import save_token_html, save_token_strip
+    from lmlab.inspect.saliency import next_token_saliency
+    from lmlab.inspect.subject import load_subject
+    from lmlab.models.encoder_task_files import is_finetuned
+
     for path, flag in ((args.html, "--html"), (args.png, "--png")):
         if path:
             check_file_output(path, flag)
@@ -59,6 +59,11 @@ def run_saliency(args) -> None:
 
 def _classifier(args) -> Saliency:
     """Saliency of a `lmlab finetune --task classify` run's label for --text."""
+    import torch
+
+    from lmlab.inspect.saliency import classifier_saliency
+    from lmlab.models.encoder_task_files import load_finetuned
+
     tuned = load_finetuned(args.model)
     if tuned.task != "classify":
         raise LmlabError(f"{args.model} was fine-tuned for --task {tuned.task}; saliency reads classify runs "

@@ -8,11 +8,7 @@ from dataclasses import replace
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.generate import add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
-from lmlab.generation.batch import check_token_ids
-from lmlab.generation.generate import generate_batch
-from lmlab.models.load import load
-from lmlab.rag.prompt import with_passages
-from lmlab.rag.retrieve import SEARCHES, load_retriever
+from lmlab.rag.retrieve import SEARCHES
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 DEFAULT_TOP = 3
@@ -49,6 +45,12 @@ def add_retrieval_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from lmlab.generation.batch import check_token_ids
+    from lmlab.generation.generate import generate_batch
+    from lmlab.models.load import load
+    from lmlab.rag.prompt import with_passages
+    from lmlab.rag.retrieve import load_retriever
+
     if args.top < 1:
         raise LmlabError(f"--top {args.top} must be at least 1")
     config = sampling_config(args) if args.model else None

@@ -8,13 +8,8 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.rag.index import DEFAULT_ENCODER
 from lmlab.data.invented_facts import invented_facts
 from lmlab.errors import LmlabError
-from lmlab.figures import save_line_plot
 from lmlab.io.outputs import check_file_output
-from lmlab.models.load import load, load_encoder
-from lmlab.rag.evaluate import KS, closed_vs_open
-from lmlab.rag.index import build_index
-from lmlab.rag.passages import check_sizes, split_corpus
-from lmlab.rag.retrieve import Retriever
+from lmlab.rag.evaluate import KS
 
 MAX_PEOPLE = 1000
 EVAL_WORDS, EVAL_OVERLAP = 30, 0  # passages of two or three sentences: recall@1 must find the right one
@@ -60,6 +55,12 @@ def parse_ks(text: str) -> tuple[int, ...]:
 
 
 def run(args) -> None:
+    from lmlab.models.load import load, load_encoder
+    from lmlab.rag.evaluate import closed_vs_open
+    from lmlab.rag.index import build_index
+    from lmlab.rag.passages import check_sizes, split_corpus
+    from lmlab.rag.retrieve import Retriever
+
     ks = parse_ks(args.top)
     if not 2 <= args.people <= MAX_PEOPLE:
         raise LmlabError(f"--people {args.people} must be in 2..{MAX_PEOPLE}")
@@ -99,6 +100,8 @@ def print_table(result: dict, ks: tuple[int, ...]) -> None:
 
 def save_chart(path: str, result: dict, ks: tuple[int, ...]) -> None:
     """Accuracy (k = 0 is closed book) and recall@k against k, with chance."""
+    from lmlab.figures import save_line_plot
+
     xs = [0, *ks]
     series = {"accuracy (ranked first)": (xs, list(result["accuracy"].values())),
               "recall at k": (list(ks), [result["recall"][str(k)] for k in ks]),

@@ -8,9 +8,7 @@ from pathlib import Path
 
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
-from lmlab.models.load import load_encoder
-from lmlab.rag.index import build_index, save_index
-from lmlab.rag.passages import MAX_WORDS, OVERLAP, check_sizes, read_corpus, split_corpus
+from lmlab.rag.passages import MAX_WORDS, OVERLAP
 
 DEFAULT_ENCODER = "all-minilm-l6-v2"
 
@@ -45,12 +43,18 @@ def add_encoder_args(p: argparse.ArgumentParser) -> None:
 
 def check_encoder_args(args) -> None:
     """The sizes of --passage-words, --overlap, --batch-size, before any work."""
+    from lmlab.rag.passages import check_sizes
+
     check_sizes(args.passage_words, args.overlap)
     if args.batch_size < 1:
         raise LmlabError(f"--batch-size {args.batch_size} must be at least 1")
 
 
 def run(args) -> None:
+    from lmlab.models.load import load_encoder
+    from lmlab.rag.index import build_index, save_index
+    from lmlab.rag.passages import read_corpus, split_corpus
+
     check_encoder_args(args)
     check_dir_output(args.out, "--out")
     started = time.perf_counter()

@@ -12,10 +12,8 @@ from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
-from lmlab.models.presets import family_of, names, preset
-from lmlab.models.rnn import RNNConfig
+from lmlab.models.presets import names
 from lmlab.objectives.registry import objectives_for
-from lmlab.recipes.pretrain import pretrain
 
 
 def add_parser(subparsers) -> None:
@@ -61,6 +59,9 @@ def run(args) -> None:
 def preset_runner(name: str):
     """(the --arch it trains as, the runner of its family's recipe) for the preset `name`; a family that
     `lmlab train` does not train is one error naming its own command."""
+    from lmlab.models.presets import family_of, preset
+    from lmlab.models.rnn import RNNConfig
+
     family = family_of(name)
     runner = PRESET_RUNNERS.get(family.recipe)
     if runner is None:
@@ -79,6 +80,9 @@ def require_model(args) -> None:
 def run_decoder(args) -> None:
     """Pre-train the decoder preset `args.model` with its (or `--objective`'s) objective and the model and
     training flags given."""
+    from lmlab.models.presets import preset
+    from lmlab.recipes.pretrain import pretrain
+
     refuse_kind_flags(args, SPAN_FLAGS, "encoder-decoder")
     refuse_kind_flags(args, ENCODER_FLAGS, "encoder")
     model_cfg = preset(args.model, **config_overrides(args, ModelConfig))

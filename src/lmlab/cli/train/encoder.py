@@ -9,8 +9,7 @@ from lmlab.cli.common.config_flags import config_overrides
 from lmlab.cli.train.result import say_vocabulary_shortfall
 from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import names, preset
-from lmlab.recipes.pretrain_encoder import pretrain_encoder
+from lmlab.models.presets import names
 
 ENCODER_FLAGS = ("whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
 
@@ -30,6 +29,9 @@ def add_encoder_flags(p) -> None:
 
 def run_encoder(args) -> None:
     """Pre-train the encoder preset `args.model` with the flags' objective and settings."""
+    from lmlab.models.presets import preset
+    from lmlab.recipes.pretrain_encoder import pretrain_encoder
+
     encoder_fields = {f.name for f in dataclasses.fields(EncoderConfig)}
     foreign = sorted(name for name in config_overrides(args, ModelConfig) if name not in encoder_fields)
     if foreign:

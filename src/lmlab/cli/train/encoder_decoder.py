@@ -9,10 +9,7 @@ from lmlab.cli.train.encoder import ENCODER_FLAGS
 from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import family_of, preset
-from lmlab.objectives.registry import choose_objective
 from lmlab.objectives.span_corruption import SpanNoise
-from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder
 
 SPAN_FLAGS = ("noise_density", "mean_span_length")  # span corruption's settings (SpanNoise)
 
@@ -35,6 +32,10 @@ def add_encoder_decoder_flags(p) -> None:
 
 def run_encoder_decoder(args) -> None:
     """Pre-train the encoder-decoder preset `args.model` with its (or `--objective`'s) objective."""
+    from lmlab.models.presets import family_of, preset
+    from lmlab.objectives.registry import choose_objective
+    from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder
+
     model_flags = config_overrides(args, ModelConfig)
     foreign = sorted(name for name in model_flags if name not in SHAPE_FLAGS)
     foreign += [name for name in ENCODER_FLAGS if getattr(args, name) is not None]

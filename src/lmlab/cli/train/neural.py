@@ -10,10 +10,8 @@ from lmlab.cli.common.config_flags import config_overrides
 from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import preset
 from lmlab.models.rnn import RNNConfig
 from lmlab.models.window import WindowConfig
-from lmlab.recipes.neural_lm import train_neural_lm
 
 DEFAULT_VOCAB_SIZE = 4096
 NEURAL_FLAGS = ("window", "hidden")  # the flags this module adds; the transformer takes neither
@@ -53,6 +51,8 @@ def run_rnn(args) -> None:
 
 def run_preset(args) -> None:
     """`lmlab train --model window-small|lstm-small|…`: the preset, with the model flags given."""
+    from lmlab.models.presets import preset
+
     cfg = preset(args.model)
     kind, arch = ("window", "window") if isinstance(cfg, WindowConfig) else ("rnn", cfg.cell)
     refuse_flags(args, arch, _CHECKED - ACCEPTED[kind] - {"model"})
@@ -69,6 +69,8 @@ def _model_settings(args, kind: str) -> dict:
 
 
 def _train(model_cfg: WindowConfig | RNNConfig, args) -> None:
+    from lmlab.recipes.neural_lm import train_neural_lm
+
     train_cfg = TrainConfig(**config_overrides(args, TrainConfig))
     result = train_neural_lm(model_cfg, train_cfg, args.data, args.out, tokenizer=args.tokenizer, resume=args.resume,
                              stop_after=args.stop_after, device=args.device)
