@@ -15,6 +15,7 @@ from lmlab.models.decoder_files import load_hf_dir
 from lmlab.models.encoder_files import load_hf_encoder_dir
 from lmlab.models.family import LOAD, Family
 from lmlab.models.llama.gguf_file import load_gguf
+from lmlab.models.number_formats import ACTIVATIONS, DTYPE_NAMES
 from lmlab.models.peft_files import load_peft
 from lmlab.models.quantize import MODES, dequantize_model, quantize_model
 from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
@@ -27,8 +28,7 @@ from lmlab.tokenizers.text import TextTokenizer, has_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece
 from tokenizers import Tokenizer
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": "int8", "int4": "int4"}  # --dtype -> what it loads
-ACTIVATIONS = ("fp32", "int8")  # --activations: what the quantized matrices multiply
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, "int8", "int4"), strict=True))  # --dtype -> what it loads
 
 
 def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32,

@@ -5,7 +5,7 @@ loaded as int8 / int4 is followed by one line on stderr saying which kernel each
 import argparse
 import sys
 
-from lmlab.models.load import ACTIVATIONS, DTYPES
+from lmlab.models.number_formats import ACTIVATIONS, DTYPE_NAMES
 
 HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: fp32, or a quantized directory's own). "
         "int8 / int4 run the decoder's linear layers on quantized weights: a GGUF file keeps the blocks an lmlab "
@@ -23,7 +23,7 @@ ACTIVATIONS_HELP = ("what int8 / int4 matrices multiply: fp32 activations (defau
 def add_dtype_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add `--dtype {fp32,bf16,int8,int4}` and `--activations {fp32,int8}` to `p`; pass `args.dtype` and
     `args.activations` to `lmlab.load` (`adapter_arg.load_decoder` does)."""
-    p.add_argument("--dtype", choices=list(DTYPES), default=None, help=HELP)
+    p.add_argument("--dtype", choices=list(DTYPE_NAMES), default=None, help=HELP)
     p.add_argument("--activations", choices=list(ACTIVATIONS), default="fp32", help=ACTIVATIONS_HELP)
 
 
