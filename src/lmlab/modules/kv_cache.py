@@ -1,7 +1,8 @@
 """The key/value cache that makes decoding one token at a time cost O(T) instead of O(T^2).
 
 Buffers are preallocated for `max_len` positions; each forward pass writes its new keys and
-values at `length` and the model then advances `length`. Beam search reorders the batch. A model
+values at `length` and the model then advances `length` (speculative decoding `truncate`s it back to the
+tokens it kept). Beam search reorders the batch. A model
 whose every layer attends over a sliding window needs only the newest keys: `keep_last` drops the
 rest, so its cache stays about the window's size however long it decodes.
 """
@@ -28,6 +29,13 @@ class KVCache:
     def advance(self, n: int) -> None:
         """Mark `n` more positions as filled (called once per forward pass, after every layer)."""
         self.length += n
+
+    def truncate(self, length: int) -> None:
+        """Forget every position from `length` on (speculative decoding drops the draft tokens the model did
+        not keep); the next pass writes over their columns."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} positions to {length}")
+        self.length = length
 
     def keep_last(self, n: int) -> None:
         """Keep only the newest `n` positions, moved to the front of the buffers (a model with a sliding window
