@@ -44,12 +44,13 @@ def test_lmlab_with_rounded_activations_decodes_llama_cpps_tokens(files, qtype):
 
 @pytest.mark.parity
 def test_with_fp32_activations_the_logits_are_a_rounding_away_from_llama_cpps(files):
-    """What the rounding is for: without it lmlab's logits differ from llama.cpp's by 1 % of their range."""
+    """What the rounding is for: without it lmlab's logits differ from llama.cpp's at every step by far more than
+    the 1e-4 they agree to with it."""
     model, _ = lmlab.load(files[Q.Q8_0], "int8")
     theirs, their_logits = llama_cpp_greedy(files[Q.Q8_0], PROMPTS[0], 8)
     with torch.no_grad():
         logits = model(torch.tensor([PROMPTS[0] + theirs]))[0, len(PROMPTS[0]) - 1:-1]
-    assert (logits - their_logits).abs().max() > 1e-3
+    assert (logits - their_logits).abs().amax(-1).min() > 1e-4  # at every step
 
 
 def test_q8_0_values_lie_on_the_blocks_grid_and_q8_k_takes_the_largest_magnitudes_sign():
