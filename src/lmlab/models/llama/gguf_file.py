@@ -17,6 +17,7 @@ and infinity.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +43,7 @@ from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_
 from lmlab.models.quantized_gguf import assemble, repack, row_sources
 from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
+from lmlab.progress import progress_bar
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
 
@@ -88,7 +90,7 @@ def convert_gguf(contents: GGUFContents) -> tuple[TransformerDecoder, TextTokeni
     """Build our model (fp32) and tokenizer from a read GGUF file, checking every part against the
     config before the weights are dequantized, and the weights for NaN and infinity after."""
     cfg, family, tokenizer = _checked(contents)
-    tensors = {name: dequantize_tensor(t) for name, t in contents.tensors.items()}
+    tensors = dict(zip(contents.tensors, converted_tensors(contents, dequantize_tensor), strict=True))
     check_finite(tensors, contents.source)
     return _assemble(cfg, family.from_gguf(tensors, cfg)), tokenizer
 
@@ -99,11 +101,24 @@ def convert_gguf_quantized(contents: GGUFContents, mode: str) -> tuple[Transform
     same checks as `convert_gguf`: no fp32 copy is made of a matrix kept as it is stored."""
     cfg, family, tokenizer = _checked(contents)
     shapes = {name: tuple(int(n) for n in reversed(t.shape)) for name, t in contents.tensors.items()}
-    packed = [repack(t, mode, dequantize_tensor) for t in contents.tensors.values()]
+    packed = converted_tensors(contents, lambda tensor: repack(tensor, mode, dequantize_tensor))
     state = assemble(row_sources(family.from_gguf, shapes, cfg), packed,
                      skip={"lm_head.weight"} if cfg.tie_embeddings else set())
     check_finite(state, contents.source)
     return quantized_decoder(cfg, state), tokenizer
+
+
+def converted_tensors(contents: GGUFContents, convert: Callable[[ReaderTensor], object]) -> list:
+    """`convert` of each of the file's tensors, in order, counted in bytes on a progress bar with an ETA on
+    stderr: the first load of a GGUF file converts it (a minute or two for a 135M model) before anything runs."""
+    tensors = list(contents.tensors.values())
+    converted = []
+    with progress_bar(sum(int(t.n_bytes) for t in tensors), desc=f"converting {Path(contents.source).name} (once)",
+                      unit="B", unit_scale=True, leave=False) as bar:  # on a terminal, erased when done
+        for tensor in tensors:
+            converted.append(convert(tensor))
+            bar.update(int(tensor.n_bytes))
+    return converted
 
 
 def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextTokenizer]:

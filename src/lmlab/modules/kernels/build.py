@@ -22,10 +22,14 @@ its callers fall back to numpy or torch: for the quantized kernels, dequantizing
 (`quantized_ops.py`), slower, same numbers.
 """
 
+import functools
 import hashlib
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +82,7 @@ def compiled(library: Library):
 def _build(library: Library):
     directory = build_dir(library)
     if not (directory / f"{library.name}.so").is_file():
-        print(f"lmlab: compiling {library.what} for this CPU (once, about a minute) into {directory}",
+        print(f"lmlab: compiling {library.what} for this CPU (once for this machine and environment, 1 to 4 minutes) into {directory}",
               file=sys.stderr, flush=True)
     try:
         from torch.utils import cpp_extension
@@ -108,16 +112,42 @@ def _register_fakes() -> None:
 
 def build_dir(library: Library) -> Path:
     """Where `library` is built: lmlab's cache (``$LMLAB_CACHE``, else ``~/.cache/lmlab``, as lmlab.io.cache
-    has it: modules/ reads no files module), in a folder named after the sources, the flags, torch, Python
-    and this CPU, so any change of one of them builds anew."""
-    key = hashlib.sha256()
-    for part in (*(path.read_bytes() for path in (*library.sources, *library.headers)), " ".join(library.flags).encode(),
-                 torch.__version__.encode(), platform.python_version().encode(), _cpu_flags().encode()):
-        key.update(part)
+    has it: modules/ reads no files module), in a folder named after everything the binary depends on
+    (`build_key`): each distinct build is made once and kept beside the others, so two environments sharing
+    the cache (same torch, another install or compiler) each reuse their own instead of rebuilding in turn."""
     root = Path(os.environ.get("LMLAB_CACHE") or Path.home() / ".cache" / "lmlab")
-    directory = root / "kernels" / f"{library.name}-{key.hexdigest()[:16]}"
+    directory = root / "kernels" / f"{library.name}-{build_key(library)}"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
+
+
+def build_key(library: Library) -> str:
+    """A hash of what changes `library`'s binary: its sources and headers, the flags, torch (version, C++ ABI and
+    the headers it compiles against, which differ between installs), Python (version and headers), the C++
+    compiler and this CPU."""
+    key = hashlib.sha256()
+    for path in (*library.sources, *library.headers):
+        key.update(path.read_bytes())
+    from torch.utils.cpp_extension import include_paths
+    parts = (" ".join(library.flags), torch.__version__, str(torch._C._GLIBCXX_USE_CXX11_ABI), *include_paths(),
+             platform.python_version(), sysconfig.get_paths()["include"], _compiler(), _cpu_flags())
+    for part in parts:
+        key.update(part.encode() + b"\0")
+    return key.hexdigest()[:16]
+
+
+@functools.cache
+def _compiler() -> str:
+    """The C++ compiler torch's extension tools build with ($CXX, else c++): its path and version line."""
+    name = os.environ.get("CXX", "c++")
+    path = shutil.which(name)
+    if path is None:
+        return name
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    return f"{os.path.realpath(path)} {(version.splitlines() or [''])[0]}"
 
 
 def _cpu_flags() -> str:
