@@ -13,14 +13,16 @@ from safetensors.torch import load_file
 
 from chat_models import TINY_FLAGS, TINY_RUN, tiny_chat_model
 from conftest import lmlab, one_line_error
-from lmlab.config import OptimConfig
+from lmlab.config import LoopConfig, OptimConfig
 from lmlab.data.tasks import task_prompts
 from lmlab.errors import LmlabError
 from lmlab.models.load import load
 from lmlab.recipes.grpo import GRPOConfig, grpo, rollout
 from lmlab.recipes.reward import reward
 from lmlab.tokenizers.chat import chat_prompt
+from lmlab.training.post_training import PostTrainConfig
 from lmlab.training.reward_mix import reward_mix
+from real_models import real_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -152,3 +154,23 @@ def test_the_output_may_not_be_the_reward_functions_file(base, grader, capsys):
                  *TINY_FLAGS) == 2
     one_line_error(capsys, "--reward-fn")
     assert grader.read_text().startswith("def letters")
+
+
+@pytest.mark.slow
+def test_grpo_runs_lora_steps_on_smollm2_with_a_reward_from_a_file(tmp_path):
+    """End to end on the real SmolLM2-135M-Instruct: four LoRA steps of two prompts with four replies each,
+    rewarded by the share of letters in the reply (a user's file); every logged step has a reward and a KL,
+    the policy moves away from its reference, and the run's adapter loads onto its base."""
+    (tmp_path / "letters.py").write_text(LETTERS)
+    cfg = PostTrainConfig(loop=LoopConfig(max_steps=4, batch_size=2, eval_every=4, checkpoint_every=4, log_every=1),
+                          block_size=96, optim=PostTrainConfig.optim.replace(lr=2e-3, warmup_steps=1),
+                          task_size=20, task_eval_size=2)
+    out = tmp_path / "r"
+    result = grpo(real_model("smollm2-135m-instruct"), "task", out, cfg,
+                  GRPOConfig(replies_per_prompt=4, max_new_tokens=12, temperature=1.0),
+                  reward_fn=f"{tmp_path / 'letters.py'}:letters", show_progress=False)
+    logged = [row for row in rows(out) if "reward" in row]
+    assert result.finished and len(logged) == 4
+    assert all(0 <= row["reward"] <= 1 and row["kl"] >= 0 for row in logged) and logged[-1]["kl"] > 0
+    model, _ = load(out)
+    assert not model.training

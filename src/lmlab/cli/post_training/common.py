@@ -1,6 +1,8 @@
 """What the post-training commands (sft, reward, dpo, ppo, grpo) share: their flags, and how a run is reported."""
 
 import argparse
+import dataclasses
+import json
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.training.post_training import TASK, PostTrainConfig, PostTrainResult
@@ -46,9 +48,19 @@ def recipe_args(args: argparse.Namespace) -> dict:
             "adapter": args.adapter, "resume": args.resume, "stop_after": args.stop_after, "device": args.device}
 
 
+def add_json_arg(p: argparse.ArgumentParser) -> None:
+    """`--json`: `report` prints the result as one JSON object instead of lines."""
+    p.add_argument("--json", action="store_true", help="print one JSON object: step, finished, before, after, "
+                                                       "model_dir, adapter_dir, trainable")
+
+
 def report(command: str, args: argparse.Namespace, result: PostTrainResult, labels: dict[str, str]) -> None:
     """Print how the run ended: the held-out measures before -> after (`labels`: metric -> name)
-    and where the result is, or how to continue a stopped run."""
+    and where the result is, or how to continue a stopped run; with `--json`, the result as one object."""
+    if getattr(args, "json", False):
+        print(json.dumps({key: str(value) if value is not None and key.endswith("_dir") else value
+                          for key, value in dataclasses.asdict(result).items()}))
+        return
     print(result.trainable)
     if not result.finished:
         print(f"stopped at step {result.step}; a checkpoint is in {args.out}/checkpoints. "

@@ -2,11 +2,16 @@
 successors (`--loss`)."""
 
 import argparse
-import dataclasses
-import json
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
-from lmlab.cli.post_training.common import PREFERENCE_FILE, add_post_training_args, add_reward_args, recipe_args, report
+from lmlab.cli.post_training.common import (
+    PREFERENCE_FILE,
+    add_json_arg,
+    add_post_training_args,
+    add_reward_args,
+    recipe_args,
+    report,
+)
 from lmlab.recipes.dpo import DPOConfig, dpo
 
 
@@ -27,18 +32,13 @@ def add_parser(subparsers) -> None:
     add_post_training_args(p, PREFERENCE_FILE)
     add_config_flags(p.add_argument_group("DPO settings (unset ones keep their defaults)"), DPOConfig)
     add_reward_args(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: step, finished, before, after, "
-                                                       "model_dir, adapter_dir, trainable")
+    add_json_arg(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
     result = dpo(**recipe_args(args), dpo_cfg=DPOConfig(**config_overrides(args, DPOConfig)), reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
-    if args.json:
-        print(json.dumps({key: str(value) if value is not None and key.endswith("_dir") else value
-                          for key, value in dataclasses.asdict(result).items()}))
-        return
     report("dpo", args, result, {"val_loss": "held-out loss", "val_accuracy": "held-out preference accuracy",
                                  "val_margin": "held-out margin", "task_reward": "task reward",
                                  "task_accuracy": "task accuracy"})

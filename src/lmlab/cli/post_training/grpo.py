@@ -2,12 +2,10 @@
 each judged against the others, no value head."""
 
 import argparse
-import dataclasses
-import json
 import math
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
-from lmlab.cli.post_training.common import add_post_training_args, add_reward_args, recipe_args, report
+from lmlab.cli.post_training.common import add_json_arg, add_post_training_args, add_reward_args, recipe_args, report
 from lmlab.errors import LmlabError
 from lmlab.recipes.grpo import GRPOConfig, grpo
 from lmlab.training.reward_mix import SOURCES
@@ -39,8 +37,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--reward-weight", action="append", default=[], metavar="NAME=W",
                    help=f"weight of one reward in the sum, NAME one of {', '.join(SOURCES)} (default 1 each; "
                         "repeat the flag for several)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: step, finished, before, after, "
-                                                       "model_dir, adapter_dir, trainable")
+    add_json_arg(p)
     add_config_flags(p.add_argument_group("GRPO settings (unset ones keep their defaults)"), GRPOConfig)
     p.set_defaults(run=run)
 
@@ -65,8 +62,4 @@ def run(args) -> None:
     result = grpo(**recipe_args(args), grpo_cfg=GRPOConfig(**config_overrides(args, GRPOConfig)),
                   reward_fn=args.reward_fn, reward_model=args.reward_model, reward_regex=args.reward_regex,
                   task_reward=args.task_reward, reward_weights=reward_weights(args.reward_weight))
-    if args.json:
-        print(json.dumps({key: str(value) if value is not None and key.endswith("_dir") else value
-                          for key, value in dataclasses.asdict(result).items()}))
-        return
     report("grpo", args, result, {"task_reward": "task reward", "task_accuracy": "task accuracy"})

@@ -1,11 +1,9 @@
 """`lmlab kto`: align a model with answers labelled good or bad, unpaired, by Kahneman-Tversky Optimization."""
 
 import argparse
-import dataclasses
-import json
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
-from lmlab.cli.post_training.common import add_post_training_args, recipe_args, report
+from lmlab.cli.post_training.common import add_json_arg, add_post_training_args, recipe_args, report
 from lmlab.recipes.kto import KTOConfig, kto
 
 
@@ -23,16 +21,11 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_post_training_args(p, "JSONL file of {\"prompt\", \"completion\", \"label\": true or false}")
     add_config_flags(p.add_argument_group("KTO settings (unset ones keep their defaults)"), KTOConfig)
-    p.add_argument("--json", action="store_true", help="print one JSON object: step, finished, before, after, "
-                                                       "model_dir, adapter_dir, trainable")
+    add_json_arg(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> None:
     result = kto(**recipe_args(args), kto_cfg=KTOConfig(**config_overrides(args, KTOConfig)))
-    if args.json:
-        print(json.dumps({key: str(value) if value is not None and key.endswith("_dir") else value
-                          for key, value in dataclasses.asdict(result).items()}))
-        return
     report("kto", args, result, {"val_loss": "held-out loss", "val_accuracy": "held-out share on the right side",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})
