@@ -1,7 +1,8 @@
-"""Speculative decoding by prompt lookup (`generation/speculative.py`) gives plain greedy decoding's tokens, on
-every path a step can take (the modules, the fused int4 step, GPT-2's additive positions, a sliding window, the
-look-back rules), with drafts kept on repetitive prompts and rejected elsewhere (the cache rolled back); sampled,
-each token keeps the model's distribution (a chi-square test against the exact probabilities)."""
+"""Speculative decoding by prompt lookup (`generation/speculative.py`) or a draft model (`draft_model.py`) gives
+plain greedy decoding's tokens, on every path a step can take (the modules, the fused int4 step, GPT-2's additive
+positions, a sliding window, the look-back rules), with drafts kept on repetitive prompts and rejected elsewhere
+(both caches rolled back); sampled, each token keeps the model's distribution (a chi-square test against the
+exact probabilities)."""
 
 import math
 
@@ -10,8 +11,9 @@ import torch
 
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
-from lmlab.generation import GenerationConfig, generate_batch, stream_text
+from lmlab.generation import GenerationConfig, generate, generate_batch, stream_text
 from lmlab.generation.decode import last_logits
+from lmlab.generation.draft_model import ModelDrafter
 from lmlab.generation.speculative import Acceptance, choose, lookup_draft
 from lmlab.models.presets import preset
 from lmlab.models.quantize import quantize_model
@@ -59,7 +61,7 @@ def test_prompt_lookup_gives_the_tokens_of_plain_greedy_decoding(setup):
     rules = {"penalty": dict(repetition_penalty=1.5), "no-repeat": dict(no_repeat_ngram_size=5),
              "eos": dict(eos_id=(3, 11))}.get(setup, {})
     plain = GenerationConfig(max_new_tokens=30, **rules)
-    speculative = GenerationConfig(max_new_tokens=30, prompt_lookup_num_tokens=4, **rules)
+    speculative = GenerationConfig(max_new_tokens=30, draft_tokens=4, **rules)
     acceptance = Acceptance()
     for prompt in prompts(97):
         assert (generate_batch(model, [prompt], speculative, acceptance=acceptance)[0]
@@ -68,10 +70,41 @@ def test_prompt_lookup_gives_the_tokens_of_plain_greedy_decoding(setup):
     assert acceptance.passes < acceptance.tokens  # fewer passes of the model than tokens
 
 
+@pytest.mark.parametrize("target", ["fp32", "int4"])
+def test_a_draft_model_gives_the_tokens_of_plain_greedy_decoding(target):
+    model, other = sharp(), sharp("gpt2", sharpness=4.0)  # the draft: another family, the same vocabulary
+    if target == "int4":
+        model = quantize_model(model, "int4", 32)
+    plain, speculative = GenerationConfig(max_new_tokens=30), GenerationConfig(max_new_tokens=30, draft_tokens=3)
+    by_other, by_itself = Acceptance(), Acceptance()
+    for prompt in prompts(97, 6):
+        expected = generate_batch(model, [prompt], plain)[0]
+        assert generate_batch(model, [prompt], speculative, acceptance=by_other, draft_model=other)[0] == expected
+        assert generate_batch(model, [prompt], speculative, acceptance=by_itself, draft_model=model)[0] == expected
+    assert by_other.accepted < by_other.drafted
+    assert by_itself.accepted == by_itself.drafted > 0  # a model agrees with its own greedy drafts
+
+
+def test_the_draft_models_drafts_are_its_greedy_tokens_after_each_rollback():
+    """The drafter's cache, cut back to what the target kept and fed what it added, drafts what the draft model
+    says greedily from scratch: after some drafts kept and a correction, all kept and a bonus token, none kept."""
+    draft = sharp("gpt2")
+    drafter, ids = ModelDrafter(draft, 80), prompts(97, 1)[0]
+    for kept, added in [(2, [90]), (4, [91]), (0, [92]), (1, [])]:
+        drafts = drafter(ids, 4)
+        assert drafts == generate(draft, ids, 4)
+        ids = ids + drafts[:kept] + added
+
+
+def test_a_draft_model_of_another_vocabulary_is_one_clear_error():
+    with pytest.raises(LmlabError, match="same tokenizer"):
+        generate_batch(sharp(), [[1, 2, 3]], GenerationConfig(draft_tokens=2), draft_model=sharp(vocab_size=50))
+
+
 def test_a_batch_and_a_stream_decode_speculatively_as_each_prompt_alone():
     tokenizer = TextTokenizer(train_bpe(markov_corpus(100, seed=3)[0], 300), eos_id=1, stop_ids=(1,))
     model = sharp(vocab_size=tokenizer.vocab_size)
-    config = GenerationConfig(max_new_tokens=20, prompt_lookup_num_tokens=3)
+    config = GenerationConfig(max_new_tokens=20, draft_tokens=3)
     batch = generate_batch(model, prompts(97, 4), config)
     assert batch == [generate_batch(model, [prompt], GenerationConfig(max_new_tokens=20))[0]
                      for prompt in prompts(97, 4)]
@@ -93,10 +126,12 @@ def test_a_draft_is_kept_with_the_models_probability_and_each_token_keeps_it():
     assert abs(kept - p[1].item()) < 4 * math.sqrt(p[1] * (1 - p[1]) / len(draws))
 
 
-def test_speculative_sampling_keeps_the_distribution_of_two_tokens():
-    """The first two tokens after a repetitive prompt over many seeds (the second checked against a lookup
-    draft), against their exact probabilities p(a) p(b | a) from the model: a chi-square test over the pairs."""
+@pytest.mark.parametrize("drafter", ["lookup", "draft model"])
+def test_speculative_sampling_keeps_the_distribution_of_two_tokens(drafter):
+    """The first two tokens after a repetitive prompt over many seeds (the second checked against a draft),
+    against their exact probabilities p(a) p(b | a) from the model: a chi-square test over the pairs."""
     model = sharp(vocab_size=4, sharpness=2.0)
+    draft = sharp("gpt2", vocab_size=4) if drafter == "draft model" else None
     prompt = [0, 1, 2, 0, 1, 2, 0, 1]
     first = last_logits(model, torch.tensor([prompt])).softmax(-1)[0]  # (4,)
     second = last_logits(model, torch.tensor([prompt + [a] for a in range(4)])).softmax(-1)  # (4, 4)
@@ -104,10 +139,10 @@ def test_speculative_sampling_keeps_the_distribution_of_two_tokens():
     counts = torch.zeros(16, dtype=torch.float64)
     acceptance = Acceptance()
     for seed in range(600):
-        config = GenerationConfig(max_new_tokens=3, temperature=1.0, seed=seed, prompt_lookup_num_tokens=2)
-        a, b, _ = generate_batch(model, [prompt], config, acceptance=acceptance)[0].token_ids
+        config = GenerationConfig(max_new_tokens=3, temperature=1.0, seed=seed, draft_tokens=2)
+        a, b, _ = generate_batch(model, [prompt], config, acceptance=acceptance, draft_model=draft)[0].token_ids
         counts[4 * a + b] += 1
-    assert acceptance.accepted > 0
+    assert 0 < acceptance.accepted < acceptance.drafted
     assert chi_square_p_value(counts, exact) > 1e-3
 
 
@@ -126,6 +161,6 @@ def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 def test_speculation_with_beams_is_one_clear_error():
     with pytest.raises(LmlabError, match="--speculate"):
-        GenerationConfig(num_beams=2, prompt_lookup_num_tokens=3)
+        GenerationConfig(num_beams=2, draft_tokens=3)
     with pytest.raises(LmlabError, match="--draft-tokens"):
-        GenerationConfig(prompt_lookup_num_tokens=-1)
+        GenerationConfig(draft_tokens=-1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from lmlab.config_checks import MAX_CONTEXT, SettingError, at_least, at_most, check_types, flag
 from lmlab.errors import LmlabError
 
-FLAGS = {"num_beams": "--beams", "stop_strings": "--stop", "prompt_lookup_num_tokens": "--draft-tokens"}  # fields whose `lmlab generate` flag has another name
+FLAGS = {"num_beams": "--beams", "stop_strings": "--stop"}  # fields whose `lmlab generate` flag has another name
 MAX_BEAMS = 1024  # each beam is a full copy of the sequence and its cache
 MAX_DRAFT = 64  # draft tokens a speculative round checks: past this the pass costs like a prompt's
 # Below this temperature, logits / T overflows float32 (1e-45 is a float32 denormal; 1e-310 rounds to 0) and
@@ -37,8 +37,9 @@ class GenerationConfig:
     seed: any integer torch.Generator takes (SEED_RANGE).
     no_repeat_ngram_size n > 0 forbids any token that would repeat an n-gram of the prompt or output.
     num_beams > 1 runs beam search, scored as sum(logprob) / length**length_penalty (LENGTH_PENALTY_RANGE).
-    prompt_lookup_num_tokens k > 0 decodes speculatively (`speculative.py`): up to k tokens a round drafted by
-    prompt lookup and checked in one forward pass; the same tokens greedy, the same distribution sampling.
+    draft_tokens k > 0 decodes speculatively (`speculative.py`): up to k tokens a round drafted (by prompt lookup,
+    or a draft model given to `generate_batch`) and checked in one forward pass; greedy, the same tokens,
+    sampled, the same distribution (HF: prompt_lookup_num_tokens, num_assistant_tokens).
     A sequence ends at any token of `eos_id` (one id or several: pass a tokenizer's stop_ids),
     at a stop string (text level: needs the tokenizer), or after max_new_tokens.
     """
@@ -55,16 +56,16 @@ class GenerationConfig:
     eos_id: int | Sequence[int] | None = None
     stop_strings: Sequence[str] = ()
     seed: int | None = None
-    prompt_lookup_num_tokens: int = 0  # > 0: draft up to this many tokens a round by prompt lookup
+    draft_tokens: int = 0  # > 0: decode speculatively, drafting up to this many tokens a round
 
     def __post_init__(self):
         check_types(self, FLAGS)
         at_least(self, 1, "max_new_tokens", "top_k", "num_beams", flags=FLAGS)
-        at_least(self, 0, "temperature", "no_repeat_ngram_size", "prompt_lookup_num_tokens", flags=FLAGS)
+        at_least(self, 0, "temperature", "no_repeat_ngram_size", "draft_tokens", flags=FLAGS)
         at_most(self, MAX_CONTEXT, "max_new_tokens", "no_repeat_ngram_size", flags=FLAGS)
         at_most(self, MAX_BEAMS, "num_beams", flags=FLAGS)
-        at_most(self, MAX_DRAFT, "prompt_lookup_num_tokens", flags=FLAGS)
-        if self.num_beams > 1 and self.prompt_lookup_num_tokens:
+        at_most(self, MAX_DRAFT, "draft_tokens", flags=FLAGS)
+        if self.num_beams > 1 and self.draft_tokens:
             raise LmlabError("speculative decoding keeps one sequence, not beams; drop --speculate or use --beams 1")
         self._check_sampling_ranges()
         if self.early_stopping not in (True, False, "never"):

@@ -5,8 +5,9 @@
     for piece in stream_text(model, tokenizer, ids, config): print(piece, end="")
 
 Greedy and sampling run `decode_steps` (`stateful_decode_steps` for n-gram, window and RNN LMs);
-num_beams > 1 runs `beam_search` (`stateful_beam_search`); prompt_lookup_num_tokens > 0 runs
-`speculative_steps`, one prompt at a time, counting its drafts in an `Acceptance` when given one. With a tokenizer, each
+num_beams > 1 runs `beam_search` (`stateful_beam_search`); draft_tokens > 0 runs
+`speculative_steps`, one prompt at a time, drafting by prompt lookup or with a `draft_model`, and counting its
+drafts in an `Acceptance` when given one. With a tokenizer, each
 row's tokens also pass through an `IncrementalDetokenizer`, which finds the stop strings.
 """
 
@@ -18,6 +19,7 @@ from lmlab.errors import LmlabError
 from lmlab.generation.beam import beam_search
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.decode import decode_steps
+from lmlab.generation.draft_model import ModelDrafter, check_draft_model
 from lmlab.generation.output import Generation, OutputRow
 from lmlab.generation.speculative import Acceptance, lookup_draft, speculative_steps
 from lmlab.generation.stateful import stateful_beam_search, stateful_decode_steps
@@ -32,17 +34,19 @@ def generate(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int 
 
 
 def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig = GenerationConfig(),
-                   tokenizer=None, acceptance: Acceptance | None = None) -> list[Generation]:
+                   tokenizer=None, acceptance: Acceptance | None = None,
+                   draft_model: torch.nn.Module | None = None) -> list[Generation]:
     """Decode every prompt together (left-padded), one `Generation` per prompt.
 
     A row that stops (a stop token or stop string) takes no more tokens while the others go on.
     With a `tokenizer` (a `TextTokenizer`) each result carries its text; stop strings need one.
+    With config.draft_tokens > 0, `draft_model` (a smaller decoder of the same tokenizer) drafts, else prompt lookup.
     """
     if config.stop_strings and tokenizer is None:
         raise LmlabError("stop strings are matched in text; pass the tokenizer to generate_batch")
-    if (isinstance(model, StatefulLM) or config.prompt_lookup_num_tokens) and len(prompts) > 1:
+    if (isinstance(model, StatefulLM) or config.draft_tokens) and len(prompts) > 1:
         # a state per row, or a speculative round's own number of tokens per row: decode the rows one by one
-        return [generate_batch(model, [prompt], config, tokenizer, acceptance)[0] for prompt in prompts]
+        return [generate_batch(model, [prompt], config, tokenizer, acceptance, draft_model)[0] for prompt in prompts]
     if config.num_beams > 1:
         results = ([stateful_beam_search(model, prompts[0], config)] if isinstance(model, StatefulLM)
                    else beam_search(model, prompts, config))
@@ -51,7 +55,7 @@ def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: Gen
         return [Generation(r.token_ids, r.finish_reason, r.stop, tokenizer.decode(r.token_ids), r.score)
                 for r in results]
     rows = [OutputRow(config.stop_ids, tokenizer, config.stop_strings) for _ in prompts]
-    for tokens in _steps(model, prompts, config, acceptance):
+    for tokens in _steps(model, prompts, config, acceptance, draft_model):
         for row, token in zip(rows, tokens.tolist()):
             row.add(token)
         if all(row.finish_reason for row in rows):
@@ -60,7 +64,8 @@ def generate_batch(model: torch.nn.Module, prompts: list[list[int]], config: Gen
 
 
 def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
-                config: GenerationConfig = GenerationConfig(), acceptance: Acceptance | None = None) -> Iterator[str]:
+                config: GenerationConfig = GenerationConfig(), acceptance: Acceptance | None = None,
+                draft_model: torch.nn.Module | None = None) -> Iterator[str]:
     """Yield the new text in pieces as tokens arrive (for printing as you go).
 
     Pieces never split a UTF-8 character and never show a stop string or the start of one;
@@ -69,7 +74,7 @@ def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
     if config.num_beams > 1:
         raise LmlabError("beam search picks its answer at the end, so it cannot stream; use generate_batch")
     row = OutputRow(config.stop_ids, tokenizer, config.stop_strings)
-    for tokens in _steps(model, [prompt_ids], config, acceptance):
+    for tokens in _steps(model, [prompt_ids], config, acceptance, draft_model):
         piece = row.add(tokens.item())
         if piece:
             yield piece
@@ -81,14 +86,21 @@ def stream_text(model: torch.nn.Module, tokenizer, prompt_ids: list[int],
 
 
 def _steps(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig,
-           acceptance: Acceptance | None = None) -> Iterator[torch.Tensor]:
+           acceptance: Acceptance | None = None, draft_model: torch.nn.Module | None = None
+           ) -> Iterator[torch.Tensor]:
     """The token-per-step loop that fits the model: KV-cached for transformers (speculative when asked),
     stateful for the rest."""
     if isinstance(model, StatefulLM):
-        if config.prompt_lookup_num_tokens:
+        if config.draft_tokens:
             raise LmlabError("speculative decoding checks drafts against a KV cache, which this model has not; "
                              "drop --speculate")
         return stateful_decode_steps(model, prompts[0], config)
-    if config.prompt_lookup_num_tokens:
-        return speculative_steps(model, prompts[0], config, lookup_draft, acceptance)
+    if draft_model is not None and not config.draft_tokens:
+        raise LmlabError("a draft model drafts draft_tokens tokens a round; set draft_tokens (--draft-tokens) above 0")
+    if config.draft_tokens:
+        drafter = lookup_draft
+        if draft_model is not None:
+            check_draft_model(model, draft_model)
+            drafter = ModelDrafter(draft_model, len(prompts[0]) + config.max_new_tokens)
+        return speculative_steps(model, prompts[0], config, drafter, acceptance)
     return decode_steps(model, prompts, config)

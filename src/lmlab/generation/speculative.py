@@ -12,6 +12,7 @@ et al. 2023 for a draft that proposes d with certainty), which leaves every toke
 Drafts come from `lookup_draft`, prompt lookup decoding (Saxena 2023; HF's `prompt_lookup_num_tokens`): the
 tokens that followed the latest earlier occurrence of the last few tokens in the prompt and the reply so far,
 no second model needed. It pays where the reply copies its input: summaries, answers from a passage, edits.
+A smaller model with the same tokenizer drafts too (`draft_model.py`: HF's assisted generation).
 """
 
 from collections.abc import Callable, Iterator
@@ -65,12 +66,12 @@ def lookup_draft(ids: list[int], n: int, max_ngram: int = MAX_NGRAM) -> list[int
 def speculative_steps(model: torch.nn.Module, prompt: list[int], config: GenerationConfig, drafter: Drafter,
                       acceptance: Acceptance | None = None) -> Iterator[torch.Tensor]:
     """Yield one prompt's next token, (1,), as `decode_steps` does (the same tokens, greedy), drafting up to
-    `config.prompt_lookup_num_tokens` tokens a round with `drafter` and verifying them in one pass; the
+    `config.draft_tokens` tokens a round with `drafter` and verifying them in one pass; the
     counts go to `acceptance`."""
     check_prompts(model, [prompt], config.max_new_tokens)
     acceptance = acceptance if acceptance is not None else Acceptance()
     device = next(model.parameters()).device
-    N, n_draft = config.max_new_tokens, config.prompt_lookup_num_tokens
+    N, n_draft = config.max_new_tokens, config.draft_tokens
     ids = torch.tensor([prompt], device=device)  # (1, T)
     cache = new_cache(model, 1, len(prompt) + N)  # never a window's: rollback needs every column
     logits = last_logits(model, ids, None, cache)  # (1, V)
