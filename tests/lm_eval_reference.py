@@ -10,21 +10,28 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 
+def write_bpe_tokenizer(directory: Path, texts: list[str], vocab_size: int) -> int:
+    """A byte-level BPE trained on `texts`, with <|endoftext|> as bos and eos, saved in `directory` as HF saves
+    a fast tokenizer; its vocab size."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                             show_progress=False))
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}))
+    return tokenizer.get_vocab_size()
+
+
 def write_hf_llama(directory: Path, texts: list[str], window: int) -> Path:
     """A tiny random HF Llama with a byte-level BPE trained on `texts` (<|endoftext|> as bos and eos), saved
     as HF saves it, with a `window`-token context."""
     transformers = pytest.importorskip("transformers")
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"],
-                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                             show_progress=False))
     directory.mkdir()
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}))
-    config = transformers.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=48,
+    vocab = write_bpe_tokenizer(directory, texts, 600)
+    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=48,
                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                       max_position_embeddings=window, bos_token_id=0, eos_token_id=0,
                                       tie_word_embeddings=False)

@@ -21,9 +21,10 @@ from lm_eval import simple_evaluate  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 
+from lm_eval_reference import write_bpe_tokenizer  # noqa: E402
 from lmlab.eval import harness  # noqa: E402
 from lmlab.eval.task_files import task_code  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
 
 pytestmark = [pytest.mark.parity, pytest.mark.usefixtures("one_thread", "quiet_lm_eval")]
 
@@ -46,16 +47,7 @@ def quiet_lm_eval():
 def write_tokenizer(directory: Path) -> int:
     """A byte-level BPE trained on the task data, with <|endoftext|> as bos and eos; its vocab size."""
     texts = [line for f in sorted(TASKS_DIR.glob("*.jsonl")) for line in f.read_text().splitlines()]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
-                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                             show_progress=False))
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}))
-    return tokenizer.get_vocab_size()
+    return write_bpe_tokenizer(directory, texts, 400)
 
 
 def write_model(directory: Path, family: str) -> Path:
