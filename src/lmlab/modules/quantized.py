@@ -4,7 +4,8 @@ The integers, scales and mins are buffers, not parameters: they are not trained,
 parameters stay its float ones (norms, biases), so code that reads `next(model.parameters())` for the
 device and dtype sees fp32. Activations stay fp32, unless a layer's `activations` names how llama.cpp
 rounds them for the GGUF type its weight came from (`activation_rounding.py`); the formats are in
-`quantized_formats.py`, the products in `quantized_ops.py`. A tied LM head is `QuantizedEmbedding.as_linear()`: the same tensors.
+`quantized_formats.py`, the products in `quantized_ops.py`. A tied LM head is
+`QuantizedEmbedding.as_linear()`: the same tensors.
 """
 
 import torch
