@@ -7,7 +7,6 @@ import sys
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
 from lmlab.eval.checklist import BehaviourResult
-from lmlab.models.finetuned_encoder import FinetunedEncoder
 from lmlab.progress import progress_bar
 
 MAX_CASES = 10_000  # per test; the suite's templates hold fewer distinct sentences than that anyway
@@ -52,8 +51,8 @@ def run(args) -> None:
         print(table(results))
 
 
-def classifier(tuned: FinetunedEncoder, batch_size: int = BATCH_SIZE):
-    """A predictor for `run_checklist`: texts -> (label names, class probabilities (N, n_labels)),
+def classifier(tuned, batch_size: int = BATCH_SIZE):
+    """A predictor for `run_checklist` from a `FinetunedEncoder`: texts -> (label names, class probabilities (N, n_labels)),
     batched by length with no gradients, showing progress on stderr."""
     import numpy as np
     import torch

@@ -10,11 +10,7 @@ decoder's cross-attention over the source. The decoder input is the decoder star
 import json
 import math
 
-import torch
-
 from lmlab.errors import LmlabError
-from lmlab.inspect.attention import AttentionMaps
-from lmlab.inspect.subject import Subject
 from lmlab.io.outputs import check_file_output
 
 MAX_TOKENS = 512  # each head's map is T x T numbers in the JSON
@@ -68,7 +64,7 @@ def run_attention(args) -> None:
         _save_png(args, views, picked)
 
 
-def _text_tokens(subject: Subject, text: str) -> tuple[torch.Tensor, list[str]]:
+def _text_tokens(subject, text: str) -> tuple:  # (a Subject, text) -> (ids (1, T), token strings)
     """--text as ids (1, T) and token strings, at most MAX_TOKENS and what the model (or its encoder) reads."""
     ids, tokens = subject.tokens(text)
     if not tokens:
@@ -81,8 +77,10 @@ def _text_tokens(subject: Subject, text: str) -> tuple[torch.Tensor, list[str]]:
     return ids, tokens
 
 
-def _decoder_input(subject: Subject, ids: torch.Tensor, target: str | None):
+def _decoder_input(subject, ids, target: str | None):  # a Subject, ids (1, T)
     """(decoder input ids (1, T), their tokens) of an encoder-decoder, else (None, None)."""
+    import torch
+
     from lmlab.generation.config import GenerationConfig
     from lmlab.generation.encoder_decoder import generate_encoder_decoder
 
@@ -102,7 +100,7 @@ def _decoder_input(subject: Subject, ids: torch.Tensor, target: str | None):
     return torch.tensor([target_ids], device=ids.device), [tokenizer.id_to_token(i) for i in target_ids]
 
 
-def _views(maps: AttentionMaps, tokens: list[str], target_tokens: list[str] | None) -> dict:
+def _views(maps, tokens: list[str], target_tokens: list[str] | None) -> dict:
     """JSON key -> (per-layer maps (H, T, S), query tokens, key tokens), for each kind of map the model has."""
     views = {"attentions": (maps.self_maps, tokens, tokens)}
     if maps.decoder_maps is not None:
@@ -111,7 +109,7 @@ def _views(maps: AttentionMaps, tokens: list[str], target_tokens: list[str] | No
     return views
 
 
-def _selection(maps: list[torch.Tensor], layer: int | None, head: int | None) -> tuple[list[int], list[int]]:
+def _selection(maps: list, layer: int | None, head: int | None) -> tuple[list[int], list[int]]:
     """The layers and heads of `maps` (one (H, T, S) per layer) that --layer and --head pick (default: all)."""
     n_layers, n_heads = len(maps), maps[0].size(0)
     if layer is not None and not 0 <= layer < n_layers:
@@ -122,7 +120,7 @@ def _selection(maps: list[torch.Tensor], layer: int | None, head: int | None) ->
             [head] if head is not None else list(range(n_heads)))
 
 
-def _head_summary(key: str, attention: torch.Tensor) -> dict[str, list[float]]:
+def _head_summary(key: str, attention) -> dict[str, list[float]]:
     """Entropy per head, and mean distance for self-attention (source and target positions have none)."""
     from lmlab.inspect.attention import head_distance, head_entropy
 

@@ -4,7 +4,6 @@ prompt into a corrupted one and see which of them bring the target back (lmlab.i
 import json
 
 from lmlab.errors import LmlabError
-from lmlab.inspect.patching import CausalTrace
 from lmlab.io.outputs import check_file_output
 
 
@@ -46,13 +45,13 @@ def run_patch(args) -> None:
         _print_summary(trace)
 
 
-def column_labels(trace: CausalTrace) -> list[str]:
-    """The clean tokens, with a '*' on those the corruption changed."""
+def column_labels(trace) -> list[str]:
+    """The clean tokens of a `CausalTrace`, with a '*' on those the corruption changed."""
     pairs = zip(trace.clean_tokens, trace.corrupt_tokens)
     return [f"{clean}*" if clean != corrupt else clean for clean, corrupt in pairs]
 
 
-def _print_summary(trace: CausalTrace) -> None:
+def _print_summary(trace) -> None:
     print(f"p({trace.target!r}): clean {trace.p_clean:.4f}, corrupt {trace.p_corrupt:.4f}")
     print("best recovery per position (layer: recovery):")
     for t, label in enumerate(column_labels(trace)):

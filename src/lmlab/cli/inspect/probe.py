@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 from lmlab.data.probing import DEFAULT_EXAMPLES, MAX_EXAMPLES, TASKS, probing_task
-from lmlab.inspect.probe import ProbeReport
 from lmlab.io.outputs import check_file_output
 
 
@@ -49,8 +48,8 @@ def run_probe(args) -> None:
               f"{row.majority:>8.3f}")
 
 
-def save_chart(report: ProbeReport, path: str, model: str) -> None:
-    """Accuracy, control accuracy, selectivity and the majority baseline against the layer."""
+def save_chart(report, path: str, model: str) -> None:
+    """A `ProbeReport`'s accuracy, control accuracy, selectivity and the majority baseline against the layer."""
     from lmlab.figures import save_line_plot
 
     layers = [row.layer for row in report.layers]
