@@ -14,14 +14,15 @@ weight type's partner format (ggml's `vec_dot_type`), so that the dot product ru
 
 (rounding to nearest, ties to even: `_mm256_round_ps` and `nearest_int`, as `torch.round`). lmlab's
 kernels keep activations in fp32, which is more accurate; rounding them as llama.cpp does makes lmlab
-running a GGUF file compute what llama.cpp computes on it, up to the order of fp32 additions, so the two
-pick the same greedy tokens (`lmlab.load(..., activations="int8")`, `--activations int8`). The values are
+running a GGUF file compute what llama.cpp computes on it, up to the order of fp32 additions
+(`lmlab.load(..., activations="int8")`, `--activations int8`). That order can still put a value on the
+other side of a rounding boundary, which on a real model moves the logits by a rounding step (docs/export.md
+measures it on SmolLM2); on small models the two pick the same greedy tokens. The values are
 rounded and kept in fp32 (d q is exact in fp32), and the kernels multiply them as any activations.
 """
 
 import torch
 
-KINDS = ("q8_0", "q8_1", "q8_K", "f16", "bf16")
 BLOCK = {"q8_0": 32, "q8_1": 32, "q8_K": 256}
 
 

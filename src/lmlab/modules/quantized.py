@@ -41,7 +41,8 @@ class _Quantized(nn.Module):
 
 class QuantizedLinear(_Quantized):
     """y = x W^T + b for W (out, in) stored as int8 or int4: forward(x (..., in)) -> (..., out). `activations`
-    (None: x as it is) is one of `activation_rounding.KINDS`: x is rounded first, as llama.cpp rounds it."""
+    (None: x as it is) names one of `activation_rounding`'s kinds (q8_0, q8_1, q8_K, f16, bf16): x is rounded
+    first, as llama.cpp rounds it."""
 
     def __init__(self, weight: QuantizedWeight, bias: torch.Tensor | None = None, activations: str | None = None):
         super().__init__(weight)
