@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.cli.generate import add_compile_arg, add_sampling_args, sampling_config
+from lmlab.cli.generate import add_compile_arg, add_sampling_args, load_draft, sampling_config
 from lmlab.errors import LmlabError
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
@@ -57,13 +57,14 @@ def run(args) -> None:
     note = None if tokenizer.chat_template else (
         f"lmlab: note: {args.model} has no chat template; using plain 'User: … / Assistant: …' turns, which a base "
         "model continues rather than answers")
+    draft = load_draft(args, model, tokenizer)
     messages = [{"role": "system", "content": args.system}] if args.system else []
     piped = args.prompt is None and not sys.stdin.isatty()
     for line in [args.prompt] if args.prompt is not None else _user_lines():
         if piped:
             print(f"> {line}", flush=True)
         messages.append({"role": "user", "content": line})
-        reply = _reply(model, tokenizer, messages, config, note)
+        reply = _reply(model, tokenizer, messages, config, note, draft)
         note = None  # said once, before the first reply
         messages.append({"role": "assistant", "content": reply})
         if piped:
@@ -84,9 +85,9 @@ def _user_lines():
             yield line.rstrip("\n")
 
 
-def _reply(model, tokenizer, messages: list[dict], config, note: str | None = None) -> str:
+def _reply(model, tokenizer, messages: list[dict], config, note: str | None = None, draft=None) -> str:
     """Generate, print (as it streams) and return the assistant's answer to `messages`; `note` goes to
-    stderr once the prompt is known to fit the model, before the reply."""
+    stderr once the prompt is known to fit the model, before the reply. `draft`: `--speculate MODEL`'s."""
     from lmlab.generation.batch import check_token_ids
     from lmlab.generation.generate import stream_text
 
@@ -100,7 +101,7 @@ def _reply(model, tokenizer, messages: list[dict], config, note: str | None = No
     if note:
         print(note, file=sys.stderr)
     pieces = []
-    for piece in stream_text(model, tokenizer, prompt_ids, config):
+    for piece in stream_text(model, tokenizer, prompt_ids, config, draft_model=draft):
         if not pieces:
             piece = piece.lstrip()  # templates often end in a space or newline before the answer
             if not piece:

@@ -11,7 +11,9 @@ from dataclasses import replace
 
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.generation.config import GenerationConfig
+from lmlab.errors import LmlabError
+
+DRAFT_TOKENS = 5  # tokens a speculative round drafts unless --draft-tokens says otherwise
 
 
 def add_parser(subparsers) -> None:
@@ -70,12 +72,21 @@ def add_sampling_args(p: argparse.ArgumentParser, max_new_tokens: int):
                    help="stop when the text contains STR (not printed); \\n and \\t mean newline and tab")
     g.add_argument("--seed", type=int, metavar="S",
                    help="random seed, for reproducible sampling: any integer in [-2**63, 2**64 - 1]")
+    g.add_argument("--speculate", metavar="lookup|MODEL",
+                   help="speculative decoding: draft tokens by prompt lookup (copied from the prompt and reply: fast "
+                        "where the reply quotes its input) or with MODEL, a smaller decoder of the same tokenizer, "
+                        "and check them in one pass of --model; greedy gives the same tokens, sampling the same "
+                        "distribution")
+    g.add_argument("--draft-tokens", type=int, metavar="K",
+                   help=f"with --speculate, draft up to K tokens a round (default {DRAFT_TOKENS})")
     return g
 
 
-def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig:
+def sampling_config(args, extra_stops: tuple[str, ...] = ()):
     """The `GenerationConfig` the flags ask for, checked before any model is loaded (a bad value is a
     one-line LmlabError). The caller adds the tokenizer's stop ids with `dataclasses.replace`."""
+    from lmlab.generation.config import GenerationConfig
+
     beams = getattr(args, "beams", 1)  # chat has no beam flags
     temperature = args.temperature
     if temperature is None:
@@ -85,7 +96,39 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()) -> GenerationConfig
         max_new_tokens=args.max_new_tokens, temperature=temperature, top_k=args.top_k, top_p=args.top_p,
         repetition_penalty=args.repetition_penalty, num_beams=beams,
         length_penalty=getattr(args, "length_penalty", 1.0),
-        stop_strings=stops, seed=args.seed)
+        stop_strings=stops, seed=args.seed, draft_tokens=_draft_tokens(args))
+
+
+def _draft_tokens(args) -> int:
+    """The draft_tokens `--speculate` and `--draft-tokens` ask for (0: no speculation)."""
+    if args.speculate is None:
+        if args.draft_tokens is not None:
+            raise LmlabError("--draft-tokens sets how many tokens --speculate drafts; add --speculate lookup or MODEL")
+        return 0
+    return DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
+
+
+def load_draft(args, model, tokenizer):
+    """The draft model `--speculate MODEL` names (as --dtype), None for prompt lookup or no speculation; one line
+    when its tokenizer is not the model's."""
+    if args.speculate in (None, "lookup"):
+        return None
+    from lmlab.generation.draft_model import check_draft_model
+    from lmlab.models.load import load
+
+    draft, draft_tokenizer = load(args.speculate, args.dtype, activations=args.activations)
+    if draft_tokenizer.backend.get_vocab() != tokenizer.backend.get_vocab():
+        raise LmlabError(f"--speculate {args.speculate} has another tokenizer than --model {args.model}; a draft "
+                         "model must share the model's vocabulary (or use --speculate lookup)")
+    check_draft_model(model, draft)
+    return draft
+
+
+def say_acceptance(acceptance) -> None:
+    """One stderr line of an `Acceptance`: how many drafted tokens the model kept, and tokens per pass of the model."""
+    print(f"lmlab: speculation kept {acceptance.accepted} of {acceptance.drafted} drafted tokens "
+          f"({acceptance.rate:.0%}); {acceptance.tokens} tokens in {acceptance.passes + 1} passes of the model",
+          file=sys.stderr)
 
 
 def run(args) -> None:
@@ -93,6 +136,7 @@ def run(args) -> None:
     from lmlab.generation.compiled import compiled_decoder
     from lmlab.generation.fused import fused_step_refusal
     from lmlab.generation.generate import generate_batch, stream_text
+    from lmlab.generation.speculative import Acceptance
     from lmlab.models.quantize import MODES
 
     config = sampling_config(args)
@@ -104,20 +148,26 @@ def run(args) -> None:
         print(f"lmlab: this model decodes through its modules, not the fused {args.dtype} step: {reason}",
               file=sys.stderr)
     config = replace(config, eos_id=tokenizer.stop_ids)
+    draft, acceptance = load_draft(args, model, tokenizer), Acceptance()
     prompt_ids = tokenizer.encode(args.prompt, add_bos=args.add_bos)
     check_token_ids(model, [prompt_ids])  # before the prompt is printed
     if args.json or config.num_beams > 1:
-        result = generate_batch(model, [prompt_ids], config, tokenizer)[0]
+        result = generate_batch(model, [prompt_ids], config, tokenizer, acceptance, draft)[0]
         if args.json:
+            speculation = {"speculation": {"drafted": acceptance.drafted, "accepted": acceptance.accepted,
+                                           "acceptance_rate": acceptance.rate, "passes": acceptance.passes + 1}}
             print(json.dumps({"text": result.text, "token_ids": result.token_ids,
                               "finish_reason": result.finish_reason, "stop": result.stop,
-                              "prompt_tokens": len(prompt_ids)}, ensure_ascii=False))
+                              "prompt_tokens": len(prompt_ids), **(speculation if config.draft_tokens else {})},
+                             ensure_ascii=False))
         else:
             print(args.prompt + result.text)
         return
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
-    for piece in stream_text(model, tokenizer, prompt_ids, config):
+    for piece in stream_text(model, tokenizer, prompt_ids, config, acceptance, draft):
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
+    if config.draft_tokens:
+        say_acceptance(acceptance)

@@ -52,6 +52,8 @@ VOCABULARY = {
     "--system": "the system message of a chat",
     "--chat-template": "the model's chat template of this name",
     "--compile": "torch.compile the decoding step",
+    "--speculate": "speculative decoding: drafts by prompt lookup or a smaller model, checked in one pass",
+    "--draft-tokens": "tokens --speculate drafts a round",
     # Commands of their own.
     "--add-k": "add-k smoothing's k (n-gram)",
     "--arpa": "an ARPA n-gram file",
