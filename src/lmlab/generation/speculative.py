@@ -66,8 +66,8 @@ def lookup_draft(ids: list[int], n: int, max_ngram: int = MAX_NGRAM) -> list[int
 def speculative_steps(model: torch.nn.Module, prompt: list[int], config: GenerationConfig, drafter: Drafter,
                       acceptance: Acceptance | None = None) -> Iterator[torch.Tensor]:
     """Yield one prompt's next token, (1,), as `decode_steps` does (the same tokens, greedy), drafting up to
-    `config.draft_tokens` tokens a round with `drafter` and verifying them in one pass; the
-    counts go to `acceptance`."""
+    `config.draft_tokens` tokens a round with `drafter` (fewer after rounds that missed) and verifying them in one
+    pass; the counts go to `acceptance`."""
     check_prompts(model, [prompt], config.max_new_tokens)
     acceptance = acceptance if acceptance is not None else Acceptance()
     device = next(model.parameters()).device
@@ -93,6 +93,8 @@ def speculative_steps(model: torch.nn.Module, prompt: list[int], config: Generat
             if not accepted:
                 break
         cache.truncate(cache.length - (len(logits) - 1 - i))  # drop the drafts after the i kept ones
+        if draft:  # HF's schedule: two more after a round that kept every draft, one fewer after a miss
+            n_draft = min(config.draft_tokens, n_draft + 2) if i == len(draft) else max(1, n_draft - 1)
         draft = drafter(so_far, min(n_draft, N - (len(so_far) - len(prompt)) - 1))
         acceptance.drafted += len(draft)
         step = torch.tensor([[so_far[-1], *draft]], device=device)  # (1, 1 + k)
