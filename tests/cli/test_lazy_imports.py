@@ -10,7 +10,8 @@ import pytest
 # The command modules whose parsers are already built without torch; the rest still reach it through a config
 # class or a list of choices that lives beside torch code (see test_building_the_whole_parser_imports_no_torch).
 LIGHT = ("lmlab.cli.common.adapter_arg", "lmlab.cli.common.model_dtype", "lmlab.cli.common.config_flags",
-         "lmlab.cli.common.output_paths", "lmlab.cli.download", "lmlab.cli.embed", "lmlab.cli.list",
+         "lmlab.cli.common.output_paths", "lmlab.cli.chat", "lmlab.cli.download", "lmlab.cli.embed",
+         "lmlab.cli.generate", "lmlab.cli.list",
          "lmlab.cli.logprobs", "lmlab.cli.quickstart", "lmlab.cli.similarity", "lmlab.cli.tokenizer",
          "lmlab.cli.word2vec", "lmlab.cli.main")
 
