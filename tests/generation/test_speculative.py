@@ -85,10 +85,12 @@ def test_a_draft_model_gives_the_tokens_of_plain_greedy_decoding(target):
     assert by_itself.accepted == by_itself.drafted > 0  # a model agrees with its own greedy drafts
 
 
-def test_the_draft_models_drafts_are_its_greedy_tokens_after_each_rollback():
+@pytest.mark.parametrize("kind", ["gpt2", "fused int4"])
+def test_the_draft_models_drafts_are_its_greedy_tokens_after_each_rollback(kind):
     """The drafter's cache, cut back to what the target kept and fed what it added, drafts what the draft model
-    says greedily from scratch: after some drafts kept and a correction, all kept and a bonus token, none kept."""
-    draft = sharp("gpt2")
+    says greedily from scratch: after some drafts kept and a correction, all kept and a bonus token, none kept;
+    through the modules or, for an int4 Llama, the fused step."""
+    draft = sharp("gpt2") if kind == "gpt2" else quantize_model(sharp(), "int4", 32)
     drafter, ids = ModelDrafter(draft, 80), prompts(97, 1)[0]
     for kept, added in [(2, [90]), (4, [91]), (0, [92]), (1, [])]:
         drafts = drafter(ids, 4)

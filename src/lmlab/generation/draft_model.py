@@ -12,6 +12,7 @@ import torch
 from lmlab.errors import LmlabError
 from lmlab.generation.batch import new_cache
 from lmlab.generation.decode import last_logits
+from lmlab.generation.fused import fused_step
 from lmlab.generation.layout import decoding_view
 
 
@@ -30,7 +31,7 @@ class ModelDrafter:
         if max_len > draft.config.context_length:
             raise LmlabError(f"the draft model's context of {draft.config.context_length} tokens is shorter than "
                              f"the prompt and reply ({max_len}); ask for fewer --max-new-tokens")
-        self.model, self.view = draft, decoding_view(draft)
+        self.model, self.view, self.fused = draft, decoding_view(draft), fused_step(draft)
         self.cache = new_cache(draft, 1, max_len)
         self.seen: list[int] = []  # the tokens whose keys and values the cache holds
 
@@ -42,12 +43,22 @@ class ModelDrafter:
         same = min(same, len(ids) - 1)  # the last token is fed again: its logits give the first draft
         self.cache.truncate(same)
         device = self.cache.k[0].device
-        model = self.model if len(ids) - same > 1 else self.view  # a prompt through the plain layout
-        logits = last_logits(model, torch.tensor([ids[same:]], device=device), None, self.cache)  # (1, V)
+        logits = self.feed(ids[same:], device)  # (1, V)
         draft = []
         for _ in range(n):
             draft.append(int(logits.argmax()))
             if len(draft) < n:  # the last draft is not fed: the next round may reject it
-                logits = last_logits(self.view, torch.tensor([[draft[-1]]], device=device), None, self.cache)
+                logits = self.feed(draft[-1:], device)
         self.seen = ids + draft[:-1]
         return draft
+
+    def feed(self, tokens: list[int], device: torch.device) -> torch.Tensor:
+        """The draft model's logits (1, V) after `tokens`, added to its cache: one token by the fused step where
+        the draft has one (an int4 / int8 Llama-style draft), several (a prompt) through the plain layout."""
+        if len(tokens) > 1:
+            return last_logits(self.model, torch.tensor([tokens], device=device), None, self.cache)
+        if self.fused is None:
+            return last_logits(self.view, torch.tensor([tokens], device=device), None, self.cache)
+        logits = self.fused(torch.tensor(tokens, device=device), self.cache.k, self.cache.v, [self.cache.length])
+        self.cache.advance(1)
+        return logits

@@ -1,0 +1,119 @@
+"""Speculative decoding on SmolLM2-135M-Instruct: tokens/s and acceptance, plain against speculative.
+
+Greedy replies (--new-tokens each, stopping at end of turn) to the chat-templated prompts of two kinds of task,
+written for lmlab: input-grounded (summarise, or answer from, a short invented passage: a reply that can quote
+its prompt) and free chat (a poem, an explanation, a list: nothing to quote). Each is decoded by
+
+  fp32 plain / int4 plain          one token per pass (int4: the fused C++ step)
+  fp32 lookup / int4 lookup        `--speculate lookup`: drafts by prompt lookup, checked in one pass
+  fp32 draft int4                  `--speculate`: SmolLM2 in int4 drafts for itself in fp32 (one tokenizer)
+
+in interleaved rounds (`machine.alternating`); each side's tokens/s is the median over rounds of all tokens
+over all seconds of its prompts of a kind, and its acceptance is drafted tokens kept / drafted. Every
+speculative reply is checked against its plain reply (greedy: the same tokens). Prints a table and writes
+benchmarks/results/speculative.json. Usage:
+
+  python benchmarks/speculative.py                  # 3 rounds, 96 new tokens, 1 thread (a few minutes)
+  python benchmarks/speculative.py --rounds 1 --new-tokens 32     # a smoke test
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import lmlab
+from lmlab.generation import GenerationConfig, generate_batch
+from lmlab.generation.speculative import Acceptance
+from lmlab.tokenizers.chat import chat_prompt
+from machine import alternating, device_name, downloaded
+
+PASSAGE = ("The Lindqvist Bridge, finished in 1911, crosses the river Aare at the town of Moorfeld. It is 212 "
+           "metres long and rests on seven stone piers. Its engineer, Hedda Lindqvist, was the first woman admitted "
+           "to the Moorfeld guild of builders. The bridge was closed for repairs in 1954 after a flood damaged two "
+           "piers, and reopened in 1956 with a wider footpath. Today it carries a tram line and is lit at night by "
+           "40 lamps.")
+TASKS = {
+    "grounded": [PASSAGE + "\n\nSummarise the text above in three sentences.",
+                 PASSAGE + "\n\nAccording to the text, who was Hedda Lindqvist, and what happened to the bridge in "
+                           "1954? Answer in full sentences.",
+                 PASSAGE + "\n\nList every number in the text and what it counts."],
+    "chat": ["Write a short poem about autumn leaves.",
+             "Explain in a few sentences why the sky is blue.",
+             "Give me five tips for learning to cook."],
+}
+SIDES = ["fp32 plain", "fp32 lookup", "fp32 draft int4", "int4 plain", "int4 lookup"]
+DRAFT_TOKENS = 5
+RESULTS = Path(__file__).parent / "results" / "speculative.json"
+
+
+def run_side(side: str, models: dict, tokenizer, prompts: list[list[int]], new_tokens: int):
+    """(replies, seconds, acceptance) of one side over `prompts`."""
+    dtype, how = side.split(" ", 1)
+    draft = models["int4"] if how == "draft int4" else None
+    config = GenerationConfig(max_new_tokens=new_tokens, eos_id=tokenizer.stop_ids,
+                              draft_tokens=0 if how == "plain" else DRAFT_TOKENS)
+    acceptance, replies = Acceptance(), []
+    start = time.perf_counter()
+    for prompt in prompts:
+        replies.append(generate_batch(models[dtype], [prompt], config, acceptance=acceptance,
+                                      draft_model=draft)[0].token_ids)
+    return replies, time.perf_counter() - start, acceptance
+
+
+def measure(rounds: int, new_tokens: int) -> dict:
+    """Every side on every kind of task, interleaved; medians of tokens/s, acceptance, and whether each side's
+    replies equal plain decoding's of the same dtype."""
+    path = downloaded("smollm2-135m-instruct")
+    models = {dtype: lmlab.load(path, dtype)[0] for dtype in ("fp32", "int4")}
+    tokenizer = lmlab.load(path, "int4")[1]
+    results = {}
+    for kind, texts in TASKS.items():
+        prompts = [tokenizer.encode(chat_prompt(tokenizer, [{"role": "user", "content": text}])) for text in texts]
+        speeds, accepted, replies = {s: [] for s in SIDES}, {}, {}
+        for _, side in alternating(SIDES, rounds):
+            out, seconds, acceptance = run_side(side, models, tokenizer, prompts, new_tokens)
+            speeds[side].append(sum(map(len, out)) / seconds)
+            accepted[side], replies[side] = acceptance, out
+            print(f"  {kind:8} {side:16} {speeds[side][-1]:6.1f} tok/s", flush=True)
+        results[kind] = {side: {"tokens_per_s": round(statistics.median(speeds[side]), 1),
+                                "acceptance": round(accepted[side].rate, 3) if accepted[side].drafted else None,
+                                "tokens_per_pass": round(accepted[side].tokens / (accepted[side].passes + len(prompts)), 2)
+                                if accepted[side].drafted else 1.0,
+                                "same_as_plain": replies[side] == replies[side.split()[0] + " plain"]}
+                         for side in SIDES}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
+    results = measure(args.rounds, args.new_tokens)
+    report = {"cpu": device_name(torch.device("cpu")), "threads": args.threads, "rounds": args.rounds,
+              "new_tokens": args.new_tokens, "draft_tokens": DRAFT_TOKENS,
+              "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)], "results": results}
+    print(f"\n{'side':16} " + " ".join(f"{kind + ' tok/s':>15} {'kept':>6} {'tok/pass':>8}" for kind in TASKS))
+    for side in SIDES:
+        cells = []
+        for kind in TASKS:
+            r = results[kind][side]
+            kept = "-" if r["acceptance"] is None else f"{r['acceptance']:.0%}"
+            same = "" if r["same_as_plain"] else "!"
+            cells.append(f"{r['tokens_per_s']:>14.1f}{same or ' '} {kept:>6} {r['tokens_per_pass']:>8.2f}")
+        print(f"{side:16} " + " ".join(cells))
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"(! marks replies that differ from plain decoding's; written to {RESULTS})")
+
+
+if __name__ == "__main__":
+    main()
