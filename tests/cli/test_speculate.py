@@ -79,3 +79,14 @@ def test_bad_speculation_is_one_line_exit_2(dirs, capsys, flags, fragment):
     flags = [str(dirs["foreign"]) if flag == "FOREIGN" else flag for flag in flags]
     assert lmlab("generate", "--model", dirs["target"], "--prompt", PROMPT, *flags) == 2
     one_line_error(capsys, fragment)
+
+
+def test_an_int4_model_speculates_to_its_tokens_and_notes_the_slower_check(dirs, capsys, built_kernels):
+    plain = generated(capsys, "--model", dirs["target"], "--dtype", "int4")
+    assert lmlab("generate", "--model", dirs["target"], "--dtype", "int4", "--prompt", PROMPT, "--greedy",
+                 "--max-new-tokens", 24, "--json", "--speculate", "lookup") == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    out.pop("speculation")
+    assert out == plain
+    assert "not the fused C++ step" in captured.err

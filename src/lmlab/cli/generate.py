@@ -110,8 +110,17 @@ def _draft_tokens(args) -> int:
 
 def load_draft(args, model, tokenizer):
     """The draft model `--speculate MODEL` names (as --dtype), None for prompt lookup or no speculation; one line
-    when its tokenizer is not the model's."""
-    if args.speculate in (None, "lookup"):
+    when its tokenizer is not the model's. Notes on stderr that a model decoding by the fused step checks drafts
+    through its modules, slower than that step (docs/speculative.md measures it)."""
+    if args.speculate is None:
+        return None
+    from lmlab.generation.fused import fused_step_refusal
+
+    if fused_step_refusal(model) is None:
+        print("lmlab: note: --speculate checks drafts through the model's modules, not the fused C++ step, which "
+              "takes one token at a time: for this int8 / int4 model it is likely slower than plain decoding",
+              file=sys.stderr)
+    if args.speculate == "lookup":
         return None
     from lmlab.generation.draft_model import check_draft_model
     from lmlab.models.load import load
