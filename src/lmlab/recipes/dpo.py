@@ -39,6 +39,7 @@ from lmlab.training.post_training import (
     Tunable,
     batch_indices,
     finish,
+    held_out_means,
     load_tunable,
     run_settings,
     split_examples,
@@ -136,13 +137,7 @@ def dpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = Po
                                            part, parts))
 
     def validate() -> dict:  # held-out loss, margin and accuracy, averaged over the pairs
-        totals = {"loss": 0.0, "margin": 0.0, "accuracy": 0.0}
-        for start in range(0, len(val), cfg.loop.batch_size):
-            indices = list(range(start, min(start + cfg.loop.batch_size, len(val))))
-            loss, logged = pairs_loss("val", indices)
-            for name, value in ({"loss": loss.item()} | logged).items():
-                totals[name] += value * len(indices)
-        return {f"val_{name}": total / len(val) for name, total in totals.items()} if val else {}
+        return held_out_means(lambda indices: pairs_loss("val", indices), len(val), cfg.loop.batch_size)
 
     def graded() -> dict:
         return task_score(tuned.model, tuned.tokenizer, prompts) if prompts else {}

@@ -33,6 +33,7 @@ from lmlab.training.post_training import (
     PostTrainResult,
     batch_indices,
     finish,
+    held_out_means,
     load_tunable,
     run_settings,
     split_examples,
@@ -88,13 +89,7 @@ def kto(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = Po
                                               part, parts))
 
     def validate() -> dict:  # held-out loss, reference point and accuracy, averaged over the examples
-        totals = {"loss": 0.0, "kl": 0.0, "accuracy": 0.0}
-        for start in range(0, len(val), cfg.loop.batch_size):
-            indices = list(range(start, min(start + cfg.loop.batch_size, len(val))))
-            loss, logged = examples_loss("val", indices)
-            for name, value in ({"loss": loss.item()} | logged).items():
-                totals[name] += value * len(indices)
-        return {f"val_{name}": total / len(val) for name, total in totals.items()} if val else {}
+        return held_out_means(lambda indices: examples_loss("val", indices), len(val), cfg.loop.batch_size)
 
     def graded() -> dict:
         return task_score(tuned.model, tuned.tokenizer, prompts) if prompts else {}

@@ -218,6 +218,20 @@ def batch_indices(n_examples: int, batch_size: int, step: int, seed: int) -> lis
     return batch_starts(np.arange(n_examples), batch_size, step, seed).tolist()
 
 
+def held_out_means(loss_of: Callable[[list[int]], tuple[torch.Tensor, dict]], n_examples: int,
+                   batch_size: int) -> dict:
+    """A recipe's held-out measures: `loss_of(indices)` -> (loss, {name: value}) over the `n_examples` held-out
+    examples in batches of `batch_size`, each measure averaged over the examples (a batch weighs its size),
+    as {"val_loss": ..., "val_<name>": ...}; {} with no held-out examples."""
+    totals: dict[str, float] = {}
+    for start in range(0, n_examples, batch_size):
+        indices = list(range(start, min(start + batch_size, n_examples)))
+        loss, logged = loss_of(indices)
+        for name, value in ({"loss": loss.item()} | logged).items():
+            totals[name] = totals.get(name, 0.0) + value * len(indices)
+    return {f"val_{name}": total / n_examples for name, total in totals.items()}
+
+
 def trim_padding(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Drop the columns after the last labelled target of a right-padded batch (B, T) -> (B, T').
     Attention is causal, so no kept position reads a dropped one: the loss is unchanged, the work
