@@ -93,8 +93,8 @@ def speculative_steps(model: torch.nn.Module, prompt: list[int], config: Generat
             if not accepted:
                 break
         cache.truncate(cache.length - (len(logits) - 1 - i))  # drop the drafts after the i kept ones
-        if draft:  # HF's schedule: two more after a round that kept every draft, one fewer after a miss
-            n_draft = min(config.draft_tokens, n_draft + 2) if i == len(draft) else max(1, n_draft - 1)
+        if draft:
+            n_draft = next_draft_length(n_draft, config.draft_tokens, kept_all=i == len(draft))
         draft = drafter(so_far, min(n_draft, N - (len(so_far) - len(prompt)) - 1))
         acceptance.drafted += len(draft)
         step = torch.tensor([[so_far[-1], *draft]], device=device)  # (1, 1 + k)
@@ -105,6 +105,12 @@ def speculative_steps(model: torch.nn.Module, prompt: list[int], config: Generat
             hidden = step_model.hidden_states(step, None, None, kv_cache=cache)  # (1, 1 + k, C)
             logits = step_model.logits(hidden[0]).float()  # (1 + k, V)
         acceptance.passes += 1
+
+
+def next_draft_length(n_draft: int, most: int, kept_all: bool) -> int:
+    """How many tokens the next round drafts (HF's schedule): two more, up to `most`, after a round that kept
+    every draft; one fewer, down to 1, after a miss."""
+    return min(most, n_draft + 2) if kept_all else max(1, n_draft - 1)
 
 
 def choose(scores: torch.Tensor, proposed: int | None, config: GenerationConfig,

@@ -21,6 +21,10 @@ it would get decoded alone by `generate_batch`, greedy or sampled with the same 
 adapters attached (`inference.adapters`), each request names the adapter its row uses, and requests
 to different adapters still share each step: the base weights once, each adapter's low-rank term on
 its own rows.
+
+With a `Speculation` (`lmlab serve --speculate`), each step first lets every running request draft a few
+tokens and checks them all in one pass (`inference.speculation`): greedy requests get the same tokens,
+sampled ones the same distribution, a few tokens per step instead of one.
 """
 
 import threading
@@ -38,9 +42,11 @@ from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import OutputRow
 from lmlab.generation.sampling import next_token
+from lmlab.generation.speculative import choose
 from lmlab.inference.prefix_cache import PrefixCache
 from lmlab.inference.request import Chunk, Request, TokenLogprob
 from lmlab.inference.slots import SlotCache
+from lmlab.inference.speculation import SlotDrafter, Speculation, padded_tokens
 from lmlab.modules.peft.multi_lora import BASE, AdapterRows
 from lmlab.modules.transformer import TransformerDecoder
 
@@ -57,6 +63,7 @@ class _Running:
     generator: torch.Generator | None
     token: int = -1
     produced: int = 0  # tokens sampled so far, a stop token included
+    drafts: SlotDrafter | None = None  # its drafting, when the engine speculates
 
 
 class Engine:
@@ -65,11 +72,13 @@ class Engine:
     max_len bounds a request's prompt + new tokens (default: the model's context); prefix_budget is
     how many positions of earlier prompts are kept for reuse (0: none); adapters: the `AdapterRows` of
     the LoRA adapters attached to `model` (`inference.adapters.attach_adapters`), whose index a request
-    gives to `submit`. Use as a context manager, or call `start()` and `close()`.
+    gives to `submit`; speculation: draft and check several tokens per request a step (None: one token a step).
+    Use as a context manager, or call `start()` and `close()`.
     """
 
     def __init__(self, model: TransformerDecoder, tokenizer, slots: int = 16, max_len: int | None = None,
-                 prefix_budget: int = PREFIX_BUDGET, adapters: AdapterRows | None = None):
+                 prefix_budget: int = PREFIX_BUDGET, adapters: AdapterRows | None = None,
+                 speculation: Speculation | None = None):
         if slots < 1:
             raise LmlabError(f"--slots {slots} must be at least 1")
         cfg = model.config
@@ -82,8 +91,11 @@ class Engine:
         weight = next(p for p in model.parameters() if p.is_floating_point())
         self.cache = SlotCache(cfg.n_layers, slots, cfg.n_kv_heads or cfg.n_heads, cfg.head_dim, self.max_len,
                                weight.dtype, weight.device, sliding_window(model))
+        if speculation is not None and self.cache.window is not None:  # a windowed row drops keys it cannot cut back
+            raise LmlabError("speculative serving cuts each slot's cache back to the tokens it kept, which a "
+                             "sliding-window cache does not keep; serve this model without --speculate")
         self.prefixes = PrefixCache(prefix_budget)
-        self.adapters = adapters
+        self.adapters, self.speculation = adapters, speculation
         self._waiting: deque[Request] = deque()
         self._running: list[_Running] = []  # row i of the cache is _running[i]
         self._wake = threading.Condition()
@@ -91,7 +103,8 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._step_model = model
         self._fused = None  # the whole step in one C++ call, for a quantized Llama-style model (generation/fused.py)
-        self._counts = {"requests_finished": 0, "tokens_generated": 0, "steps": 0}
+        self._counts = {"requests_finished": 0, "tokens_generated": 0, "steps": 0, "tokens_drafted": 0,
+                        "tokens_accepted": 0}  # drafted: shown to the model in a speculative step; accepted: kept
 
     def start(self) -> "Engine":
         """Start the decoding thread (once)."""
@@ -148,7 +161,8 @@ class Engine:
         return request
 
     def stats(self) -> dict[str, int]:
-        """Running and waiting requests, slots, prefix reuse, and counters since the start."""
+        """Running and waiting requests, slots, prefix reuse, and counters since the start (tokens_accepted /
+        tokens_drafted: the share of drafted tokens that speculation kept)."""
         return {"running": len(self._running), "waiting": len(self._waiting), "slots": self.slots,
                 "prefix_hits": self.prefixes.hits, "prefix_tokens_reused": self.prefixes.reused, **self._counts}
 
@@ -196,6 +210,9 @@ class Engine:
         ids = torch.tensor([request.prompt_ids], device=logits.device)
         entry = _Running(request, OutputRow(config.stop_ids, self.tokenizer, config.stop_strings),
                          History(ids, None, logits.size(-1), config), generator)
+        if self.speculation is not None:
+            entry.drafts = SlotDrafter(self.speculation, request.prompt_ids,
+                                       len(request.prompt_ids) + config.max_new_tokens)
         self._running.append(entry)
         chunk = self._emit(entry, logits)
         if chunk.finish_reason:
@@ -220,7 +237,10 @@ class Engine:
         return logits[0]
 
     def _step(self) -> None:
-        """One token for every running request."""
+        """One token for every running request (or, speculating, one or more: `_verify`)."""
+        drafts = self._drafts() if self.speculation is not None else []
+        if any(drafts):
+            return self._verify(drafts)
         rows = len(self._running)
         view = self.cache.step_view(rows)
         tokens = torch.tensor([[entry.token] for entry in self._running], device=view.at.device)  # (B, 1)
@@ -240,6 +260,55 @@ class Engine:
         for entry, chunk in zip(entries, chunks):
             entry.request.put(chunk)
 
+    def _drafts(self) -> list[list[int]]:
+        """Each running request's draft: at most what it may still say after its next token, and what every
+        row's room in the cache leaves for the one padded pass."""
+        room = min(self.max_len - n for n in self.cache.lengths[:len(self._running)]) - 1
+        return [entry.drafts.propose(min(room, entry.request.config.max_new_tokens - entry.produced - 1))
+                for entry in self._running]
+
+    def _verify(self, drafts: list[list[int]]) -> None:
+        """One pass over every running request's last token and its drafts (rows padded to the longest); each
+        keeps its accepted drafts and the model's next token, and its cache row is cut back to them."""
+        rows = len(self._running)
+        starts = self.cache.lengths[:rows]  # each row's length before the pass
+        view = self.cache.step_view(rows, 1 + max(map(len, drafts)))
+        tokens = padded_tokens([entry.token for entry in self._running], drafts, view.at.device)  # (B, T)
+        self._choose([entry.request.adapter for entry in self._running])
+        hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, T, C)
+        logits = self._step_model.logits(hidden).float()  # (B, T, V)
+        self._counts["steps"] += 1
+        entries = list(self._running)
+        results = [self._check_or_error(entry, logits[row], drafts[row]) for row, entry in enumerate(entries)]
+        for row, result in enumerate(results):
+            if not isinstance(result, Exception):
+                self.cache.lengths[row] = starts[row] + len(result)  # its last token and the drafts it kept
+        ended = [i for i, result in enumerate(results) if isinstance(result, Exception) or result[-1].finish_reason]
+        self._leave(ended)  # before the readers hear
+        for entry, result in zip(entries, results):
+            for chunk in [result] if isinstance(result, Exception) else result:
+                entry.request.put(chunk)
+
+    def _check_or_error(self, entry: _Running, logits: torch.Tensor, draft: list[int]) -> list[Chunk] | Exception:
+        """The chunks of the tokens one request keeps from its logits (T, V) after its last token and `draft`:
+        each draft while `choose` accepts it, then the model's own token (or up to the request's end); or the
+        exception that stopped it (that request's alone)."""
+        chunks, kept = [], 0
+        try:
+            for i in range(len(draft) + 1):
+                proposed = draft[i] if i < len(draft) else None
+                chunks.append(self._emit(entry, logits[i], proposed))
+                accepted = proposed is not None and entry.drafts.ids[-1] == proposed
+                kept += accepted
+                if chunks[-1].finish_reason or not accepted:
+                    break
+        except Exception as error:
+            return error
+        entry.drafts.settle(len(draft), kept)
+        self._counts["tokens_drafted"] += len(draft)
+        self._counts["tokens_accepted"] += kept
+        return chunks
+
     def _choose(self, adapters: list[int]) -> None:
         """The next forward pass's row b uses LoRA adapter adapters[b] (when adapters are attached)."""
         if self.adapters is not None:
@@ -252,13 +321,19 @@ class Engine:
         except Exception as error:
             return error
 
-    def _emit(self, entry: _Running, logits: torch.Tensor) -> Chunk:
-        """Pick the request's next token from its logits (V,); the chunk it adds (the last one has a
+    def _emit(self, entry: _Running, logits: torch.Tensor, draft: int | None = None) -> Chunk:
+        """Pick the request's next token from its logits (V,), where a speculative step proposed `draft` (or
+        None) by the accept/reject rule of `speculative.choose`; the chunk it adds (the last one has a
         finish_reason), for the caller to hand over once the slots are settled."""
         config = entry.request.config
-        token = next_token(entry.history.apply(logits[None]), config.temperature, config.top_k, config.top_p,
-                           entry.generator)  # (1,)
+        scores = entry.history.apply(logits[None])  # (1, V)
+        if draft is None:
+            token = next_token(scores, config.temperature, config.top_k, config.top_p, entry.generator)  # (1,)
+        else:
+            token = torch.tensor([choose(scores[0], draft, config, entry.generator)[0]], device=logits.device)
         token_id = int(token)
+        if entry.drafts is not None:
+            entry.drafts.add(token_id)
         entry.produced += 1
         self._counts["tokens_generated"] += 1
         before = len(entry.output.token_ids)

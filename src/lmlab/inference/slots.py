@@ -11,8 +11,9 @@ A model whose every layer attends over a sliding window stops growing at two win
 keeps the newest keys its window reads (`make_room`), and its positions run on past its columns.
 
 Two views drive the model (`TransformerDecoder.run_stack` reads them like a `KVCache`):
-`RowKV` fills one row from a position on (a prompt's prefill) and `StepKV` appends one token to
-each of the first B rows at that row's own length (a decoding step).
+`RowKV` fills one row from a position on (a prompt's prefill) and `StepKV` appends one token (or T:
+speculative decoding's last token and drafts) to each of the first B rows at that row's own length
+(a decoding step).
 """
 
 import torch
@@ -53,16 +54,17 @@ class SlotCache:
                 new[:, :, :old.size(2)] = old
                 buffers[i] = new
 
-    def make_room(self, rows: int) -> None:
-        """Room for one more position in each of the first `rows` rows: the buffers grow, except that with a
-        window, once they hold two windows, a full row keeps its newest window - 1 keys instead."""
+    def make_room(self, rows: int, tokens: int = 1) -> None:
+        """Room for `tokens` more positions in each of the first `rows` rows: the buffers grow, except that with
+        a window, once they hold two windows, a full row keeps its newest window - 1 keys instead (one token a
+        step: speculative decoding, which cuts rows back, is refused for windowed models)."""
         for row in range(rows):
             n = self.lengths[row]
-            if self.window is not None and n + 1 > self.capacity >= 2 * self.window:
+            if self.window is not None and n + tokens > self.capacity >= 2 * self.window:
                 keep = self.window - 1
                 move_to_front(self.k + self.v, row, n - keep, n)
                 self.lengths[row], self.offsets[row] = keep, self.offsets[row] + n - keep
-        self.reserve(max(self.lengths[:rows]) + 1)
+        self.reserve(max(self.lengths[:rows]) + tokens)
 
     def clear(self, row: int) -> None:
         """Empty `row` for a new request."""
@@ -97,8 +99,8 @@ class SlotCache:
     def row_view(self, row: int) -> "RowKV":
         return RowKV(self, row)
 
-    def step_view(self, rows: int) -> "StepKV":
-        return StepKV(self, rows)
+    def step_view(self, rows: int, tokens: int = 1) -> "StepKV":
+        return StepKV(self, rows, tokens)
 
 
 class RowKV:
@@ -120,40 +122,42 @@ class RowKV:
 
 
 class StepKV:
-    """The first `rows` rows, each taking one new token at its own length (a decoding step).
+    """The first `rows` rows, each taking `tokens` new tokens (T) at its own length (a decoding step: one token;
+    a speculative step: the last token and the drafts, `inference.speculation`).
 
-    The model reads keys up to the longest row; `mask` hides, in each row, the positions past its
-    own new token (stale values of an earlier request, or zeros).
+    The model reads keys up to the longest row; `mask` hides, in each row, the positions past each of
+    its own new tokens (its later tokens, stale values of an earlier request, or zeros).
     """
 
-    def __init__(self, cache: SlotCache, rows: int):
-        self.cache, self.rows = cache, rows
+    def __init__(self, cache: SlotCache, rows: int, tokens: int = 1):
+        self.cache, self.rows, self.tokens = cache, rows, tokens
         device = cache.k[0].device
-        cache.make_room(rows)
-        self.at = torch.tensor(cache.lengths[:rows], device=device)  # (B,) the column each new token goes to
-        self.end = max(cache.lengths[:rows]) + 1  # keys read: S
+        cache.make_room(rows, tokens)
+        self.at = torch.tensor(cache.lengths[:rows], device=device)  # (B,) the column each first new token goes to
+        self.end = max(cache.lengths[:rows]) + tokens  # keys read: S
+        self.offset = torch.arange(tokens, device=device)  # (T,)
         self.position = torch.tensor(cache.positions(rows), device=device)  # (B,) its position
         self.batch = torch.arange(rows, device=device)
 
     @property
     def length(self) -> int:
-        """Keys read before this step's token: the longest row's length (S - 1)."""
-        return self.end - 1
+        """Keys read before this step's tokens: the longest row's length (S - T)."""
+        return self.end - self.tokens
 
     @property
     def positions(self) -> torch.Tensor:
-        """(B, 1): the position of each row's new token."""
-        return self.position[:, None]
+        """(B, T): the position of each row's new tokens."""
+        return self.position[:, None] + self.offset
 
     @property
     def mask(self) -> torch.Tensor | None:
-        """(B, 1, 1, S) bool: each row's token sees its row's positions up to itself; None when every row
-        has the same length (each token sees all S keys: attention's fast path without a mask)."""
+        """(B, 1, T, S) bool: each row's token t sees its row's positions up to itself; None for one token a row
+        when every row has the same length (it sees all S keys: attention's fast path without a mask)."""
         lengths = self.cache.lengths[:self.rows]
-        if min(lengths) == max(lengths):
+        if self.tokens == 1 and min(lengths) == max(lengths):
             return None
         keys = torch.arange(self.end, device=self.at.device)
-        return (keys[None, :] <= self.at[:, None])[:, None, None, :]
+        return (keys <= (self.at[:, None] + self.offset)[:, :, None])[:, None]  # (B, 1, T, S)
 
     def layer(self, i: int) -> "_StepLayer":
         return _StepLayer(self, self.cache.k[i], self.cache.v[i])
@@ -170,8 +174,13 @@ class _StepLayer:
         self.step, self.k, self.v = step, k, v
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store k, v (B, H_kv, 1, D) at each row's own position; return rows' keys and values (B, H_kv, S, D)."""
+        """Store k, v (B, H_kv, T, D) at each row's own positions; return rows' keys and values (B, H_kv, S, D)."""
         step = self.step
-        self.k[step.batch, :, step.at] = k[:, :, 0]  # (B, H_kv, D) into row b at position at[b]
-        self.v[step.batch, :, step.at] = v[:, :, 0]
+        if step.tokens == 1:
+            self.k[step.batch, :, step.at] = k[:, :, 0]  # (B, H_kv, D) into row b at position at[b]
+            self.v[step.batch, :, step.at] = v[:, :, 0]
+        else:
+            columns = step.at[:, None] + step.offset  # (B, T)
+            self.k[step.batch[:, None], :, columns] = k.transpose(1, 2)  # (B, T, H_kv, D) into row b at at[b] + t
+            self.v[step.batch[:, None], :, columns] = v.transpose(1, 2)
         return self.k[:step.rows, :, :step.end], self.v[:step.rows, :, :step.end]
