@@ -70,7 +70,8 @@ import transformers
 from lmlab.config import LoopConfig
 from lmlab.recipes import dpo as dpo_recipe
 from lmlab.recipes import sft as sft_recipe
-from lmlab.training.post_training import TASK, PostTrainConfig, batch_indices, split_examples
+from lmlab.training.post_train_config import TASK
+from lmlab.training.post_training import PostTrainConfig, batch_indices, split_examples
 from lmlab.training.preference_data import load_pairs
 from machine import device_name, downloaded, synchronize  # benchmarks/machine.py
 

@@ -21,6 +21,9 @@ MAX_BATCH = 2**20  # sequences per step: the batch's index arrays alone are allo
 MAX_EPS = 1.0  # a normalisation epsilon above this swamps the variance it guards
 MAX_ROPE_BASE = 1e12  # published models use 10^4 to 10^7
 MAX_SEED = 2**63 - 1  # torch.manual_seed takes a signed 64-bit number
+# Below this temperature, logits / T overflows float32 (1e-45 is a float32 denormal; 1e-310 rounds to 0) and
+# sampling is argmax in all but name: ask for 0 instead. vLLM raises such temperatures to the same 0.01.
+MIN_TEMPERATURE = 0.01
 
 
 class SettingError(LmlabError):

@@ -22,7 +22,7 @@ from lmlab.eval.preference import (
 from lmlab.models.load import load
 from lmlab.recipes.reward import reward
 from lmlab.tokenizers.chat import chat_prompt
-from lmlab.training.post_training import TASK
+from lmlab.training.post_train_config import TASK
 from lmlab.training.rewards import reward_source
 
 pytestmark = pytest.mark.usefixtures("one_thread")

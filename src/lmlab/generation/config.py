@@ -8,15 +8,12 @@ one line that names it instead of somewhere inside the decoding loop.
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lmlab.config_checks import MAX_CONTEXT, SettingError, at_least, at_most, check_types, flag
+from lmlab.config_checks import MAX_CONTEXT, MIN_TEMPERATURE, SettingError, at_least, at_most, check_types, flag
 from lmlab.errors import LmlabError
 
 FLAGS = {"num_beams": "--beams", "stop_strings": "--stop"}  # fields whose `lmlab generate` flag has another name
 MAX_BEAMS = 1024  # each beam is a full copy of the sequence and its cache
 MAX_DRAFT = 64  # draft tokens a speculative round checks: past this the pass costs like a prompt's
-# Below this temperature, logits / T overflows float32 (1e-45 is a float32 denormal; 1e-310 rounds to 0) and
-# sampling is argmax in all but name: ask for 0 instead. vLLM raises such temperatures to the same 0.01.
-MIN_TEMPERATURE = 0.01
 # repetition_penalty divides or multiplies a seen token's logit: within [1/100, 100] a float32 logit stays finite
 # (published settings lie between 1.0 and 1.5; below 1 the seen tokens become more likely)
 PENALTY_RANGE = (0.01, 100.0)

@@ -20,19 +20,12 @@ the reference (`preference_loss`, names as `lmlab dpo --loss` takes them; TRL's 
             no reference                                                            (ORPOTrainer)
 """
 
-import typing
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
 
 from lmlab.losses.bradley_terry import bradley_terry_loss
 from lmlab.losses.cross_entropy import cross_entropy
-
-PreferenceLoss = Literal["dpo", "ipo", "cdpo", "robust", "simpo", "orpo"]
-PREFERENCE_LOSSES: tuple[str, ...] = typing.get_args(PreferenceLoss)
-REFERENCE_FREE = ("simpo", "orpo")  # these need no reference model: none is built, no reference log-probs computed
-LABEL_SMOOTHED = ("cdpo", "robust", "simpo")  # the losses --label-smoothing changes
+from lmlab.losses.preference_kinds import PREFERENCE_LOSSES, REFERENCE_FREE
 
 
 def dpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,

@@ -21,19 +21,18 @@ grow, and the share of pairs it orders right; on the task, the reward of greedy 
 held-out questions before and after.
 """
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types
 from lmlab.errors import LmlabError
 from lmlab.losses.bradley_terry import pairwise_accuracy
-from lmlab.losses.dpo import LABEL_SMOOTHED, REFERENCE_FREE, PreferenceLoss, preference_loss
+from lmlab.losses.dpo import REFERENCE_FREE, preference_loss
+from lmlab.training.alignment_configs import DPOConfig
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     Tunable,
@@ -50,44 +49,6 @@ from lmlab.training.preference import pair_lengths, pair_logprobs, pair_referenc
 from lmlab.training.preference_data import Pair, load_pairs, sampled_pairs
 from lmlab.training.rewards import RewardFn, prompts_and_replies, reward_source
 from lmlab.training.task_score import task_score
-
-
-@dataclass(frozen=True)
-class DPOConfig:
-    """DPO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
-
-    loss: PreferenceLoss = dataclasses.field(default="dpo", metadata={"help": (
-        "dpo (sigmoid), cdpo (labels flipped with probability --label-smoothing), robust (unbiased under such "
-        "flips), ipo (squared, per-token margin), simpo (per-token, no reference, margin --simpo-gamma), orpo "
-        "(odds ratio plus the SFT loss, no reference)")})
-    beta: float = 0.1  # strength of the pull to the reference model (simpo: the reward scale, ~2; orpo: the weight)
-    label_smoothing: float = 0.0  # cdpo, robust, simpo: the probability e that a pair's label is wrong, below 0.5
-    simpo_gamma: float = 0.5  # simpo: the target margin of mean log-probs per token, times beta
-    sample_pairs: int = dataclasses.field(default=0, metadata={"help": (
-        "K: make the pairs from K replies the model samples per prompt (--data is then prompts, as for ppo): the "
-        "best and the worst by the reward (--reward-fn, --reward-model), when they differ")})
-    sample_max_new_tokens: int = 32  # --sample-pairs: the longest reply sampled, in tokens
-    sample_temperature: float = 1.0  # --sample-pairs: sampling temperature; lower gives pairs nearer the greedy replies
-    sample_with_reference: bool = dataclasses.field(default=False, metadata={"help": (
-        "--sample-pairs: the data's own reply (the task's right answer, a JSONL example's assistant message) joins "
-        "the sampled candidates, so a question the model gets wrong pairs the right reply with the model's own "
-        "mistake")})
-
-    def __post_init__(self):
-        check_types(self)
-        if not self.beta > 0:
-            raise LmlabError(f"--beta {self.beta} must be positive (0.1 is usual; larger keeps closer to the "
-                             "reference)")
-        if not 0 <= self.label_smoothing < 0.5:
-            raise LmlabError(f"--label-smoothing {self.label_smoothing} must be in [0, 0.5): the probability that "
-                             "a pair's label is wrong (0.1 is usual)")
-        if self.label_smoothing and self.loss not in LABEL_SMOOTHED:
-            raise LmlabError(f"--label-smoothing applies to --loss {', '.join(LABEL_SMOOTHED)}, not {self.loss}; "
-                             "drop it or pick one of those")
-        at_least(self, 0, "sample_pairs", "sample_temperature")
-        at_least(self, 1, "sample_max_new_tokens")
-        at_most(self, MAX_BATCH, "sample_pairs")
-        at_most(self, MAX_CONTEXT, "sample_max_new_tokens")
 
 
 def dpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(),

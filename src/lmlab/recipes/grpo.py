@@ -23,16 +23,12 @@ before and after.
 """
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types, positive
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
-from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.losses.cross_entropy import token_logprobs
 from lmlab.losses.grpo import group_advantages, grpo_loss
 from lmlab.losses.kl import kl_penalty
@@ -40,10 +36,11 @@ from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
 from lmlab.training import distributed
+from lmlab.training.alignment_configs import GRPOConfig
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import evaluated, log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     batch_indices,
@@ -58,31 +55,6 @@ from lmlab.training.preference import Logits, frozen_reference
 from lmlab.training.reward_mix import RewardMix, reward_mix, score_replies
 from lmlab.training.rewards import load_prompts
 from lmlab.training.task_score import task_score
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """GRPO's own settings (the rest is `PostTrainConfig`, whose batch size counts prompts: a step samples
-    batch_size x replies_per_prompt replies)."""
-
-    replies_per_prompt: int = 4  # K: replies sampled per prompt, judged against each other
-    iterations: int = 1  # optimizer steps on each rollout (TRL's num_iterations); at 1 the ratio is 1: no clipping
-    clip: float = 0.2  # policy ratio clip (epsilon)
-    kl_coef: float = 0.04  # beta on the k3 KL to the reference in the loss (DeepSeekMath's); 0: no reference is run
-    scale_rewards: bool = True  # divide by the group's std; off: Dr. GRPO's r - mean
-    average: Literal["sequence", "token"] = "sequence"  # loss mean per reply then over replies, or over all tokens
-    temperature: float = 1.0  # sampling temperature; the policy trained is softmax(logits / T)
-    max_new_tokens: int = 24  # reply length cap
-
-    def __post_init__(self):
-        check_types(self)
-        at_least(self, 2, "replies_per_prompt")  # one reply is its own baseline: its advantage is always 0
-        at_least(self, 1, "iterations", "max_new_tokens")
-        at_most(self, MAX_BATCH, "replies_per_prompt")
-        at_most(self, MAX_CONTEXT, "max_new_tokens")
-        positive(self, "clip")
-        at_least(self, 0, "kl_coef")
-        at_least(self, MIN_TEMPERATURE, "temperature")  # the rollouts sample: 0 (greedy) gives K equal replies
 
 
 def grpo(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(),

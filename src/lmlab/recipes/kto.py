@@ -17,18 +17,16 @@ answers' implicit reward above z0, undesirable ones' below), which should grow; 
 of greedy replies to held-out questions before and after.
 """
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from lmlab.config_checks import check_types, positive
-from lmlab.errors import LmlabError
 from lmlab.losses.kto import kto_loss
+from lmlab.training.alignment_configs import KTOConfig
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     batch_indices,
@@ -43,22 +41,6 @@ from lmlab.training.post_training import (
 from lmlab.training.preference import pair_logprobs, pair_reference
 from lmlab.training.preference_data import Pair, Unpaired, load_unpaired
 from lmlab.training.task_score import task_score
-
-
-@dataclass(frozen=True)
-class KTOConfig:
-    """KTO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
-
-    beta: float = 0.1  # strength of the pull to the reference model
-    desirable_weight: float = 1.0  # weight of a desirable answer's loss
-    undesirable_weight: float = 1.0  # weight of an undesirable answer's loss (raise the rarer kind's weight)
-
-    def __post_init__(self):
-        check_types(self)
-        positive(self, "desirable_weight", "undesirable_weight")
-        if not self.beta > 0:
-            raise LmlabError(f"--beta {self.beta} must be positive (0.1 is usual; larger keeps closer to the "
-                             "reference)")
 
 
 def kto(model: str | Path, data: str, out: str | Path, cfg: PostTrainConfig = PostTrainConfig(),

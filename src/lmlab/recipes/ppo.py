@@ -19,19 +19,16 @@ reward before and after.
 """
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from lmlab.config_checks import MAX_BATCH, MAX_CONTEXT, at_least, at_most, check_types, fraction, positive
 from lmlab.data.blocks import batch_starts, gather
 from lmlab.data.corpora import load_corpus
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate_batch
-from lmlab.generation.config import MIN_TEMPERATURE
 from lmlab.heads.reward import ScalarHead
 from lmlab.losses.cross_entropy import cross_entropy, token_logprobs
 from lmlab.losses.kl import AdaptiveKLController, FixedKLController, kl_penalty, shaped_rewards
@@ -40,10 +37,11 @@ from lmlab.objectives.registry import REGISTRY
 from lmlab.objectives.sft import response_batch
 from lmlab.tokenizers.chat import chat_prompt
 from lmlab.tokenizers.text import TextTokenizer
+from lmlab.training.alignment_configs import PPOConfig
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import evaluated, log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     batch_indices,
@@ -59,39 +57,6 @@ from lmlab.training.rewards import RewardFn, load_prompts, reward_source
 from lmlab.training.task_score import task_score
 
 PRETRAINING_MIX = REGISTRY["causal_lm"]  # PPO-ptx: the policy keeps its causal-LM loss on pre-training text
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO's own settings (the rest, batch size included, is `PostTrainConfig`)."""
-
-    ppo_epochs: int = 4  # optimizer steps on each rollout
-    clip: float = 0.2  # policy ratio clip
-    value_clip: float = 0.2  # how far one step may move a value
-    vf_coef: float = 0.1  # weight of the value loss
-    kl_coef: float = 0.05  # beta at the start
-    adaptive_kl: bool = True  # adapt beta to hold the KL near kl_target; else beta stays kl_coef
-    kl_target: float = 1.0  # KL to the reference per reply (nats) that the adaptive beta aims at
-    kl_horizon: int = 200  # replies over which the adaptive beta may change by ~20%
-    gamma: float = 1.0  # discount of future rewards in the advantages
-    lam: float = 0.95  # GAE's lambda: bias (0) against variance (1) of the advantages
-    temperature: float = 1.0  # sampling temperature of the rollouts; the policy trained is softmax(logits / T)
-    max_new_tokens: int = 24  # reply length cap
-    ptx_coef: float = 0.0  # PPO-ptx: weight of the pre-training LM loss (0: off)
-    ptx_data: str = "stdlib"  # pre-training text for PPO-ptx: an embedded corpus or a path
-    ptx_block_size: int = 128  # tokens per pre-training block mixed into the PPO loss (ptx)
-    ptx_batch_size: int = 2  # pre-training blocks per step of the ptx loss
-
-    def __post_init__(self):
-        check_types(self)
-        at_least(self, 1, "ppo_epochs", "max_new_tokens", "kl_horizon", "ptx_block_size", "ptx_batch_size")
-        at_most(self, MAX_CONTEXT, "max_new_tokens", "ptx_block_size")
-        at_most(self, MAX_BATCH, "ptx_batch_size")
-        positive(self, "clip", "value_clip", "kl_target")
-        at_least(self, MIN_TEMPERATURE, "temperature")  # the rollouts sample: 0 (greedy) is no policy to improve
-        at_least(self, 0, "kl_coef", "vf_coef", "ptx_coef")
-        fraction(self, "gamma", upper_included=True)
-        fraction(self, "lam", upper_included=True)
 
 
 class PolicyWithValue(nn.Module):

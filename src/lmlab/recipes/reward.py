@@ -18,8 +18,8 @@ from lmlab.heads.reward import RewardModel
 from lmlab.models.tuned_files import save_reward_head
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     batch_indices,

@@ -18,8 +18,8 @@ from lmlab.objectives.sft import sft_batch
 from lmlab.targets import IGNORE_INDEX
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import log_before, part_of, run_steps
+from lmlab.training.post_train_config import TASK
 from lmlab.training.post_training import (
-    TASK,
     PostTrainConfig,
     PostTrainResult,
     batch_indices,

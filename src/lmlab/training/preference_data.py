@@ -23,7 +23,8 @@ from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.losses.bradley_terry import ranked_pairs
 from lmlab.progress import progress_bar
 from lmlab.tokenizers.chat import chat_prompt
-from lmlab.training.post_training import TASK, PostTrainConfig, check_example, unique, with_reply
+from lmlab.training.post_train_config import TASK
+from lmlab.training.post_training import PostTrainConfig, check_example, unique, with_reply
 from lmlab.training.rewards import RewardFn
 
 Ranking = tuple[list[dict], list[str]]  # (prompt messages, answers best first)

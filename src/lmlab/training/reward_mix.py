@@ -21,15 +21,13 @@ import torch
 
 from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
-from lmlab.training.post_training import TASK
+from lmlab.training.post_train_config import TASK
 from lmlab.training.rewards import RewardFn, import_function, model_reward
-
-SOURCES = ("task", "regex", "fn", "model")
 
 
 @dataclass(frozen=True)
 class RewardMix:
-    """The sources of a run's reward, by name (`SOURCES`), with their weights."""
+    """The sources of a run's reward, by name (`alignment_configs.SOURCES`), with their weights."""
 
     functions: dict[str, RewardFn]
     weights: dict[str, float]

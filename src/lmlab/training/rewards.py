@@ -21,7 +21,8 @@ from lmlab.data.tasks import reward as task_reward
 from lmlab.errors import LmlabError
 from lmlab.models.tuned_files import load_reward_model
 from lmlab.objectives.sft import ROLES
-from lmlab.training.post_training import TASK, PostTrainConfig, unique, with_reply
+from lmlab.training.post_train_config import TASK
+from lmlab.training.post_training import PostTrainConfig, unique, with_reply
 from lmlab.training.reward_model import chat_rewards
 
 RewardFn = Callable[[list[dict], str], float]  # (prompt messages, reply text) -> reward

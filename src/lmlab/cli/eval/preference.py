@@ -14,7 +14,7 @@ from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.io.lines import check_fits_in_memory, file_size, json_objects
 from lmlab.io.outputs import check_file_output
-from lmlab.training.post_training import TASK
+from lmlab.training.post_train_config import TASK
 
 MAX_QUESTIONS = 100_000
 MAX_RESAMPLES = 1_000_000

@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
-from lmlab.training.post_training import TASK, PostTrainConfig, PostTrainResult
+from lmlab.training.post_train_config import TASK, PostTrainConfig, PostTrainResult
 
 PREFERENCE_FILE = "JSONL file of {\"prompt\", \"chosen\", \"rejected\"} or {\"prompt\", \"ranked\": [best, …]}"
 

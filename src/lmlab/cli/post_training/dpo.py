@@ -12,7 +12,7 @@ from lmlab.cli.post_training.common import (
     recipe_args,
     report,
 )
-from lmlab.recipes.dpo import DPOConfig, dpo
+from lmlab.training.alignment_configs import DPOConfig
 
 
 def add_parser(subparsers) -> None:
@@ -37,6 +37,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.recipes.dpo import dpo
+
     result = dpo(**recipe_args(args), dpo_cfg=DPOConfig(**config_overrides(args, DPOConfig)), reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("dpo", args, result, {"val_loss": "held-out loss", "val_accuracy": "held-out preference accuracy",

@@ -7,8 +7,7 @@ import math
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.cli.post_training.common import add_json_arg, add_post_training_args, add_reward_args, recipe_args, report
 from lmlab.errors import LmlabError
-from lmlab.recipes.grpo import GRPOConfig, grpo
-from lmlab.training.reward_mix import SOURCES
+from lmlab.training.alignment_configs import SOURCES, GRPOConfig
 
 
 def add_parser(subparsers) -> None:
@@ -59,6 +58,8 @@ def reward_weights(given: list[str]) -> dict[str, float]:
 
 
 def run(args) -> None:
+    from lmlab.recipes.grpo import grpo
+
     result = grpo(**recipe_args(args), grpo_cfg=GRPOConfig(**config_overrides(args, GRPOConfig)),
                   reward_fn=args.reward_fn, reward_model=args.reward_model, reward_regex=args.reward_regex,
                   task_reward=args.task_reward, reward_weights=reward_weights(args.reward_weight))

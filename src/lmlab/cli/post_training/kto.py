@@ -4,7 +4,7 @@ import argparse
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.cli.post_training.common import add_json_arg, add_post_training_args, recipe_args, report
-from lmlab.recipes.kto import KTOConfig, kto
+from lmlab.training.alignment_configs import KTOConfig
 
 
 def add_parser(subparsers) -> None:
@@ -26,6 +26,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.recipes.kto import kto
+
     result = kto(**recipe_args(args), kto_cfg=KTOConfig(**config_overrides(args, KTOConfig)))
     report("kto", args, result, {"val_loss": "held-out loss", "val_accuracy": "held-out share on the right side",
                                  "task_reward": "task reward", "task_accuracy": "task accuracy"})

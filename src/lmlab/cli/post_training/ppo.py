@@ -4,7 +4,7 @@ import argparse
 
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.cli.post_training.common import add_post_training_args, add_reward_args, recipe_args, report
-from lmlab.recipes.ppo import PPOConfig, ppo
+from lmlab.training.alignment_configs import PPOConfig
 
 
 def add_parser(subparsers) -> None:
@@ -27,6 +27,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.recipes.ppo import ppo
+
     result = ppo(**recipe_args(args), ppo_cfg=PPOConfig(**config_overrides(args, PPOConfig)), reward_fn=args.reward_fn,
                  reward_model=args.reward_model)
     report("ppo", args, result, {"task_reward": "task reward", "task_accuracy": "task accuracy"})

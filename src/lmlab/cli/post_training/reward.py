@@ -4,8 +4,6 @@ import argparse
 
 from lmlab.cli.common.vocabulary import alias
 from lmlab.cli.post_training.common import PREFERENCE_FILE, add_post_training_args, recipe_args, report
-from lmlab.models.tuned_files import REWARD_HEAD_FILE
-from lmlab.recipes.reward import reward
 
 
 def add_parser(subparsers) -> None:
@@ -25,6 +23,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.models.tuned_files import REWARD_HEAD_FILE
+    from lmlab.recipes.reward import reward
+
     result = reward(**recipe_args(args), k=args.ranked)
     report("reward", args, result, {"val_accuracy": "held-out pairwise accuracy", "val_loss": "held-out loss"})
     if result.finished:

@@ -3,7 +3,6 @@
 import argparse
 
 from lmlab.cli.post_training.common import add_post_training_args, recipe_args, report
-from lmlab.recipes.sft import sft
 
 
 def add_parser(subparsers) -> None:
@@ -23,6 +22,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> None:
+    from lmlab.recipes.sft import sft
+
     result = sft(**recipe_args(args), pack=args.pack)
     report("sft", args, result, {"val_loss": "held-out loss per reply token", "task_reward": "task reward",
                                  "task_accuracy": "task accuracy"})
