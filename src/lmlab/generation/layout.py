@@ -1,18 +1,19 @@
 """How the weights lie in memory while decoding on the CPU.
 
-A decoding step multiplies every weight matrix by a few rows, so its speed is how fast the
-weights stream from memory. For a handful of rows, MKL (which runs torch's fp32 `F.linear` on
-the CPU) reads an `nn.Linear` weight at about 10 GB/s, well under what the memory gives (24 GB/s
-on one core of the AMD EPYC we measured on, 31 GB/s on two). Cut into column panels, W (out, in)
-stored as (out / 16, in, 16) with every panel one contiguous block, the same product becomes a
-batched matmul that reads the weights at 22-27 GB/s: about 2x faster for 1 to 64 rows (SmolLM2-135M's
-121 matrices, weights not in cache). From ~128 rows on the plain layout wins, so prompts (a real
-matrix-matrix product) keep it.
+A decoding step multiplies every weight matrix by a few rows, so its speed is how fast the weights
+stream from memory, and the layout that streams fastest depends on the CPU and the row count: MKL's
+`F.linear` on the plain weight, or the weight cut into contiguous column panels and multiplied as a
+batched matmul (2x faster at 1 to 64 rows on one AMD EPYC, slower at one row on an Intel Xeon).
+`layout_timing.py` times the candidates on the model's own weight shapes, per bucket of rows, and
+`layout_cache.py` keeps the result per CPU, so the timing (about a second for SmolLM2-135M) happens
+once per CPU and model shape.
 
 `decoding_view(model)` is the model's module tree with every `nn.Linear` swapped for a
-`PanelLinear` that shares its parameters; generation runs the one-token steps through it and the
-prompt through the model itself. Panels are made once per weight (one extra copy of the linear
-weights, ~0.2 s for 135M parameters) and remade when its values change.
+`LayoutLinear` that shares its parameters and multiplies in the layout chosen for its shape and
+the rows at hand; generation runs the one-token steps through it and the prompt through the model
+itself. A weight keeps at most one copy in another layout, made once (~0.2 s for 135M parameters)
+and remade when its values change. A model whose linear weights all fit in a small cache
+(`MIN_BYTES`), or whose every shape decodes fastest plain on this CPU, is its own view.
 """
 
 import copy
@@ -22,43 +23,57 @@ import torch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
-PANEL = 16  # output features per panel
-MAX_ROWS = 64  # above this many rows, the plain layout is faster
+from lmlab.generation.layout_cache import layouts_for, shape_key
+from lmlab.generation.layout_timing import BUCKETS, arrange, panel_width, product
+
+MIN_BYTES = 8 << 20  # linear weights below this decode from the CPU's caches: plain, nothing measured
 
 
-class PanelLinear(nn.Module):
-    """`linear` (shared, not copied) computed from its weight cut into column panels."""
+class LayoutLinear(nn.Module):
+    """`linear` (shared, not copied) computed in the layout chosen for each bucket of rows."""
 
-    def __init__(self, linear: nn.Linear, panels: torch.Tensor):
+    def __init__(self, linear: nn.Linear, layouts: tuple[str, ...], panels: torch.Tensor | None):
         super().__init__()
         self.linear = linear
-        self.panels = panels  # (out_padded / PANEL, in, PANEL); a plain attribute, not state
+        self.layouts = layouts  # per bucket of `BUCKETS`; plain above the last
+        self.panels = panels  # (n_panels, in, width) of the one layout besides plain; a plain attribute, not state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.size(-1)
-        if rows > MAX_ROWS:
+        bucket = next((i for i, top in enumerate(BUCKETS) if rows <= top), None)
+        if bucket is None or self.layouts[bucket] == "plain":
             return self.linear(x)
-        out = self.linear.out_features
-        y = torch.matmul(x.reshape(rows, -1), self.panels)  # (n_panels, rows, PANEL)
-        y = y.transpose(0, 1).reshape(rows, -1)[:, :out]  # (rows, out)
+        y = product(x.reshape(rows, -1), self.linear.weight, self.panels)  # (rows, out)
         if self.linear.bias is not None:
             y = y + self.linear.bias
-        return y.view(*x.shape[:-1], out)
+        return y.view(*x.shape[:-1], -1)
 
 
 def decoding_view(model: nn.Module) -> nn.Module:
-    """`model` for decoding steps: on the CPU, its module tree with linear layers on panels (the
-    parameters, buffers and settings shared, not copied); elsewhere, or when its weights are
-    sharded over processes (FSDP gathers them around each block's forward), the model itself."""
+    """`model` for decoding steps: on the CPU, its module tree with linear layers in the layouts
+    timed fastest on this CPU (the parameters, buffers and settings shared, not copied); elsewhere,
+    when its weights are sharded over processes (FSDP gathers them around each block's forward), or
+    when plain is fastest for all of them, the model itself."""
     if next(model.parameters()).device.type != "cpu" or isinstance(model, FSDPModule):
         return model
-    return _view(model)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if sum(m.weight.numel() * m.weight.element_size() for m in linears) < MIN_BYTES:
+        return model
+    weights: dict[str, list[torch.Tensor]] = {}
+    for linear in linears:
+        weights.setdefault(shape_key(linear.weight), []).append(linear.weight.detach())
+    layouts = layouts_for(weights)
+    if all(layout == "plain" for chosen in layouts.values() for layout in chosen):
+        return model
+    return _view(model, layouts)
 
 
-def _view(module: nn.Module) -> nn.Module:
+def _view(module: nn.Module, layouts: dict[str, tuple[str, ...]]) -> nn.Module:
     if isinstance(module, nn.Linear):
-        return PanelLinear(module, _panels(module))
-    children = {name: _view(child) if child is not None else None for name, child in module._modules.items()}
+        chosen = layouts[shape_key(module.weight)]
+        extra = next((layout for layout in chosen if layout != "plain"), None)
+        return module if extra is None else LayoutLinear(module, chosen, _panels(module, extra))
+    children = {name: _view(child, layouts) if child is not None else None for name, child in module._modules.items()}
     if all(children[name] is child for name, child in module._modules.items()):
         return module
     view = copy.copy(module)  # a new object sharing the old one's parameters and attributes
@@ -69,17 +84,15 @@ def _view(module: nn.Module) -> nn.Module:
 _PANELS: "weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, torch.Tensor]]" = weakref.WeakKeyDictionary()
 
 
-def _panels(linear: nn.Linear) -> torch.Tensor:
-    """The weight of `linear` as panels, made again only if the weight has changed since."""
+def _panels(linear: nn.Linear, layout: str) -> torch.Tensor:
+    """The weight of `linear` in `layout`, made again only if the weight or the layout has changed since."""
     weight = linear.weight
-    stamp = (weight.data_ptr(), weight.shape, weight.dtype, _bit_sum(weight))
+    stamp = (weight.data_ptr(), weight.shape, weight.dtype, layout, _bit_sum(weight))
     cached = _PANELS.get(linear)
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with torch.no_grad():
-        w = weight.detach()  # (out, in)
-        w = torch.nn.functional.pad(w, (0, 0, 0, -w.size(0) % PANEL))  # out padded to a multiple of PANEL
-        panels = w.t().reshape(w.size(1), -1, PANEL).transpose(0, 1).contiguous()  # (n_panels, in, PANEL)
+        panels = arrange(weight.detach(), panel_width(layout, weight.size(0)))  # (n_panels, in, width)
     _PANELS[linear] = (stamp, panels)
     return panels
 

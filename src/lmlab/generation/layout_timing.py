@@ -1,0 +1,151 @@
+"""The fp32 weight layouts a decoding step can multiply by, and which one is fastest, from a timing.
+
+A decoding step multiplies every weight matrix W (out, in) by a few rows, so its speed is how fast
+the weights stream from memory, and that depends on how they lie in it and on the CPU: on one AMD
+EPYC, MKL's `F.linear` reads a plain `nn.Linear` weight at about 10 GB/s at one row, while the same
+weight cut into column panels of 16 outputs, (out / 16, in, 16), every panel one contiguous block,
+multiplied as a batched matmul, streams at 15-27 GB/s; on an Intel Xeon the plain layout wins at
+one row and the panels at eight. So the candidates (`LAYOUTS`) are timed on the model's own weights:
+
+- "plain": the weight as it is, `F.linear` (no copy);
+- "panelsN": column panels of N outputs, N in 8, 16, 32, 64;
+- "transposed": W.t() made contiguous (in, out): one panel as wide as the matrix.
+
+Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at its largest row count; above
+64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
+Each weight keeps at most ONE copy besides its own: the layout that saves the most time summed over
+the buckets (each bucket's time relative to plain, so every bucket counts alike), used in the
+buckets where it beats plain.
+
+Timed as a decoding step reads them: for each distinct weight shape, the model's own matrices of
+that shape in a row (a prefix of them, so the time stays bounded), every shape in turn, so that
+between two timings of one matrix the others have passed through the caches as in a real step;
+`REPEATS` rounds interleaving the layouts, the median of each.
+"""
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lmlab.progress import progress_bar
+
+BUCKETS = (1, 4, 16, 64)  # row buckets by their largest row count: 1, 2-4, 5-16, 17-64
+LAYOUTS = ("plain", "panels8", "panels16", "panels32", "panels64", "transposed")
+REPEATS = 3
+STREAM_FLOOR = 8 << 20  # bytes of one shape's matrices timed at one row, at least; more on a bigger cache
+LLC_FALLBACK = 32 << 20  # bytes of last-level cache assumed where sysfs does not say
+
+
+def panel_width(layout: str, out: int) -> int | None:
+    """The panel width of `layout` for a weight of `out` outputs (None: the plain layout)."""
+    if layout == "plain":
+        return None
+    return out if layout == "transposed" else int(layout.removeprefix("panels"))
+
+
+def arrange(weight: torch.Tensor, width: int) -> torch.Tensor:
+    """W (out, in) as column panels (ceil(out / width), in, width), each contiguous; out padded with zeros."""
+    w = F.pad(weight, (0, 0, 0, -weight.size(0) % width))  # (out_padded, in)
+    return w.t().reshape(w.size(1), -1, width).transpose(0, 1).contiguous()
+
+
+def panel_product(x: torch.Tensor, panels: torch.Tensor, out: int) -> torch.Tensor:
+    """x (rows, in) @ W.t() (rows, out), W given as `arrange`'s panels."""
+    y = torch.matmul(x, panels)  # (n_panels, rows, width)
+    return y.transpose(0, 1).reshape(x.size(0), -1)[:, :out]
+
+
+def product(x: torch.Tensor, weight: torch.Tensor, panels: torch.Tensor | None) -> torch.Tensor:
+    """x (rows, in) @ weight.t(), on the panels if given, else plain."""
+    return F.linear(x, weight) if panels is None else panel_product(x, panels, weight.size(0))
+
+
+def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
+    """The layout of each bucket (in `BUCKETS` order) from the speeds (GB/s of weights, per bucket and
+    layout) measured on one shape: one layout besides plain, used where it is faster than plain."""
+    def relative_time(layout: str) -> float:  # summed over buckets; plain where plain is faster
+        return sum(min(speed["plain"] / speed[layout], 1.0) for speed in speeds.values())
+    extra = min(LAYOUTS[1:], key=relative_time)
+    return tuple(extra if speeds[rows][extra] > speeds[rows]["plain"] else "plain" for rows in BUCKETS)
+
+
+TimeOnce = Callable[[str, int, str], float]  # (shape key, rows, layout) -> GB/s of one timing
+
+
+def measure(shapes: list[str], time_once: TimeOnce) -> dict[str, dict[int, dict[str, float]]]:
+    """The median speed of every shape, bucket and layout over `REPEATS` interleaved rounds. A layout
+    under a third of the best speed in the first round is out of the running: its one time stands
+    (panels of 8 at 64 rows take ten times plain's: timing them again would double the cost)."""
+    runs = {shape: {rows: {layout: [] for layout in LAYOUTS} for rows in BUCKETS} for shape in shapes}
+    with progress_bar(REPEATS * len(BUCKETS) * len(LAYOUTS), desc="timing fp32 layouts", unit="timing",
+                      leave=False, delay=1.0) as bar:
+        for repeat in range(REPEATS):
+            for rows in BUCKETS:
+                for layout in LAYOUTS:
+                    for shape in shapes:
+                        first = {name: times[0] for name, times in runs[shape][rows].items() if times}
+                        if repeat == 0 or 3 * first[layout] >= max(first.values()):
+                            runs[shape][rows][layout].append(time_once(shape, rows, layout))
+                    bar.update()
+    return {shape: {rows: {layout: statistics.median(values) for layout, values in by_layout.items()}
+                    for rows, by_layout in by_rows.items()} for shape, by_rows in runs.items()}
+
+
+class StreamTimer:
+    """`time_once` on real weights: per shape, a prefix of the model's matrices of that shape of at
+    least `stream_bytes` (or all of them), arranged in every layout; timed at more rows, a shorter
+    prefix (the product is bound by arithmetic there, not by memory), so each timing costs alike."""
+
+    def __init__(self, weights: dict[str, list[torch.Tensor]], stream_bytes: int):
+        self.stream_bytes = stream_bytes
+        self.weights = {shape: _prefix(matrices, stream_bytes) for shape, matrices in weights.items()}
+        self.panels = {shape: {layout: [arrange(w, panel_width(layout, w.size(0))) for w in matrices]
+                               for layout in LAYOUTS[1:]} for shape, matrices in self.weights.items()}
+
+    def __call__(self, shape: str, rows: int, layout: str) -> float:
+        matrices = self.weights[shape]
+        count = len(_prefix(matrices, self.stream_bytes // max(1, rows // 4)))
+        panels = self.panels[shape][layout][:count] if layout != "plain" else [None] * count
+        x = torch.randn(rows, matrices[0].size(1))
+        with torch.inference_mode():
+            start = time.perf_counter()
+            for weight, arranged in zip(matrices, panels):
+                product(x, weight, arranged)
+            seconds = time.perf_counter() - start
+        return sum(w.numel() * w.element_size() for w in matrices[:count]) / max(seconds, 1e-9) / 1e9
+
+
+def _prefix(matrices: list[torch.Tensor], stream_bytes: int) -> list[torch.Tensor]:
+    """The first matrices whose bytes reach `stream_bytes` (at least one); a single matrix larger than
+    that is cut to its first rows (a multiple of 64)."""
+    taken, total = [], 0
+    for w in matrices:
+        if total >= stream_bytes:
+            break
+        row_bytes = w.size(1) * w.element_size()
+        needed = -(-(stream_bytes - total) // row_bytes)  # rows, rounded up
+        rows = min(w.size(0), -(-needed // 64) * 64)
+        taken.append(w[:rows])
+        total += rows * row_bytes
+    return taken
+
+
+def stream_bytes(shapes: int) -> int:
+    """Bytes of each of `shapes` shapes' matrices to time at one row: together twice the last-level
+    cache, so that each timing reads from memory as a real step does."""
+    return max(2 * last_level_cache() // max(shapes, 1), STREAM_FLOOR)
+
+
+def last_level_cache() -> int:
+    """Bytes of the largest CPU cache sysfs lists for cpu0 (LLC_FALLBACK where it lists none)."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        match = re.fullmatch(r"(\d+)([KMG]?)", entry.read_text().strip())
+        if match:
+            sizes.append(int(match[1]) << {"": 0, "K": 10, "M": 20, "G": 30}[match[2]])
+    return max(sizes, default=LLC_FALLBACK)
