@@ -9,7 +9,7 @@ from pathlib import Path
 from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_dir_output, check_file_output
-from lmlab.models.gguf_export import DTYPES
+from lmlab.models.number_formats import GGUF_EXPORT_TYPES
 from lmlab.models.ollama_modelfile import write_modelfile
 
 FORMATS = ("hf", "gguf", "peft")
@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="run directory, model directory, .gguf file or zoo name")
     p.add_argument("--to", required=True, choices=FORMATS, help="hf (transformers), gguf (llama.cpp, Ollama) or peft")
     p.add_argument("--out", required=True, help="the directory (hf, peft) or .gguf file to write")
-    p.add_argument("--dtype", choices=tuple(DTYPES),
+    p.add_argument("--dtype", choices=GGUF_EXPORT_TYPES,
                    help="gguf: the matrices' type (default f16; vectors stay f32; q4_k: rows of whole 256-blocks, "
                         "others f16)")
     lora = p.add_mutually_exclusive_group()

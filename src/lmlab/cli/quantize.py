@@ -7,8 +7,8 @@ from pathlib import Path
 from lmlab.cli.common.model_dtype import say_gguf_kernels
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output
-from lmlab.models.quantize import MODES
-from lmlab.modules.quantized_formats import RUN
+from lmlab.models.number_formats import MODES
+from lmlab.modules.int4_runs import RUN
 
 
 def add_parser(subparsers) -> None:

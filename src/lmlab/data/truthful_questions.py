@@ -19,6 +19,7 @@ from lmlab.data.misconceptions import MISCONCEPTIONS, Misconception
 from lmlab.errors import LmlabError
 from lmlab.io.lines import json_objects
 
+PROMPTS = ("qa", "chat")  # how a question is asked: TruthfulQA's QA prompt, or through the chat template
 MAX_QUESTIONS = 100_000
 MAX_CHOICES = 64
 FORMS = ('{"question", "mc1_targets": {"choices", "labels"}, "mc2_targets": {...}} (TruthfulQA\'s) or '

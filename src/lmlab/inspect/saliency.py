@@ -23,9 +23,7 @@ near the baseline (a < 0.03, where RMSNorm blows tiny states up to unit size), s
 gap and raise `steps` when it is large (code took 1.4% at 128 points).
 """
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -33,30 +31,13 @@ from torch import nn
 
 from lmlab.errors import LmlabError
 from lmlab.generation.decode import last_logits
+from lmlab.inspect.saliency_map import DEFAULT_STEPS, METHODS, Saliency
 from lmlab.inspect.subject import prompt_ids
 
-METHODS = ("grad", "grad-x-input", "integrated-gradients")
-DEFAULT_STEPS = 128  # Gauss-Legendre points: on SmolLM2-135M gaps of 0.02-0.09% on prose (64 points: up to 0.9%)
 MAX_STEPS = 1024
 PATH_BATCH = 16  # path points per forward and backward pass
 
 Score = Callable[[torch.Tensor], torch.Tensor]  # input ids (B, T) -> f (B,)
-
-
-@dataclass(frozen=True)
-class Saliency:
-    """One score per input token for the prediction of `target` (f = log p(target) = `f_x`)."""
-
-    tokens: list[str]
-    target: str
-    method: str
-    scores: list[float]
-    f_x: float
-    f_baseline: float | None = None  # integrated-gradients: f at the baseline (zero token embeddings)
-    completeness_gap: float | None = None  # integrated-gradients: |sum(scores) - (f_x - f_b)| / |f_x - f_b|
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def saliency(score: Score, embedding: nn.Module, ids: torch.Tensor, tokens: list[str], target: str,

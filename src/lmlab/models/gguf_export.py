@@ -30,12 +30,13 @@ from lmlab.models.decoder_files import differences
 from lmlab.models.gguf_q4_k import quantize_q4_k
 from lmlab.models.llama.gguf import to_gguf
 from lmlab.models.llama.rope_freqs import llama3_factors
+from lmlab.models.number_formats import GGUF_EXPORT_TYPES
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.gguf_write import gguf_vocabulary, metadata
 from lmlab.tokenizers.text import TextTokenizer
 
 # --dtype -> the GGUF type of the matrices; llama.cpp's general.file_type of that choice
-DTYPES = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_k": Q.Q4_K}
+DTYPES = {name: Q[name.upper()] for name in GGUF_EXPORT_TYPES}  # "q8_0" -> Q.Q8_0
 FILE_TYPES = {Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 14, Q.BF16: 32}  # LLAMA_FTYPE_ALL_F32, …, MOSTLY_Q4_K_S
 LLAMA3_FIELDS = {"rope_original_context", "rope_low_freq_factor", "rope_high_freq_factor"}
 

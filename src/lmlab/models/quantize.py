@@ -18,12 +18,12 @@ from torch import nn
 from lmlab.config import ModelConfig
 from lmlab.errors import LmlabError
 from lmlab.models import registry
+from lmlab.models.number_formats import MODES
 from lmlab.modules.meta import on_meta
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 from lmlab.modules.quantized_formats import RUN, QuantizedWeight, dequantize, quantize_int4, quantize_int8
 from lmlab.modules.transformer import TransformerDecoder
 
-MODES = ("int8", "int4")
 QUANTIZED_PARTS = ("qweight", "scales", "mins")  # the state dict names of a quantized layer's tensors
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-RUN = 32  # int4 numbers are packed in runs of 32 (16 bytes)
+from lmlab.modules.int4_runs import RUN
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,21 @@ Inside: `passages` (corpus -> passages), `index` (embeddings on disk, checked wh
 (closed book against open book, recall@k).
 """
 
-from lmlab.rag.index import Index, build_index, load_index, save_index
-from lmlab.rag.passages import Passage, read_corpus, split_corpus, split_document
-from lmlab.rag.prompt import augment_chat, open_book_text, with_passages
-from lmlab.rag.retrieve import Hit, Retriever, exact_top_k, load_retriever
+from importlib import import_module
 
-__all__ = ["Hit", "Index", "Passage", "Retriever", "augment_chat", "build_index", "exact_top_k", "load_index",
-           "load_retriever", "open_book_text", "read_corpus", "save_index", "split_corpus", "split_document",
-           "with_passages"]
+# name -> the module it lives in: imported on first use, so that `lmlab.rag.passages` and `lmlab.rag.choices`
+# (what the CLI's parsers read) load without torch
+_EXPORTS = {
+    **dict.fromkeys(("Index", "build_index", "load_index", "save_index"), "lmlab.rag.index"),
+    **dict.fromkeys(("Passage", "read_corpus", "split_corpus", "split_document"), "lmlab.rag.passages"),
+    **dict.fromkeys(("augment_chat", "open_book_text", "with_passages"), "lmlab.rag.prompt"),
+    **dict.fromkeys(("Hit", "Retriever", "exact_top_k", "load_retriever"), "lmlab.rag.retrieve"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lmlab.rag' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

@@ -23,11 +23,11 @@ from lmlab.eval.loglikelihood import score_continuations, split_pair
 from lmlab.generation.config import GenerationConfig
 from lmlab.generation.generate import generate_batch
 from lmlab.progress import progress_bar
+from lmlab.rag.choices import KS
 from lmlab.rag.prompt import open_book_text
 from lmlab.rag.retrieve import Hit, Retriever
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
-KS = (1, 3, 5)  # passages in the prompt, and the k of recall@k
 GENERATED_TOKENS = 24  # enough for "X was born in Y." with an invented name of many tokens
 
 

@@ -15,6 +15,7 @@ from lmlab.errors import LmlabError
 from lmlab.inference.embeddings import sentence_embeddings
 from lmlab.models.load import load_encoder
 from lmlab.progress import in_batches
+from lmlab.rag.choices import SEARCHES
 from lmlab.rag.index import Index, load_index
 from lmlab.rag.passages import Passage
 
@@ -23,7 +24,6 @@ EXACT_BLOCK = 65_536  # rows of the index multiplied at once
 HNSW_NEIGHBOURS = 32  # faiss's M: links per node of the graph
 HNSW_SEARCH_DEPTH = 512  # faiss's efSearch: candidates kept while searching (recall 0.93 against 0.64 at 128, random 20k)
 HNSW_BATCH = 10_000  # rows added to the graph between two updates of its progress bar
-SEARCHES = ("auto", "exact", "hnsw")
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ import json
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.data.misconceptions import MISCONCEPTIONS
-from lmlab.data.truthful_questions import MAX_QUESTIONS, embedded_questions, read_truthful_questions
+from lmlab.data.truthful_questions import MAX_QUESTIONS, PROMPTS, embedded_questions, read_truthful_questions
 from lmlab.errors import LmlabError
-from lmlab.eval.truthfulness import PROMPTS
 from lmlab.io.outputs import check_file_output
 
 

@@ -5,7 +5,7 @@ import json
 
 from lmlab.cli.common.vocabulary import alias
 from lmlab.errors import LmlabError
-from lmlab.inspect.saliency import DEFAULT_STEPS, METHODS, Saliency
+from lmlab.inspect.saliency_map import DEFAULT_STEPS, METHODS, Saliency
 from lmlab.io.outputs import check_file_output
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.generate import add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
-from lmlab.rag.retrieve import SEARCHES
+from lmlab.rag.choices import SEARCHES
 from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 DEFAULT_TOP = 3

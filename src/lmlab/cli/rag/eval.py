@@ -9,7 +9,7 @@ from lmlab.cli.rag.index import DEFAULT_ENCODER
 from lmlab.data.invented_facts import invented_facts
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_file_output
-from lmlab.rag.evaluate import KS
+from lmlab.rag.choices import KS
 
 MAX_PEOPLE = 1000
 EVAL_WORDS, EVAL_OVERLAP = 30, 0  # passages of two or three sentences: recall@1 must find the right one
