@@ -61,9 +61,9 @@ def _set_threads(threads: int | None) -> None:
         return
     if threads < 1:
         raise LmlabError(f"--threads must be at least 1, got {threads}")
-    import torch
+    from lmlab.generation.threads import pin_threads
 
-    torch.set_num_threads(threads)
+    pin_threads(threads)
 
 
 def _interrupt_outside_imports(signum, frame) -> None:

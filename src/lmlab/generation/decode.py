@@ -23,6 +23,7 @@ from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import Generation
 from lmlab.generation.sampling import next_token
+from lmlab.generation.threads import step_threads
 from lmlab.modules.kv_cache import KVCache
 
 
@@ -46,8 +47,9 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
     fused = fused_step(model)  # the whole step as one C++ call, for a quantized Llama-style model (fused.py)
     padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
+    threads = step_threads(device)  # each step on the thread count that has been fastest lately (threads.py)
 
-    def advance(token: torch.Tensor) -> torch.Tensor:
+    def step_logits(token: torch.Tensor) -> torch.Tensor:
         step_mask, positions = step_inputs(model, cache, mask if padded else None, padding)
         if fused is not None:
             logits = fused(token, cache.k, cache.v, positions, [cache.length] * B)
@@ -55,7 +57,13 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
             return logits  # (B, V)
         return step(step_model, token[:, None], step_mask, cache, positioned(positions, cache, device))
 
-    yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
+    def advance(token: torch.Tensor) -> torch.Tensor:
+        return threads.run(lambda: step_logits(token))
+
+    try:
+        yield from token_steps(logits, advance, History(ids, mask[:, :T], logits.size(-1), config), config, N)
+    finally:
+        threads.close()
 
 
 def token_steps(logits: torch.Tensor, advance: Callable[[torch.Tensor], torch.Tensor], history: History,
