@@ -447,6 +447,10 @@ class LoopConfig:
         return checked_replace(self, "loop", changes)
 
 
+LOOP_DEFAULTS = {f.name: f.default for f in dataclasses.fields(LoopConfig)  # every LoopConfig setting's default
+                 if f.default is not dataclasses.MISSING}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything about a pre-training run except the model's shape and the data's location."""

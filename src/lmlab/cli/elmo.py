@@ -10,7 +10,7 @@ from lmlab.data.words import split_words
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.elmo.config import ElmoConfig
-from lmlab.recipes.elmo import ElmoTrainConfig
+from lmlab.training.recipe_configs import ElmoTrainConfig
 
 SHAPE_FLAGS = ("d_model", "lstm_cells", "n_layers", "char_dim", "n_highway", "max_chars")
 

@@ -7,7 +7,7 @@ import json
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_file_output
-from lmlab.recipes.seq2seq import Seq2SeqTrainConfig
+from lmlab.training.recipe_configs import Seq2SeqTrainConfig
 
 VISIBLE_SPACE = "_"  # how a space is labelled on a heatmap axis
 

@@ -16,8 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import LoopConfig, OptimConfig
-from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, fraction
 from lmlab.data.blocks import batch_starts, gather, split_blocks
 from lmlab.data.words import build_vocab, corpus_sentences
 from lmlab.errors import LmlabError
@@ -28,29 +26,10 @@ from lmlab.models.elmo.files import save_elmo
 from lmlab.models.elmo.model import ElmoLM
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import last_evaluation, part_of, run_steps, start_session
+from lmlab.training.recipe_configs import ElmoTrainConfig
 
 ELMO_CURVES = {"forward train": "forward_loss", "backward train": "backward_loss",
                "forward validation": "val_forward_loss", "backward validation": "val_backward_loss"}
-
-
-@dataclass(frozen=True)
-class ElmoTrainConfig:
-    """Everything about an ELMo training run except the model's shape and the data."""
-
-    # a batch of blocks
-    loop: LoopConfig = LoopConfig(max_steps=400, batch_size=16, eval_every=100, checkpoint_every=100,
-                                  keep_checkpoints=2, log_every=1)
-    block_size: int = 32  # tokens per training sequence
-    optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=20, weight_decay=0.01)
-    min_count: int = 2  # words seen fewer times are <unk>
-    val_fraction: float = 0.05  # share of the data held out for validation
-    eval_batches: int = 8  # held-out batches per evaluation
-
-    def __post_init__(self):
-        check_types(self)
-        at_least(self, 1, "block_size", "min_count", "eval_batches")
-        at_most(self, MAX_CONTEXT, "block_size")
-        fraction(self, "val_fraction")
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmlab.config import LoopConfig, OptimConfig
-from lmlab.config_checks import MAX_CONTEXT, at_least, at_most, check_types, flag, fraction, positive
 from lmlab.data.encoder_batches import Features, collate, encode_examples
 from lmlab.data.encoder_tasks import (
     DEFAULT_COLUMNS,
@@ -59,9 +57,10 @@ from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.wordpiece import load_wordpiece, train_wordpiece
 from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.device import training_device
-from lmlab.training.loop import LOOP_DEFAULTS, log_before, measured, part_of, run_steps, start_session
+from lmlab.training.loop import log_before, measured, part_of, run_steps, start_session
 from lmlab.training.post_training import split_examples
 from lmlab.training.progress import save_loss_curve
+from lmlab.training.recipe_configs import EncoderFinetuneConfig
 from tokenizers import Tokenizer
 
 SCRATCH_VOCAB_SIZE = 8000  # WordPiece trained on the training texts when the encoder starts from a preset
@@ -69,41 +68,6 @@ SCRATCH_VOCAB_SIZE = 8000  # WordPiece trained on the training texts when the en
 
 class TruncationWarning(UserWarning):
     """Some inputs were longer than --max-length and were cut."""
-
-
-PER_EPOCH = ("eval_every", "checkpoint_every", "keep_checkpoints")  # the loop's settings the epochs set
-
-
-@dataclass(frozen=True)
-class EncoderFinetuneConfig:
-    """Everything about an encoder fine-tuning run except the model, the data and the output directory."""
-
-    epochs: int = 3  # passes over the training examples (all of them unless --max-steps stops sooner)
-    # max_steps None: all the epochs' steps (a number: a smoke run stops there). The run evaluates and
-    # checkpoints once an epoch, keeping the newest 2: eval_every, checkpoint_every, keep_checkpoints stay unset
-    loop: LoopConfig = LoopConfig(max_steps=None, batch_size=32)
-    # Devlin et al.: linear warmup over 10% of the steps, linear decay to 0, betas (0.9, 0.999). BERT's lr
-    # range is 2e-5 to 5e-5; an encoder trained from scratch wants ~1e-3.
-    optim: OptimConfig = OptimConfig(lr=5e-5, warmup_ratio=0.1, schedule="linear", min_lr_ratio=0.0,
-                                     weight_decay=0.01, beta2=0.999)
-    max_length: int = 128  # tokens per input, [CLS] and [SEP] included
-    patience: int = 2  # epochs without a better evaluation score before stopping
-    dropout: float = 0.1  # before the head's linear layer
-    max_answer_length: int = 30  # qa: tokens in a predicted answer at most
-    truncate: bool = True  # cut inputs over max_length (with a warning) rather than refuse them
-    eval_fraction: float = 0.1  # without an evaluation file: share of the training examples held out
-
-    def __post_init__(self):
-        check_types(self)
-        at_least(self, 1, "epochs", "max_length", "patience", "max_answer_length")
-        at_most(self, MAX_CONTEXT, "max_length", "max_answer_length")
-        per_epoch = [name for name in PER_EPOCH if getattr(self.loop, name) != LOOP_DEFAULTS[name]]
-        if per_epoch:
-            raise LmlabError(f"{', '.join(flag(name) for name in per_epoch)}: fine-tuning an encoder evaluates and "
-                             "checkpoints once an epoch; drop them")
-        positive(self, "eval_fraction")
-        fraction(self, "dropout")
-        fraction(self, "eval_fraction")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,6 @@ from pathlib import Path
 
 import torch
 
-from lmlab.config import LoopConfig, OptimConfig
-from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, check_types, fraction, positive
 from lmlab.data.pair_files import read_pairs
 from lmlab.data.pair_tasks import TASKS, make_task
 from lmlab.data.pairs import Pair, PairSplits, TaskSizes
@@ -46,6 +44,7 @@ from lmlab.training.encoder_decoder import (
 from lmlab.training.loop import evaluated, last_evaluation, log_before, measured, part_of, run_steps, start_session
 from lmlab.training.post_training import batch_indices, data_key, split_examples
 from lmlab.training.progress import save_loss_curve
+from lmlab.training.recipe_configs import EncoderDecoderFinetuneConfig
 from tokenizers import Tokenizer
 
 ACCURACY_CURVE = {"validation sequence accuracy": "val_seq_acc"}
@@ -53,35 +52,6 @@ ACCURACY_CURVE = {"validation sequence accuracy": "val_seq_acc"}
 
 class TruncationWarning(UserWarning):
     """Some sources or targets were longer than the model reads and were cut."""
-
-
-@dataclass(frozen=True)
-class EncoderDecoderFinetuneConfig:
-    """Everything about a sequence-to-sequence fine-tuning run except the model, the data and the output directory."""
-
-    # a batch of pairs
-    loop: LoopConfig = LoopConfig(max_steps=1000, batch_size=32, eval_every=100, checkpoint_every=100,
-                                  keep_checkpoints=2)
-    # lr 1e-3 suits a tiny model; a large pre-trained one wants ~1e-4
-    optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=50, weight_decay=0.01)
-    vocab_size: int = 1000  # the BPE trained on the pairs when --model is a preset
-    truncate: bool = False  # cut texts longer than the model reads (with a warning) rather than refuse them
-    val_fraction: float = 0.1  # a pair file without --eval: the share held out for validation
-    train_size: int = 500  # a generated task: its training pairs
-    val_size: int = 200  # a generated task: its validation pairs
-    test_size: int = 500  # a generated task: its test pairs, scored once training is done
-    max_new_tokens: int = 32  # greedy outputs stop after this many tokens
-
-    def __post_init__(self):
-        check_types(self)
-        at_least(self, 1, "vocab_size", "train_size", "val_size", "test_size", "max_new_tokens")
-        at_most(self, MAX_VOCAB, "vocab_size")
-        at_most(self, MAX_CONTEXT, "max_new_tokens")
-        positive(self, "val_fraction")
-        fraction(self, "val_fraction")
-
-    def replace(self, **changes) -> "EncoderDecoderFinetuneConfig":
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,12 @@ model directory and test accuracy at the end.
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
-from lmlab.config import LoopConfig, OptimConfig
-from lmlab.config_checks import MAX_WIDTH, at_least, at_most, check_types, fraction
 from lmlab.data.char_vocab import BOS, EOS, PAD, CharVocab
-from lmlab.data.pair_tasks import TASKS, make_task
+from lmlab.data.pair_tasks import make_task
 from lmlab.data.pairs import Pair, TaskSizes
-from lmlab.errors import LmlabError
 from lmlab.eval.sequence_accuracy import char_accuracy, sequence_accuracy
 from lmlab.generation.seq2seq import translate_texts
 from lmlab.losses.cross_entropy import cross_entropy
@@ -30,38 +26,9 @@ from lmlab.training.checkpoint import resume_checkpoint
 from lmlab.training.loop import evaluated, last_evaluation, part_of, run_steps, start_session
 from lmlab.training.post_training import batch_indices
 from lmlab.training.progress import save_loss_curve
+from lmlab.training.recipe_configs import Seq2SeqTrainConfig
 
 ACCURACY_CURVES = {"validation sequence accuracy": "val_seq_acc", "validation character accuracy": "val_char_acc"}
-
-
-@dataclass(frozen=True)
-class Seq2SeqTrainConfig:
-    """The task, the network's sizes and the optimisation of one run."""
-
-    task: str = dataclasses.field(default="dates", metadata={"choices": tuple(TASKS), "help": (
-        "the generated problem to learn")})
-    train_size: int = 20000  # training pairs generated
-    val_size: int = 500  # validation pairs (evaluated greedily every eval_every steps)
-    test_size: int = 1000  # test pairs (evaluated at the end)
-    attention: Literal["additive", "multiplicative", "dot", "none"] = "additive"  # the attention of the decoder over the encoder's states (none: the last state only)
-    embed_dim: int = 32  # width of the token embeddings
-    hidden: int = 128  # width of the GRU states
-    attention_dim: int = 64  # width of additive attention's hidden layer
-    dropout: float = 0.0  # dropout probability in training
-    loop: LoopConfig = LoopConfig(max_steps=1500, batch_size=64, eval_every=250, checkpoint_every=250,
-                                  keep_checkpoints=2)
-    optim: OptimConfig = OptimConfig(lr=3e-3, min_lr_ratio=0.05, warmup_steps=50, weight_decay=0.0)
-
-    def __post_init__(self):
-        if self.task not in TASKS:
-            raise LmlabError(f"unknown task '{self.task}'; choose one of {', '.join(TASKS)}")
-        check_types(self)
-        at_least(self, 1, "train_size", "val_size", "test_size", "embed_dim", "hidden", "attention_dim")
-        at_most(self, MAX_WIDTH, "embed_dim", "hidden", "attention_dim")
-        fraction(self, "dropout")
-
-    def replace(self, **changes) -> "Seq2SeqTrainConfig":
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from lmlab.config import LoopConfig, OptimConfig
+from lmlab.config import LOOP_DEFAULTS, LoopConfig, OptimConfig
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import claim_run_dir
@@ -55,7 +55,6 @@ RESUMABLE = frozenset({"max_steps", "eval_every", "eval_batches", "checkpoint_ev
                        "log_every", "compile", "base_model", "max_memory"})
 
 # What a loop setting was in a run saved before its recipe had it.
-LOOP_DEFAULTS = {f.name: f.default for f in fields(LoopConfig) if f.default is not MISSING}
 
 
 @dataclass

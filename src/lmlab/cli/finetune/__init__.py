@@ -14,7 +14,7 @@ from lmlab.cli.finetune import encoder_decoder
 from lmlab.config import ENCODER_PRESETS
 from lmlab.data.encoder_tasks import DEFAULT_COLUMNS, EMBEDDED_TASKS, TASKS, Columns
 from lmlab.io import zoo
-from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig
+from lmlab.training.recipe_configs import PER_EPOCH, EncoderFinetuneConfig
 
 COLUMNS_HELP = """expected columns (CSV with a header line, or JSONL objects; rename with --*-column):
   classify  text, label                        label: any string

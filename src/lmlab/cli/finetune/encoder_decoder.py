@@ -9,8 +9,7 @@ from lmlab.cli.common.config_flags import add_config_flags, config_overrides, fl
 from lmlab.data.pair_tasks import TASKS
 from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.config import ENCODER_DECODER_PRESETS
-from lmlab.recipes.finetune_encoder import PER_EPOCH, EncoderFinetuneConfig
-from lmlab.recipes.finetune_encoder_decoder import EncoderDecoderFinetuneConfig
+from lmlab.training.recipe_configs import PER_EPOCH, EncoderDecoderFinetuneConfig, EncoderFinetuneConfig
 
 TASK = "text-to-text"
 PAIRS_HELP = (f"--task {TASK}: --data is a CSV/JSONL file with 'source' and 'target' columns, or a task generated "
