@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
+from lmlab.cli.generate import DRAFT_TOKENS
 from lmlab.errors import LmlabError
 from lmlab.inference.openai_api import MAX_RAG_TOP
 from lmlab.modules.transformer import TransformerDecoder
@@ -27,6 +28,7 @@ def add_parser(subparsers) -> None:
                "  lmlab serve --model smollm2-135m-instruct --embedding-model all-minilm-l6-v2 --port 8080\n"
                "  lmlab serve --model smollm2-135m-instruct --adapter math=runs/math --adapter chat=runs/chat\n"
                "  lmlab serve --model smollm2-135m-instruct --rag notes.index --rag-top 3\n"
+               "  lmlab serve --model smollm2-135m-instruct --speculate lookup --draft-tokens 5\n"
                "then open http://127.0.0.1:8000/ or point an OpenAI client at http://127.0.0.1:8000/v1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="model directory, lmlab run directory, .gguf file or zoo name")
@@ -59,6 +61,13 @@ def add_parser(subparsers) -> None:
                    help=f"passages per chat request with --rag, 1..{MAX_RAG_TOP} (default 3)")
     p.add_argument("--chat-template", metavar="NAME",
                    help="render chats with the model's template of this name (default: the one named 'default')")
+    p.add_argument("--speculate", metavar="lookup|MODEL",
+                   help="speculative decoding: each running request drafts tokens by prompt lookup (copied from its "
+                        "prompt and reply: fast where replies quote their input) or with MODEL, a smaller decoder of "
+                        "the same tokenizer, and one pass of --model checks every request's drafts; greedy requests "
+                        "get the same tokens, sampled ones the same distribution")
+    p.add_argument("--draft-tokens", type=int, metavar="K",
+                   help=f"with --speculate, draft up to K tokens per request a step (default {DRAFT_TOKENS})")
     p.set_defaults(run=run)
 
 
@@ -67,6 +76,7 @@ def run(args) -> None:
         raise LmlabError(f"--slots {args.slots} must be in 1..{MAX_SLOTS}")
     if not 1 <= args.rag_top <= MAX_RAG_TOP:
         raise LmlabError(f"--rag-top {args.rag_top} must be in 1..{MAX_RAG_TOP}")
+    draft_tokens(args)  # a bad --draft-tokens fails before the port and the model
     if args.api_key is not None and not args.api_key.strip():
         raise LmlabError(f"--api-key (or ${API_KEY_ENV}) is empty; give a key, or leave both unset for none")
     listener = listening_socket(args.host, args.port)  # before the model loads: a port in use fails at once
@@ -105,7 +115,7 @@ def serve(args, listener: socket.socket) -> None:
     if adapters:
         print(f"serving {len(adapters)} LoRA adapter(s) on the shared base weights, on the float path "
               f"(the fused int8/int4 step has no LoRA): {', '.join(n for n, _ in adapters)}", file=sys.stderr)
-    engine = Engine(model, tokenizer, slots=args.slots, adapters=rows)
+    engine = Engine(model, tokenizer, slots=args.slots, adapters=rows, speculation=speculation(args, model, tokenizer))
     access = access_for(args.host, tuple(args.allowed_host), args.api_key and args.api_key.strip())
     app = create_app(engine, tokenizer, name, model.config.context_length, embedder, access,
                      tuple(n for n, _ in adapters), retrieval)
@@ -118,6 +128,34 @@ def serve(args, listener: socket.socket) -> None:
         pass
     finally:
         engine.close()
+
+
+def draft_tokens(args) -> int:
+    """The tokens per request a step that --speculate and --draft-tokens ask for (0: no speculation)."""
+    from lmlab.generation.config import MAX_DRAFT
+
+    if args.speculate is None:
+        if args.draft_tokens is not None:
+            raise LmlabError("--draft-tokens sets how many tokens --speculate drafts; add --speculate lookup or MODEL")
+        return 0
+    k = DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
+    if not 1 <= k <= MAX_DRAFT:
+        raise LmlabError(f"--draft-tokens {k} must be in 1..{MAX_DRAFT}")
+    return k
+
+
+def speculation(args, model: TransformerDecoder, tokenizer):
+    """The engine's `Speculation` that --speculate asks for (its draft model loaded as --dtype), or None."""
+    from lmlab.cli.generate import load_draft
+    from lmlab.inference.speculation import Speculation
+
+    k = draft_tokens(args)
+    if not k:
+        return None
+    draft = load_draft(args, model, tokenizer)
+    print(f"speculating: each request drafts up to {k} tokens a step by "
+          f"{'prompt lookup' if draft is None else args.speculate}, checked in one pass", file=sys.stderr)
+    return Speculation(k, draft)
 
 
 def rag_retrieval(index: str, top: int):
