@@ -43,12 +43,12 @@ PROMPTS = ["Once upon a time, in a small village at the edge of a great forest,"
 def modes(path: Path):
     """(name, how it is made) of every mode measured."""
     return [
-        ("fp32", lambda: load(path)[0]),
+        ("fp32", lambda: load(path, "fp32")[0]),
         ("bf16", lambda: load(path, "bf16")[0]),
         ("int8 (GGUF)", lambda: load(path, "int8")[0]),
         ("int4 (GGUF)", lambda: load(path, "int4")[0]),
-        ("int8 (from fp32)", lambda: quantize_model(load(path)[0], "int8")),
-        ("int4 (from fp32)", lambda: quantize_model(load(path)[0], "int4", 32)),
+        ("int8 (from fp32)", lambda: quantize_model(load(path, "fp32")[0], "int8")),
+        ("int4 (from fp32)", lambda: quantize_model(load(path, "fp32")[0], "int4", 32)),
     ]
 
 

@@ -135,7 +135,7 @@ def random_adapters(path: Path, n: int, root: Path) -> dict[str, Path]:
     """`n` LoRA adapters of the model at `path` (rank 8 on every matrix, random weights), saved under `root`."""
     adapters = {}
     for i in range(n):
-        model, _ = load(path)
+        model, _ = load(path, "fp32")  # LoRA trains on float weights
         settings = {"rank": 8, "alpha": 16.0, "targets": ["qkv", "out", "gate_up", "down"]}
         apply_peft(model, "lora", **settings)
         torch.manual_seed(i)

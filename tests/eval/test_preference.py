@@ -133,7 +133,7 @@ def test_smollm2_as_a_pairwise_judge_reads_the_letters_as_transformers_does():
     from real_models import real_model
 
     path = real_model("smollm2-135m-instruct")
-    model, tokenizer = load(path)
+    model, tokenizer = load(path, "fp32")  # transformers runs the dequantized weights
     prompts = task_prompts(4, seed=9, max_operand=99)
     right = [perfect_reply(p) for p in prompts]
     wrong = ["<answer>0</answer>"] * len(prompts)

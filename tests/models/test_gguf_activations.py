@@ -72,7 +72,9 @@ def test_rounded_activations_keep_the_model_off_the_fused_step_and_a_float_model
     assert "llama.cpp" in fused_step_refusal(model)
     assert fused_step_refusal(lmlab.load(files[Q.Q8_0], "int8")[0]) is None
     with pytest.raises(LmlabError, match="add --dtype int8 or int4"):
-        lmlab.load(files[Q.Q8_0], activations="int8")
+        lmlab.load(files[Q.Q8_0], "fp32", activations="int8")
+    as_stored, _ = lmlab.load(files[Q.Q8_0], activations="int8")  # a quantized file loads quantized by default
+    assert "llama.cpp" in fused_step_refusal(as_stored)
     with pytest.raises(LmlabError, match="activations 'int4'"):
         lmlab.load(files[Q.Q8_0], "int8", activations="int4")
 

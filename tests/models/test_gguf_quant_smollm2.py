@@ -37,7 +37,7 @@ def requantized(request, tmp_path_factory):
     path = quantized_by_llama_cpp(source, tmp_path_factory.mktemp("smollm2") / f"SmolLM2.{ftype}.gguf",
                                   f"LLAMA_FTYPE_MOSTLY_{ftype}")
     reference = transformers_model(path)
-    fp32, tokenizer = load(path)
+    fp32, tokenizer = load(path, "fp32")
     expected = {text: reference_greedy(reference, tokenizer.encode(text), 16) for text in PROMPTS}
     return ftype, path, reference, fp32, expected
 

@@ -101,7 +101,7 @@ def test_summary_names_each_type_its_kernel_and_what_stacking_does():
 def test_parts_of_different_kernels_stack_as_the_same_numbers_in_int8(tmp_path, tokenizer, types):
     model = wide_model(tokenizer.get_vocab_size(), *WIDTHS["96"])
     path = write_gguf(tmp_path / "m.gguf", model, tokenizer, types)
-    fp32, _ = load(path)
+    fp32, _ = load(path, "fp32")  # transformers dequantizes: compare with lmlab's dequantized load
     int4, _ = load(path, "int4")
     qkv, gate_up = int4.blocks[0].attention.qkv, int4.blocks[0].feed_forward.gate_up
     assert (qkv.bits, qkv.group_size, gate_up.bits) == (8, 32, 4)  # q/k/v in int8, gate/up (Q4_0) int4
@@ -122,7 +122,7 @@ def _check_file(path, tokenizer, qtype, expected_types):
     reference = transformers_model(path)
     with torch.no_grad():
         expected = reference(IDS).logits
-    fp32, _ = load(path)
+    fp32, _ = load(path, "fp32")  # transformers dequantizes: compare with lmlab's dequantized load
     assert (logits(fp32, IDS) - expected).abs().max().item() <= 1e-5
     expected_tokens = [reference_greedy(reference, prompt, 8) for prompt in PROMPTS]
     assert [greedy(fp32, prompt, 8) for prompt in PROMPTS] == expected_tokens

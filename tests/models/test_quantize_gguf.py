@@ -25,7 +25,7 @@ def tiny_tokenizer():
 def test_q4_file_as_int4_gives_the_logits_of_its_fp32_load(tmp_path, tiny_tokenizer, qtype, tie):
     model = tiny_model(tiny_tokenizer.get_vocab_size(), tie)
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer, {"token_embd.weight": Q.Q8_0, "weight": qtype})
-    fp32, _ = load(path)
+    fp32, _ = load(path, "fp32")
     int4, _ = load(path, "int4")
     assert int4.blocks[0].attention.qkv.bits == 4 and int4.token_embedding.bits == 8
     for ids in (IDS, IDS[:1, :5], IDS[:, :1]):  # the prompt path (dequantize + F.linear) and the kernels'
@@ -36,7 +36,7 @@ def test_q4_file_as_int4_gives_the_logits_of_its_fp32_load(tmp_path, tiny_tokeni
 def test_q4_file_as_int8_stays_close(tmp_path, tiny_tokenizer):
     model = tiny_model(tiny_tokenizer.get_vocab_size())
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer, {"weight": Q.Q4_1})
-    fp32, _ = load(path)
+    fp32, _ = load(path, "fp32")
     int8, _ = load(path, "int8")
     assert int8.blocks[0].attention.qkv.bits == 8 and int8.blocks[0].attention.qkv.group_size == 32  # re-quantized
     expected = logits(fp32, IDS)
@@ -47,7 +47,7 @@ def test_stacked_parts_of_different_types_load_as_int8(tmp_path, tiny_tokenizer)
     model = tiny_model(tiny_tokenizer.get_vocab_size())
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer,
                       {"attn_q.weight": Q.Q4_1, "attn_k.weight": Q.Q8_0, "attn_v.weight": Q.F16})
-    fp32, _ = load(path)
+    fp32, _ = load(path, "fp32")
     int4, _ = load(path, "int4")
     assert int4.blocks[0].attention.qkv.bits == 8
     expected = logits(fp32, IDS)

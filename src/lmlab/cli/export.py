@@ -112,7 +112,7 @@ def merged(source: Path):
     if is_quantized_dir(source) or is_quantized_dir(source / "model"):
         raise LmlabError(f"'{source}' holds lmlab's int8 / int4 weights, which are not GGUF's or transformers' blocks; "
                          "export the float model they came from (--to gguf --dtype q8_0 or q4_0 quantizes)")
-    model, tokenizer = load(source)  # a post-training run: its merged model, or its base with the adapter
+    model, tokenizer = load(source, "fp32")  # a run: its merged model, or its base with the adapter; a GGUF as fp32
     others = {type(m).__name__ for m in peft_modules(model) if not isinstance(m, LoRALinear)}
     if others:
         raise LmlabError(f"'{source}' holds a {others.pop()} adapter, which no weights can hold; export it --to peft")

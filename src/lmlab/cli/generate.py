@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 
 from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
-from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
+from lmlab.cli.common.model_dtype import add_dtype_arg, loaded_mode, say_gguf_kernels
 from lmlab.errors import LmlabError
 
 DRAFT_TOKENS = 5  # tokens a speculative round drafts unless --draft-tokens says otherwise
@@ -146,15 +146,15 @@ def run(args) -> None:
     from lmlab.generation.fused import fused_step_refusal
     from lmlab.generation.generate import generate_batch, stream_text
     from lmlab.generation.speculative import Acceptance
-    from lmlab.models.quantize import MODES
 
     config = sampling_config(args)
     model, tokenizer = load_decoder(args)
     say_gguf_kernels(args.model, args.dtype, model)
+    mode = loaded_mode(model)
     if args.compile:
         model = compiled_decoder(model)
-    if args.dtype in MODES and (reason := fused_step_refusal(model)):
-        print(f"lmlab: this model decodes through its modules, not the fused {args.dtype} step: {reason}",
+    if mode and (reason := fused_step_refusal(model)):
+        print(f"lmlab: this model decodes through its modules, not the fused {mode} step: {reason}",
               file=sys.stderr)
     config = replace(config, eos_id=tokenizer.stop_ids)
     draft, acceptance = load_draft(args, model, tokenizer), Acceptance()

@@ -53,7 +53,7 @@ def load_subject(name_or_path: str | Path) -> Subject:
     if model_type in registry.model_types("encoder-decoder"):
         model, tokenizer = load_encoder_decoder(path)
         return Subject(model.eval(), tokenizer, "encoder-decoder")
-    model, tokenizer = load(path)
+    model, tokenizer = load(path, "fp32")  # float weights: saliency takes gradients, the hooks read nn.Linear
     return Subject(model.eval(), tokenizer, "decoder")
 
 

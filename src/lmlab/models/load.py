@@ -39,14 +39,17 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     adapter loaded), a quantized model directory (`lmlab quantize`), or the directory of an n-gram,
     window or RNN model (`lmlab train --arch`). A zoo model must be downloaded first (`lmlab download NAME`).
 
-    `dtype`: None (fp32, or a quantized directory as saved), a torch float dtype, or one of "fp32", "bf16",
-    "int8", "int4". int8 / int4 give a decoder with quantized linear layers (`models/quantize.py`): a GGUF
+    `dtype`: None (as stored: a quantized GGUF file as int4 / int8, as llama.cpp runs it, `gguf_file.load_gguf`;
+    a quantized directory as saved; anything else fp32), a torch float dtype, or one of "fp32", "bf16", "int8",
+    "int4". int8 / int4 give a decoder with quantized linear layers (`models/quantize.py`): a GGUF
     file keeps its quantized blocks where a kernel holds them exactly (Q4 types as int4 with "int4"; Q8_0, Q5_0,
     Q6_K, Q3_K and IQ4 as int8; `quantized_gguf.py`), a float
-    model is quantized after loading (int4 in groups of `group_size`).
+    model is quantized after loading (int4 in groups of `group_size`). Training and gradients need float
+    weights: ask for "fp32" there.
 
     `adapter`: a directory of a PEFT adapter (peft's `save_pretrained` layout or lmlab's) trained on this
-    model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only.
+    model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only
+    (dtype None loads fp32).
 
     `activations`: "fp32" (the default: the int8 / int4 kernels multiply fp32 activations) or "int8": each
     quantized matrix's input is rounded to 8 bits in blocks first, as llama.cpp rounds it for the GGUF type
@@ -55,13 +58,14 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     if activations != "fp32":
         return _with_rounding(load(name_or_path, dtype, group_size, adapter), name_or_path, activations)
     if adapter is not None:
-        return _with_adapter(load(name_or_path, dtype, group_size), adapter, dtype)
+        return _with_adapter(load(name_or_path, torch.float32 if dtype is None else dtype, group_size), adapter,
+                             dtype)
     dtype = checked_dtype(dtype)
     path = zoo_or_path(name_or_path)
     if path.is_file():
         if path.suffix != ".gguf":
             raise LmlabError(f"'{path}' is a file but not a .gguf model; pass a .gguf file or a model directory")
-        return load_gguf(path, dtype or torch.float32)
+        return load_gguf(path, dtype)
     if (path / "model" / "config.json").is_file():
         path = path / "model"
     elif (path / "adapter").is_dir() and (path / "run.json").is_file():

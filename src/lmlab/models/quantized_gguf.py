@@ -50,7 +50,7 @@ from gguf import GGMLQuantizationType as Q
 from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.cache import cache_dir
-from lmlab.io.gguf_layout import content_key
+from lmlab.io.gguf_layout import check_layout, content_key
 from lmlab.models import registry
 from lmlab.modules.quantized_formats import (
     QuantizedWeight,
@@ -159,23 +159,73 @@ def activation_kinds(path: Path, cfg) -> dict[str, str | None]:
 
 def _file_layers(path: Path, cfg) -> tuple[dict[str, tuple[Q, tuple[int, ...]]], dict[str, torch.Tensor]]:
     """The GGUF file's tensors (name -> type, shape (out, in)), and for each tensor of ours its `row_sources`
-    in a model of config `cfg`. The architecture and tensors are remembered in the cache by the file's content
-    key: listing them means parsing all the metadata (seconds for a real vocabulary), which a cached load never
-    does."""
-    memo = cache_dir("gguf") / f"{path.stem}-{content_key(path)}-tensors.json"
-    try:
-        saved = json.loads(memo.read_text())
-        architecture, tensors = saved["architecture"], {name: (Q[t], tuple(shape)) for name, (t, shape) in
-                                                        saved["tensors"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        reader = GGUFReader(path)
-        architecture = reader.fields["general.architecture"].contents()
-        tensors = {t.name: (t.tensor_type, tuple(int(n) for n in reversed(t.shape))) for t in reader.tensors}
-        atomic_write_text(memo, json.dumps({"architecture": architecture, "tensors": {
-            name: [t.name, shape] for name, (t, shape) in tensors.items()}}))
+    in a model of config `cfg`."""
+    architecture, tensors = file_tensors(path)
     sources = row_sources(registry.lookup_gguf(architecture).gguf.from_gguf,
                           {name: shape for name, (_, shape) in tensors.items()}, cfg)
     return tensors, sources
+
+
+def file_tensors(path: Path, key: str | None = None, remember: bool = True) -> tuple[str | None, dict[str, tuple[
+        Q, tuple[int, ...]]]]:
+    """(architecture, name -> (type, shape (out, in))) of the GGUF file at `path`, remembered in the cache by
+    the file's content key (`key` when the caller has it): listing them means parsing the file's header
+    (seconds for a real vocabulary), which a cached load never does. `remember=False` writes nothing (a file
+    not yet known to load: `remember_tensors` once it did, so that a refused file leaves no trace)."""
+    try:
+        saved = json.loads(_tensors_memo(path, key).read_text())
+        return saved["architecture"], {name: (Q[t], tuple(shape)) for name, (t, shape) in saved["tensors"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    reader, metadata = open_gguf(path, everything=False)
+    listing = metadata.get("general.architecture"), {
+        t.name: (t.tensor_type, tuple(int(n) for n in reversed(t.shape))) for t in reader.tensors}
+    if remember:
+        remember_tensors(path, listing, key)
+    return listing
+
+
+def remember_tensors(path: Path, listing: tuple[str | None, dict], key: str | None = None) -> None:
+    """Keep `file_tensors`' `listing` of the GGUF file at `path` in the cache, unless it is there already."""
+    memo = _tensors_memo(path, key)
+    if not memo.is_file():
+        architecture, tensors = listing
+        atomic_write_text(memo, json.dumps({"architecture": architecture, "tensors": {
+            name: [t.name, shape] for name, (t, shape) in tensors.items()}}))
+
+
+def _tensors_memo(path: Path, key: str | None) -> Path:
+    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path)}-tensors.json"
+
+
+def open_gguf(path: Path, everything: bool = True) -> tuple[GGUFReader, dict]:
+    """(reader, metadata: key -> value, the "GGUF.*" header fields left out; with `everything=False` only the
+    architecture, which skips parsing the vocabulary) of the GGUF file at `path`, its tensors' byte ranges
+    checked (`check_layout`); a missing, damaged or foreign file is one line."""
+    try:
+        reader = GGUFReader(path)
+        fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")
+                  and (everything or k == "general.architecture")}
+        metadata = {k: f.contents() for k, f in fields.items()}
+    except FileNotFoundError:
+        raise LmlabError(f"GGUF file '{path}' does not exist; check the path") from None
+    except (ValueError, OSError, IndexError, KeyError, TypeError, OverflowError, MemoryError,
+            UnicodeDecodeError) as e:  # the reader's signs of a bad file
+        raise LmlabError(f"'{path}' is not a readable GGUF file ({type(e).__name__}: {e}); it is truncated or "
+                         "not GGUF, download it again") from None
+    check_layout(reader, Path(path))
+    return reader, metadata
+
+
+def stored_mode(types: dict[str, tuple[Q, tuple[int, ...]]]) -> str | None:
+    """The mode that runs a GGUF file of tensors `types` (`file_tensors`) as it is stored, as llama.cpp runs
+    it: "int4" when a matrix is of a 4-bit type that int4 keeps in 4 bits (Q4_0, Q4_1, Q4_K: a Q4_K_M file's
+    Q6_K matrices are int8 in either mode), else "int8" when any matrix is quantized (Q8_0, Q5_*, Q6_K, Q3_K,
+    Q2_K, IQ4_*), else None: an F32 / F16 / BF16 file is a float model."""
+    matrices = {t for t, shape in types.values() if len(shape) > 1}
+    if any(form(t, "int4")[0] == 4 for t in matrices):
+        return "int4"
+    return "int8" if matrices - set(FLOAT_TYPES) else None
 
 
 def _half(data: np.ndarray) -> torch.Tensor:

@@ -81,7 +81,7 @@ def load_tunable(model: str | Path, cfg: PostTrainConfig, adapter: str | Path | 
     saved `adapter` loaded to train on (its method and settings then replace cfg's), on `device`.
     A LoRA target that matches nothing, or an adapter trained on another base model, is an error."""
     dev = training_device(device)
-    lm, tokenizer = load(model)
+    lm, tokenizer = load(model, "fp32")  # training needs float weights: a quantized GGUF file is dequantized
     tokenizer = tokenizer.with_chat_template(cfg.chat_template)
     if cfg.block_size > lm.config.context_length:
         raise LmlabError(f"--block-size {cfg.block_size} exceeds the model's context of {lm.config.context_length} "

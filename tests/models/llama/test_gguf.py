@@ -138,7 +138,7 @@ def test_tiny_gguf_matches_transformers(tmp_path, tiny_tokenizer):
     pytest.importorskip("accelerate")  # transformers needs it to read GGUF files
     model = tiny_model(tiny_tokenizer.get_vocab_size(), tie=False)
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer, {"weight": Q.Q8_0})
-    ours, tokenizer = load(path)
+    ours, tokenizer = load(path, "fp32")  # transformers runs the dequantized weights
     reference = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name,
                                                                   dtype=torch.float32).eval()
     with torch.no_grad():

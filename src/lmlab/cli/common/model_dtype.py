@@ -7,7 +7,9 @@ import sys
 
 from lmlab.models.number_formats import ACTIVATIONS, DTYPE_NAMES
 
-HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: fp32, or a quantized directory's own). "
+HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: a quantized GGUF file as int4 (Q4 types) or "
+        "int8 (Q8_0, Q5, Q6_K, ...), as llama.cpp runs it; a quantized directory as saved; anything else fp32; "
+        "--dtype fp32 dequantizes a GGUF file). "
         "int8 / int4 run the decoder's linear layers on quantized weights: a GGUF file keeps the blocks an lmlab "
         "kernel holds exactly (Q4_0/Q4_1/Q4_K as int4 with int4; Q8_0, Q5_0, Q6_K, Q3_K, IQ4_NL, IQ4_XS as int8) "
         "and re-quantizes the rest to int8 per channel, and says which on stderr; a float model is quantized at "
@@ -28,12 +30,22 @@ def add_dtype_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
 
 
 def say_gguf_kernels(model_arg: str, dtype: str | None, model) -> None:
-    """If `model_arg` is a GGUF file loaded (into `model`) as int8 / int4, print on stderr which kernel each
-    GGUF type in it runs on and whether exactly (`quantized_gguf.kernel_summary`)."""
+    """If `model_arg` is a GGUF file loaded (into `model`) as int8 / int4 (asked by `dtype`, or as stored when
+    `dtype` is None), print on stderr which kernel each GGUF type in it runs on and whether exactly
+    (`quantized_gguf.kernel_summary`)."""
     from lmlab.models.load import zoo_or_path
-    from lmlab.models.quantize import MODES
     from lmlab.models.quantized_gguf import file_kernel_summary
 
     path = zoo_or_path(model_arg)
-    if dtype in MODES and path.suffix == ".gguf":
+    dtype = dtype or loaded_mode(model)
+    if dtype in ("int8", "int4") and path.suffix == ".gguf":
         print(f"{path.name} as {dtype}: {file_kernel_summary(path, dtype, model.config)}", file=sys.stderr)
+
+
+def loaded_mode(model) -> str | None:
+    """"int4" / "int8" when `model` runs on quantized weights (`--dtype int4` / `int8`, or a quantized file loaded
+    as stored), else None."""
+    from lmlab.models.quantized_files import mode_of
+    from lmlab.modules.quantized import QuantizedLinear
+
+    return mode_of(model)[0] if any(isinstance(m, QuantizedLinear) for m in model.modules()) else None

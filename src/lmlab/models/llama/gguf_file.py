@@ -24,7 +24,7 @@ from types import ModuleType
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf import GGMLQuantizationType, ReaderTensor
 from gguf.quants import dequantize
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -34,13 +34,21 @@ from lmlab.errors import LmlabError
 from lmlab.io.atomic import atomic_path
 from lmlab.io.cache import cache_dir
 from lmlab.io.config_file import config_from
-from lmlab.io.gguf_layout import check_layout, content_key, file_identity, remember_content_key
+from lmlab.io.gguf_layout import content_key, file_identity, remember_content_key
 from lmlab.io.weight_checks import check_finite, check_fits
 from lmlab.models import registry
 from lmlab.models.quantize import MODES as QUANTIZED_MODES
 from lmlab.models.quantize import quantized_decoder
 from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_quantized
-from lmlab.models.quantized_gguf import assemble, repack, row_sources
+from lmlab.models.quantized_gguf import (
+    assemble,
+    file_tensors,
+    open_gguf,
+    remember_tensors,
+    repack,
+    row_sources,
+    stored_mode,
+)
 from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.progress import progress_bar
@@ -65,16 +73,7 @@ class GGUFContents:
 def read_gguf(path: str | Path) -> GGUFContents:
     """The metadata and tensors of the GGUF file at `path`, their byte ranges checked; a damaged or
     foreign file is an LmlabError."""
-    try:
-        reader = GGUFReader(path)
-        metadata = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
-    except FileNotFoundError:
-        raise LmlabError(f"GGUF file '{path}' does not exist; check the path") from None
-    except (ValueError, OSError, IndexError, KeyError, TypeError, OverflowError, MemoryError,
-            UnicodeDecodeError) as e:  # the reader's signs of a bad file
-        raise LmlabError(f"'{path}' is not a readable GGUF file ({type(e).__name__}: {e}); it is truncated or "
-                         "not GGUF, download it again") from None
-    check_layout(reader, Path(path))
+    reader, metadata = open_gguf(Path(path))
     return GGUFContents(metadata, {t.name: t for t in reader.tensors}, str(path))
 
 
@@ -149,13 +148,19 @@ def _checked(contents: GGUFContents) -> tuple[ModelConfig, ModuleType, TextToken
     return cfg, family, tokenizer
 
 
-def load_gguf(path: str | Path, dtype: torch.dtype | str = torch.float32) -> tuple[TransformerDecoder, TextTokenizer]:
+def load_gguf(path: str | Path, dtype: torch.dtype | str | None = torch.float32) -> tuple[TransformerDecoder,
+                                                                                          TextTokenizer]:
     """(model, tokenizer) from a GGUF file, converted once and memory-mapped from the cache after. `dtype`
-    is a float dtype (the fp32 conversion, cast) or "int8" / "int4" (kept quantized, its own cache)."""
+    is a float dtype (the fp32 conversion, cast), "int8" / "int4" (kept quantized, its own cache), or None:
+    as stored, as llama.cpp runs it (`quantized_gguf.stored_mode`: a Q4 file as int4, another quantized file
+    as int8, a float file as fp32), which `lmlab.load` gives when no dtype is asked."""
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"GGUF file '{path}' does not exist; check the path")
     identity, key = file_identity(path), content_key(path, _key_memo())
+    listing = file_tensors(path, key, remember=False) if dtype is None else None
+    if listing is not None:
+        dtype = stored_mode(listing[1]) or torch.float32
     if dtype in QUANTIZED_MODES:
         loaded = load_gguf_quantized(path, dtype, key)
     else:
@@ -166,6 +171,8 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str = torch.float32) -> tup
         model, tokenizer = load_converted(converted)
         loaded = model.to(dtype), tokenizer
     remember_content_key(path, identity, key, _key_memo())  # only once it loaded: a refused file leaves no trace
+    if listing is not None:
+        remember_tensors(path, listing, key)
     return loaded
 
 
