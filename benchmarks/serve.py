@@ -20,6 +20,13 @@ against lmlab fp32 serving the base and N random LoRA adapters (rank 8 on every 
 its requests spread evenly over the base and the adapters, which decode in one batch on the shared weights
 (llama.cpp's server applies one adapter to every request, so it has no column; nor HF). Each reply is checked
 against the same (model, question) asked alone.
+
+With --speculate lookup|MODEL the question is what speculative decoding gives a server: lmlab serve plain
+against lmlab serve --speculate (both started, at --dtype), on two kinds of questions from
+benchmarks/speculative.py (answers from a given passage, which prompt lookup can copy, and free chat),
+in interleaved rounds (plain, speculative, plain, ...: the median of each side's rounds); the acceptance is
+the speculating server's /metrics tokens_accepted / tokens_drafted over its rounds, and every speculative
+reply asked alone is checked against the plain server's (greedy: the same text).
 Usage:
 
   python benchmarks/serve.py                     # 16 clients, 64 requests of up to 128 tokens, lmlab int4
@@ -27,6 +34,7 @@ Usage:
   python benchmarks/serve.py --quick             # a smoke test, not a benchmark
   python benchmarks/serve.py --clients 8 --duration 60
   python benchmarks/serve.py --adapters 2        # the base alone against the base and 2 adapters, fp32
+  python benchmarks/serve.py --speculate lookup --dtype fp32 --clients 4 --requests 8 --rounds 2
 """
 
 import argparse
@@ -35,7 +43,9 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,6 +86,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of each side (default: every core)")
     p.add_argument("--adapters", type=int, default=0,
                    help="measure lmlab fp32 serving this many LoRA adapters beside the base against the base alone")
+    p.add_argument("--speculate", metavar="lookup|MODEL",
+                   help="measure lmlab serve --speculate lookup|MODEL against plain lmlab serve, grounded and free chat")
+    p.add_argument("--draft-tokens", type=int, default=5, help="with --speculate: lmlab serve --draft-tokens")
+    p.add_argument("--rounds", type=int, default=3, help="with --speculate: interleaved rounds of each side")
     p.add_argument("--quick", action="store_true", help="4 clients, 8 requests of 16 tokens: a smoke test")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
@@ -122,10 +136,11 @@ class Server:
         self.log.close()
 
 
-def lmlab_server(path: Path, args, adapters: dict[str, Path] | None = None) -> Server:
-    """`lmlab serve` of the model at `path`, with the LoRA adapters `adapters` (model id -> directory) beside it."""
+def lmlab_server(path: Path, args, adapters: dict[str, Path] | None = None, flags: tuple[str, ...] = ()) -> Server:
+    """`lmlab serve` of the model at `path`, with the LoRA adapters `adapters` (model id -> directory) beside it,
+    and more `flags`."""
     port = free_port()
-    flags = [f for name, directory in (adapters or {}).items() for f in ("--adapter", f"{name}={directory}")]
+    flags = [*flags, *(f for name, directory in (adapters or {}).items() for f in ("--adapter", f"{name}={directory}"))]
     return Server("lmlab", [sys.executable, "-c", "import sys; from lmlab.cli.main import main; sys.exit(main())",
                             "serve", "--model", str(path), "--name", SERVED, "--port", str(port),
                             "--slots", str(args.clients), "--dtype", args.dtype, *flags], port, args.threads)
@@ -163,12 +178,13 @@ def body(question: str, max_tokens: int, stream: bool, model: str = SERVED) -> d
     return {**request, "stream_options": {"include_usage": True}} if stream else request
 
 
-async def references(url: str, max_tokens: int, models: list[str]) -> dict[tuple[str, str], str]:
+async def references(url: str, max_tokens: int, models: list[str],
+                     questions: list[str] = QUESTIONS) -> dict[tuple[str, str], str]:
     """Each (model, question)'s greedy reply, asked alone and not streamed."""
     async with httpx.AsyncClient(timeout=600) as client:
         replies = {}
         for model in models:
-            for question in QUESTIONS:
+            for question in questions:
                 r = await client.post(f"{url}/v1/chat/completions", json=body(question, max_tokens, False, model))
                 r.raise_for_status()
                 replies[model, question] = r.json()["choices"][0]["message"]["content"]
@@ -200,9 +216,9 @@ async def streamed(client: httpx.AsyncClient, url: str, model: str, question: st
             "ttft_s": arrivals[0] - start if arrivals else None, "gaps_s": gaps}
 
 
-async def under_load(url: str, args, models: list[str]) -> tuple[list[dict], float]:
+async def under_load(url: str, args, models: list[str], questions: list[str] = QUESTIONS) -> tuple[list[dict], float]:
     """All requests from `args.clients` concurrent clients, spread over `models`; (results, wall seconds)."""
-    queue = [(models[i % len(models)], QUESTIONS[i % len(QUESTIONS)]) for i in range(args.requests)]
+    queue = [(models[i % len(models)], questions[i % len(questions)]) for i in range(args.requests)]
     results = []
     start = time.perf_counter()
 
@@ -275,6 +291,64 @@ def adapter_costs(path: Path, args) -> None:
     print(f"wrote {out}")
 
 
+def drafted_accepted(url: str) -> tuple[float, float]:
+    """The server's /metrics tokens_drafted and tokens_accepted so far."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return tuple(float(re.search(rf"^lmlab_engine_tokens_{name} (\S+)$", text, re.M).group(1))
+                 for name in ("drafted", "accepted"))
+
+
+def speculation_round(servers: dict[str, Server], args, questions: list[str]) -> dict:
+    """Each side's summaries over `args.rounds` interleaved rounds on `questions`, the medians, and acceptance."""
+    replies = {side: asyncio.run(references(s.url, args.max_tokens, [SERVED], questions)) for side, s in servers.items()}
+    runs = {side: [] for side in servers}
+    for server in servers.values():  # warm-up
+        asyncio.run(under_load(server.url, args, [SERVED], questions))
+    before = drafted_accepted(servers["speculative"].url)
+    for _ in range(args.rounds):
+        for side, server in servers.items():
+            runs[side].append(summary(*asyncio.run(under_load(server.url, args, [SERVED], questions)), replies[side]))
+    drafted, accepted = (after - b for after, b in zip(drafted_accepted(servers["speculative"].url), before))
+    return {"replies != plain": sum(replies["speculative"][key] != reply for key, reply in replies["plain"].items()),
+            "acceptance": accepted / drafted if drafted else 0.0, "drafted": drafted, "accepted": accepted,
+            **{side: {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
+                      "itl_p50_s": statistics.median(r["itl_p50_s"] for r in rs if r["itl_p50_s"] is not None),
+                      "errors": sum(r["errors"] for r in rs), "mismatched_replies": sum(r["mismatched_replies"] for r in rs),
+                      "rounds": rs} for side, rs in runs.items()}}
+
+
+def speculation_costs(path: Path, args) -> None:
+    """--speculate: lmlab serve plain against lmlab serve --speculate, grounded and free chat; prints and saves."""
+    from speculative import TASKS  # benchmarks/speculative.py's questions, written for lmlab
+
+    load_before = os.getloadavg()[0]
+    servers = {"plain": lmlab_server(path, args)}
+    try:
+        servers["speculative"] = lmlab_server(path, args, flags=("--speculate", args.speculate, "--draft-tokens",
+                                                                 str(args.draft_tokens)))
+        results = {kind: speculation_round(servers, args, questions) for kind, questions in TASKS.items()}
+    finally:
+        for server in servers.values():
+            server.stop()
+    print(f"SmolLM2-135M-Instruct {args.dtype} in lmlab serve, {device_name(torch.device('cpu'))}, {args.threads} "
+          f"threads; {args.clients} clients, {args.requests} greedy chat requests of up to {args.max_tokens} tokens, "
+          f"--speculate {args.speculate} --draft-tokens {args.draft_tokens}, median of {args.rounds} interleaved "
+          f"rounds; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    for kind, r in results.items():
+        plain, spec = r["plain"]["tokens_per_s"], r["speculative"]["tokens_per_s"]
+        print(f"{kind:<9} plain {plain:7.1f} tokens/s, speculative {spec:7.1f} tokens/s ({spec / plain:.2f}x), "
+              f"acceptance {r['acceptance']:.0%}, ITL p50 {r['plain']['itl_p50_s'] * 1000:.1f} -> "
+              f"{r['speculative']['itl_p50_s'] * 1000:.1f} ms, replies != plain {r['replies != plain']}, errors "
+              f"{r['plain']['errors'] + r['speculative']['errors']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = args.out.with_name(args.out.stem + "_speculative.json")
+    out.write_text(json.dumps({"cpu": device_name(torch.device("cpu")), "threads": args.threads, "dtype": args.dtype,
+                               "load_average_1min": [load_before, os.getloadavg()[0]], "speculate": args.speculate,
+                               "draft_tokens": args.draft_tokens, "clients": args.clients, "requests": args.requests,
+                               "max_tokens": args.max_tokens, "rounds": args.rounds, "results": results}, indent=2))
+    print(f"wrote {out}")
+
+
 @torch.inference_mode()
 def hf_static_batches(path: Path, args) -> dict:
     """The same requests through HF `generate` in static batches of `args.clients`."""
@@ -308,6 +382,9 @@ def main() -> None:
     path = downloaded(MODEL)
     if args.adapters:
         adapter_costs(path, args)
+        return
+    if args.speculate:
+        speculation_costs(path, args)
         return
     load_before = os.getloadavg()[0]
     results = {"lmlab": run_server(lmlab_server(path, args), args)}
