@@ -22,7 +22,8 @@ VOCABULARY = {
     "--epochs": "passes over the training data",
     "--top": "how many results to show",
     "--seed": "every random draw of the command",
-    "--threads": "torch threads (default: torch's choice; 1 is fastest for tiny models on a busy machine)",
+    "--threads": "compute on exactly N threads (default: torch's count, of which decoding uses as many as its "
+                 "timed steps show to be fastest, fewer on a busy machine)",
     "--json": "print the result as exactly one JSON value (JSON Lines where the command streams many)",
     "--png": "also save the figure as this PNG",
     "--device": "auto, cpu, cuda, cuda:1 ...",
