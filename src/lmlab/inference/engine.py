@@ -43,6 +43,7 @@ from lmlab.generation.layout import decoding_view
 from lmlab.generation.output import OutputRow
 from lmlab.generation.sampling import next_token
 from lmlab.generation.speculative import choose
+from lmlab.generation.threads import ThreadsPerBatch
 from lmlab.inference.prefix_cache import PrefixCache
 from lmlab.inference.request import Chunk, Request, TokenLogprob
 from lmlab.inference.slots import SlotCache
@@ -102,6 +103,7 @@ class Engine:
         self._closing = False
         self._thread: threading.Thread | None = None
         self._step_model = model
+        self._threads = ThreadsPerBatch(weight.device)  # each step on the thread count fastest lately (threads.py)
         self._fused = None  # the whole step in one C++ call, for a quantized Llama-style model (generation/fused.py)
         self._counts = {"requests_finished": 0, "tokens_generated": 0, "steps": 0, "tokens_drafted": 0,
                         "tokens_accepted": 0}  # drafted: shown to the model in a speculative step; accepted: kept
@@ -122,6 +124,7 @@ class Engine:
             self._wake.notify_all()
         if self._thread is not None:
             self._thread.join()
+        self._threads.close()
         closed = LmlabError("the engine was closed before this request finished")
         for request in [*self._waiting, *(entry.request for entry in self._running)]:
             request.put(closed)
@@ -178,7 +181,7 @@ class Engine:
                     self._leave([i for i, entry in enumerate(self._running) if entry.request.cancelled])
                     self._admit()
                     if self._running:
-                        self._step()
+                        self._threads.run(len(self._running), self._step)
                 except Exception as error:  # the shared step failed (out of memory): each request in it gets the error
                     for entry in self._running:
                         entry.request.put(error)
@@ -276,7 +279,9 @@ class Engine:
         tokens = padded_tokens([entry.token for entry in self._running], drafts, view.at.device)  # (B, T)
         self._choose([entry.request.adapter for entry in self._running])
         hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, T, C)
-        logits = self._step_model.logits(hidden).float()  # (B, T, V)
+        widths = [1 + len(draft) for draft in drafts]  # the LM head skips the padding
+        real = torch.cat([hidden[row, :width] for row, width in enumerate(widths)])  # (sum of widths, C)
+        logits = self._step_model.logits(real).float().split(widths)  # row b's (1 + k_b, V)
         self._counts["steps"] += 1
         entries = list(self._running)
         results = [self._check_or_error(entry, logits[row], drafts[row]) for row, entry in enumerate(entries)]
