@@ -22,6 +22,11 @@ weights. Measured:
              token per step), at batch 1 and batch 8 (eight prompts of different lengths, left-padded).
              No side stops at end-of-sequence, so all generate exactly --new-tokens per row; the run
              says whether each one's batch-1 greedy tokens are identical to HF's.
+  contended  with --contention N: decode batch 1 again while N busy processes of the benchmark's own keep cores
+             busy (interleaved rounds as quiet), and how much of its quiet speed each side kept; lmlab picks its
+             thread count per step from the steps' timings (generation/threads.py), and the run prints how many
+             steps each side ran on how many threads, and which kernels (lmlab's instruction set, llama.cpp's
+             build flags).
   compile    for "compiled fp32" (`compiled_decoder`, torch.compile of the decoding step): seconds
              of the first 2-token generation at batch 1 and at batch 8, each of which compiles the step
              once (from inductor's on-disk cache, ~/.cache/lmlab/inductor, when an earlier run left it warm).
@@ -39,6 +44,9 @@ all alike; the load average before and after is recorded. Usage:
 
   python benchmarks/generate.py                    # CPU, 128 new tokens, 3 rounds
   python benchmarks/generate.py --quick            # a smoke test, not a benchmark
+  python benchmarks/generate.py --rounds 5 --contention 1   # quiet and beside one busy process
+  python benchmarks/generate.py --decode-only --rounds 5 --contention 1   # only that, batch 1, in minutes
+                                                      # (generate_contention.py; writes generate_contention.json)
   python benchmarks/generate.py --threads 1        # steadier on a machine other jobs share
   python benchmarks/generate.py --device cuda --new-tokens 256
   python benchmarks/generate.py --families --threads 1 # decode per family at int4: fused, modules, llama.cpp
@@ -55,18 +63,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+import lmlab.generation.decode as decoding
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.batch import new_cache
 from lmlab.generation.compiled import compiled_decoder
 from lmlab.generation.decode import last_logits
 from lmlab.models.load import load
 from lmlab.modules.kernels.build import kernel_ops
-from machine import alternating, device_name, downloaded, synchronize  # benchmarks/machine.py
+from machine import alternating, busy_processes, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
 LMLAB_DTYPES = ("fp32", "int8", "int4")
@@ -95,12 +105,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="interleaved repetitions; the median is kept")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's choice); on a busy shared machine 1 is steadier")
+    p.add_argument("--contention", type=int, default=0, metavar="N",
+                   help="also decode batch 1 beside N busy processes of the benchmark's own (default: quiet only)")
     p.add_argument("--quick", action="store_true", help="few tokens, one round: a smoke test, not a benchmark")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--families", action="store_true",
                    help="instead: decode tokens/s per family at int4 (lmlab fused, lmlab modules, llama.cpp on one "
                         "GGUF file each; generate_families.py)")
     p.add_argument("--family", action="append", help="with --families: only this family (repeatable)")
+    p.add_argument("--decode-only", action="store_true",
+                   help="instead: decode batch 1 only, quiet and with --contention, in minutes (generate_contention.py; "
+                        "writes generate_contention.json)")
     p.add_argument("--rss", metavar="IMPL", help=argparse.SUPPRESS)  # the child process of `fresh_process`
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -141,6 +156,7 @@ class Lmlab:
     def __init__(self, path: Path, device: torch.device, dtype: str = "fp32"):
         self.path, self.device, self.dtype = path, device, dtype
         self.name = "lmlab" if dtype == "fp32" else f"lmlab {dtype}"
+        self.thread_steps = Counter()  # thread count -> decoding steps run on it, since the last `took_threads`
 
     def load(self):
         model, self.tokenizer = load(self.path, self.dtype)
@@ -152,7 +168,38 @@ class Lmlab:
         last_logits(self.model, ids, None, new_cache(self.model, 1, ids.size(1)))
 
     def decode(self, prompts: list[list[int]], n: int) -> list[list[int]]:
-        return [g.token_ids for g in generate_batch(self.model, prompts, GenerationConfig(max_new_tokens=n))]
+        with thread_tuners() as tuners:
+            generations = generate_batch(self.model, prompts, GenerationConfig(max_new_tokens=n))
+        for tuner in tuners:
+            self.thread_steps.update(getattr(tuner, "steps", {torch.get_num_threads(): n - 1}))
+        return [g.token_ids for g in generations]
+
+    def took_threads(self) -> dict[int, int]:
+        """Steps per thread count since the last call."""
+        steps, self.thread_steps = dict(sorted(self.thread_steps.items(), reverse=True)), Counter()
+        return steps
+
+    def kernels(self) -> str:
+        if self.dtype == "fp32":
+            return "torch (MKL) on the decoding layout"
+        isa = ("plain C++", "AVX2", "AVX-512")[kernel_ops().set_isa(2)]
+        return f"lmlab's {self.dtype} kernels ({isa}), the fused C++ step"
+
+
+@contextmanager
+def thread_tuners():
+    """The thread tuners the decoding loop makes while the block runs (to report how many threads it ran on)."""
+    made, original = [], decoding.step_threads
+
+    def recorded(*args):
+        made.append(original(*args))
+        return made[-1]
+
+    decoding.step_threads = recorded
+    try:
+        yield made
+    finally:
+        decoding.step_threads = original
 
 
 class CompiledLmlab(Lmlab):
@@ -165,6 +212,9 @@ class CompiledLmlab(Lmlab):
     def load(self):
         super().load()
         self.model = compiled_decoder(self.model)
+
+    def kernels(self) -> str:
+        return "torch.compile'd step (inductor)"
 
 
 class HF:
@@ -194,6 +244,9 @@ class HF:
                                   eos_token_id=None, pad_token_id=0)  # no eos: exactly n new tokens
         return out[:, T:].tolist()
 
+    def kernels(self) -> str:
+        return "torch (MKL)"
+
 
 class LlamaCpp:
     """llama-cpp-python on the GGUF's own Q4_1 weights; one sequence at a time (no batch-8 decode)."""
@@ -221,6 +274,12 @@ class LlamaCpp:
             if len(tokens) == n:
                 return [tokens]
         return [tokens]
+
+    def kernels(self) -> str:
+        import llama_cpp
+
+        flags = llama_cpp.llama_print_system_info().decode().split("|")
+        return "ggml " + ", ".join(f.split("=")[0].strip().removeprefix("CPU : ") for f in flags if "= 1" in f)
 
 
 def llama_cpp_installed() -> bool:
@@ -294,6 +353,20 @@ def interleaved(impls: list, measure, rounds: int) -> dict[str, list]:
     return results
 
 
+def thread_settings(impls: list) -> dict[str, str | dict[int, int]]:
+    """How many threads each side decoded on since the last call: lmlab's steps per count (it tunes the count per
+    step), the others' fixed setting."""
+    settings = {}
+    for impl in impls:
+        if isinstance(impl, Lmlab):
+            settings[impl.name] = impl.took_threads()
+        elif isinstance(impl, LlamaCpp):
+            settings[impl.name] = f"n_threads={impl.model.context_params.n_threads}"
+        else:
+            settings[impl.name] = f"torch threads={torch.get_num_threads()}"
+    return settings
+
+
 def first_difference(a: list[int], b: list[int]) -> int | None:
     """The first position where the token lists differ (or their lengths do); None if identical."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -309,6 +382,10 @@ def main() -> None:
     if args.families:
         from generate_families import run_families  # here: it imports this module's neighbours, not the zoo model
         return run_families(args)
+    if args.decode_only:
+        from generate_contention import run_contention  # here: it imports this module
+
+        return run_contention(args)
     device = torch.device(args.device)
     path = downloaded(MODEL)
     if args.rss:
@@ -352,7 +429,14 @@ def main() -> None:
                 compile_s[impl.name].append(seconds)
         return interleaved(impls, lambda impl: decode(impl, prompts), args.rounds)
 
-    decode_1, decode_8 = decode_rounds([prompt]), decode_rounds(batch)
+    decode_1 = decode_rounds([prompt])
+    threads = {"quiet": thread_settings(impls)}
+    decode_busy = {}
+    if args.contention:
+        with busy_processes(args.contention):
+            decode_busy = interleaved(impls, lambda impl: decode(impl, [prompt]), args.rounds)
+        threads[f"{args.contention} busy"] = thread_settings(impls)
+    decode_8 = decode_rounds(batch)
 
     def median(values: list) -> float | None:
         return statistics.median(values) if None not in values else None
@@ -367,6 +451,10 @@ def main() -> None:
             "rounds_prefill_s": prefill_s[impl.name],
             "decode_batch1_tokens_per_s": median(decode_1[impl.name]),
             "rounds_decode_batch1_tokens_per_s": decode_1[impl.name],
+            "decode_batch1_busy_tokens_per_s": median(decode_busy[impl.name]) if decode_busy else None,
+            "rounds_decode_batch1_busy_tokens_per_s": decode_busy.get(impl.name),
+            "kernels": impl.kernels(),
+            "threads": {phase: settings[impl.name] for phase, settings in threads.items()},
             "decode_batch8_tokens_per_s": median(decode_8[impl.name]),
             "rounds_decode_batch8_tokens_per_s": decode_8[impl.name],
             "batch1_first_difference_from_hf": first_difference(decoded[impl.name, 1][0], decoded["hf", 1][0]),
@@ -392,6 +480,16 @@ def main() -> None:
     row("load (s)", {name: r["fresh_process"]["load_s"] for name, r in results.items()}, ".2f")
     row("prefill (tokens/s)", {name: r["prefill_tokens_per_s"] for name, r in results.items()}, ".0f")
     row("decode batch 1 (tokens/s)", {name: r["decode_batch1_tokens_per_s"] for name, r in results.items()}, ".1f")
+    row(f"  worst of {args.rounds}", {name: min(r["rounds_decode_batch1_tokens_per_s"]) for name, r in results.items()},
+        ".1f")
+    row("  spread (best / worst)", {name: max(r["rounds_decode_batch1_tokens_per_s"])
+                                    / min(r["rounds_decode_batch1_tokens_per_s"]) for name, r in results.items()},
+        ".2f")
+    if decode_busy:
+        row(f"  beside {args.contention} busy (tokens/s)",
+            {name: r["decode_batch1_busy_tokens_per_s"] for name, r in results.items()}, ".1f")
+        row("  of its quiet speed kept (%)", {name: 100 * r["decode_batch1_busy_tokens_per_s"]
+                                              / r["decode_batch1_tokens_per_s"] for name, r in results.items()}, ".0f")
     row("decode batch 8 (tokens/s)", {name: r["decode_batch8_tokens_per_s"] for name, r in results.items()}, ".1f")
     row("compile, batch 1 / 8 (s)", {name: f"{s[0]:.0f} / {s[1]:.0f}" for name, s in compile_s.items()}, "")
     row("RSS after load (MiB)", {name: r["fresh_process"]["after_mib"] for name, r in results.items()}, ".0f")
@@ -404,8 +502,15 @@ def main() -> None:
         prefill = ours_int4["prefill_tokens_per_s"] / theirs["prefill_tokens_per_s"]
         decode = ours_int4["decode_batch1_tokens_per_s"] / theirs["decode_batch1_tokens_per_s"]
         load_speed = theirs["fresh_process"]["load_s"] / ours_int4["fresh_process"]["load_s"]
-        print(f"lmlab int4 vs llama.cpp: prefill {prefill:.2f}x, decode batch 1 {decode:.2f}x, load {load_speed:.2f}x "
-              "(as fast; > 1: lmlab is faster)")
+        worst = min(ours_int4["rounds_decode_batch1_tokens_per_s"]) / min(theirs["rounds_decode_batch1_tokens_per_s"])
+        print(f"lmlab int4 vs llama.cpp: prefill {prefill:.2f}x, decode batch 1 {decode:.2f}x (worst rounds "
+              f"{worst:.2f}x), load {load_speed:.2f}x (as fast; > 1: lmlab is faster)")
+        if decode_busy:
+            busy = ours_int4["decode_batch1_busy_tokens_per_s"] / theirs["decode_batch1_busy_tokens_per_s"]
+            print(f"lmlab int4 vs llama.cpp beside {args.contention} busy processes: decode batch 1 {busy:.2f}x")
+    print("kernels and threads (decoding steps per thread count, batch 1):")
+    for name, r in results.items():
+        print(f"  {name}: {r['kernels']}; " + "; ".join(f"{phase}: {counts}" for phase, counts in r["threads"].items()))
     else:
         print("llama.cpp: not installed (pip install 'lmlab[bench]' builds llama-cpp-python), column skipped")
 
@@ -417,6 +522,7 @@ def main() -> None:
                 "new_tokens": args.new_tokens,
                 "prefill_tokens": args.prefill_tokens, "batch_prompt_lengths": [len(p) for p in batch],
                 "batch1_prompt_length": len(prompt), "rounds": args.rounds, "quick": args.quick,
+                "contention": args.contention,
                 "llama_cpp": "installed" if "llama.cpp" in results else "not installed, skipped"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": machine, "settings": settings, "results": results}, indent=2))

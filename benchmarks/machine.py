@@ -1,11 +1,13 @@
-"""What the benchmark scripts share: the machine they ran on, waiting for its GPU, page faults, runs
-in a fresh process, and the zoo model files they read."""
+"""What the benchmark scripts share: the machine they ran on, waiting for its GPU, busy processes beside a
+measurement, page faults, runs in a fresh process, and the zoo model files they read."""
 
 import json
 import platform
 import resource
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -37,6 +39,20 @@ def alternating(sides, rounds: int):
     for r in range(rounds):
         for side in sides if r % 2 == 0 else reversed(sides):
             yield r, side
+
+
+@contextmanager
+def busy_processes(n: int):
+    """`n` processes of the benchmark's own, each keeping a core busy (a Python loop), while the block runs: the
+    other work a laptop or a shared server has, made the same in every run."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(1.0)  # started and spinning
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def page_faults() -> int:
