@@ -29,6 +29,7 @@ import torch
 
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.fused import fused_step
+from lmlab.generation.threads import pin_threads
 from lmlab.models.load import load
 from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized import QuantizedLinear
@@ -59,11 +60,13 @@ def median_seconds(fn, repeats: int) -> float:
 
 
 def on_threads(threads: int, fn):
+    """fn() with torch and decoding pinned to `threads` threads (no tuning: the profile compares fixed counts)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    pin_threads(threads)
     try:
         return fn()
     finally:
+        pin_threads(None)
         torch.set_num_threads(before)
 
 
@@ -100,8 +103,9 @@ def matrices_timer(model):
 
 
 def fixed_cost_timer():
-    """One op call on a tiny matrix (16 x 32): dispatch, and on several threads the hand-over."""
-    weight, x = quantize_int4(torch.randn(16, 32), 32), torch.randn(1, 32)
+    """One op call on a tiny matrix (64 x 64, enough rows to be shared among threads): the dispatch, and on
+    several threads the hand-over to them and the wait for the last."""
+    weight, x = quantize_int4(torch.randn(64, 64), 32), torch.randn(1, 64)
     return lambda: quantized_linear(x, weight)
 
 
