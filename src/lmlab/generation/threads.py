@@ -16,6 +16,7 @@ about 1% of a quiet run; tries get rarer, down to one per 128 steps, while they 
 """
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -59,12 +60,14 @@ class ThreadTuner:
         self.trying: int | None = None
         self.trial: list[float] = []  # seconds of the steps run on `trying` so far
         self.period, self.since_try = FIRST_PERIOD, 0
+        self.steps: Counter[int] = Counter()  # count -> steps run on it (what a benchmark reports)
 
     def run(self, step: Callable[[], T]) -> T:
         """step() on the chosen number of threads, timed."""
         if self.trying is None and self.since_try >= self._wait():
             self.trying = self._next()
         count = self.trying or self.current
+        self.steps[count] += 1
         if torch.get_num_threads() != count:
             torch.set_num_threads(count)
         start = self.clock()
