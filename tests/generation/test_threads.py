@@ -7,7 +7,15 @@ import torch
 
 from lmlab.generation import GenerationConfig, generate_batch
 from lmlab.generation.decode import decode_steps
-from lmlab.generation.threads import LAST_PERIOD, ThreadTuner, Untuned, pin_threads, step_threads, thread_counts
+from lmlab.generation.threads import (
+    LAST_PERIOD,
+    ThreadsPerBatch,
+    ThreadTuner,
+    Untuned,
+    pin_threads,
+    step_threads,
+    thread_counts,
+)
 from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
 
@@ -108,3 +116,16 @@ def test_decoding_gives_torch_its_threads_back_when_it_ends_or_is_abandoned(two_
     finally:
         pin_threads(None)
         torch.set_num_threads(2)
+
+
+def test_a_loop_whose_batch_changes_tunes_each_batch_size_up_to_the_count_it_started_with(two_threads):
+    per_batch = ThreadsPerBatch(torch.device("cpu"))
+    machine = Machine(BUSY)
+    per_batch.tuners[1] = ThreadTuner(2, clock=machine.clock)
+    for _ in range(40):
+        per_batch.run(1, machine.step)
+    assert per_batch.tuners[1].current == 1  # batch 1 moved to one thread ...
+    per_batch.run(4, lambda: None)
+    assert per_batch.tuners[4].most == 2  # ... and batch 4 still gets to try both counts
+    per_batch.close()
+    assert torch.get_num_threads() == 2
