@@ -4,7 +4,9 @@ Timing a model's shapes takes about a second, so the speeds are kept, per CPU an
 `$LMLAB_CACHE/layouts/<hash>.json` (default ~/.cache/lmlab): one file per CPU key (the CPU's model
 name and flags from /proc/cpuinfo, its core count, torch's thread count and version: a change of
 any of them can change the fastest layout), holding the speeds of every shape measured, and a
-checksum of them. A file is trusted only whole: one that is too large, not JSON, for another CPU,
+checksum of them. Timings taken on a busy machine (a load average above the core count) are
+taken again once it is less than half as busy, so a measurement spoilt by other work does not stay
+for good. A file is trusted only whole: one that is too large, not JSON, for another CPU,
 with a shape, bucket, layout or speed that is not one `layout_timing` writes, or whose checksum does
 not match (a hand edit) is ignored, measured again and replaced. Files are written atomically and
 bounded (`MAX_SHAPES` shapes, the oldest dropped). In one process, a shape is timed at most once.
@@ -32,6 +34,7 @@ MAX_BYTES = 1 << 20
 SHAPE = re.compile(r"^[1-9][0-9]{0,6}x[1-9][0-9]{0,6}:[a-z0-9]{1,12}$")  # "960x576:float32"
 
 Speeds = dict[int, dict[str, float]]  # bucket -> layout -> GB/s
+Entry = tuple[float, Speeds]  # the load average per core while measuring, the speeds
 _MEASURED: dict[tuple[str, str], Speeds] = {}  # (CPU key, shape) -> speeds, this process's
 
 
@@ -47,14 +50,16 @@ def layouts_for(weights: dict[str, list[torch.Tensor]]) -> dict[str, tuple[str, 
     key = cpu_key()
     speeds = {shape: _MEASURED[(key, shape)] for shape in weights if (key, shape) in _MEASURED}
     if len(speeds) < len(weights):
-        path = cache_file(key)
-        stored = read_speeds(path, key)
-        speeds |= {shape: stored[shape] for shape in weights if shape in stored and shape not in speeds}
+        path, load = cache_file(key), load_per_core()
+        stored = read_entries(path, key)
+        speeds |= {shape: stored[shape][1] for shape in weights
+                   if shape in stored and shape not in speeds and not spoilt(stored[shape][0], load)}
         missing = {shape: matrices for shape, matrices in weights.items() if shape not in speeds}
         if missing:
             measured = measure(list(missing), StreamTimer(missing, stream_bytes(len(missing))))
             speeds |= measured
-            _write_speeds(path, key, stored | measured)
+            kept = {shape: entry for shape, entry in stored.items() if shape not in measured}
+            _write_entries(path, key, kept | {shape: (load, value) for shape, value in measured.items()})
         _MEASURED.update({(key, shape): value for shape, value in speeds.items()})
     return {shape: choose(speeds[shape]) for shape in weights}
 
@@ -73,12 +78,26 @@ def cpu_key() -> str:
             f"|torch={torch.__version__}")
 
 
+def load_per_core() -> float:
+    """The last minute's load average over the core count (0 where the OS does not say)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def spoilt(load_then: float, load_now: float) -> bool:
+    """Whether timings taken at `load_then` should be taken again now: the machine was busier than
+    its cores then, and is less than half as busy now."""
+    return load_then > 1 and load_now < load_then / 2
+
+
 def cache_file(key: str) -> Path:
     return cache_dir("layouts") / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def read_speeds(path: Path, key: str) -> dict[str, Speeds]:
-    """The speeds stored in `path` for CPU `key`, or {} when the file is missing or not wholly valid."""
+def read_entries(path: Path, key: str) -> dict[str, Entry]:
+    """The timings stored in `path` for CPU `key`, or {} when the file is missing or not wholly valid."""
     if not path.exists():
         return {}
     try:
@@ -89,16 +108,19 @@ def read_speeds(path: Path, key: str) -> dict[str, Speeds]:
     if (stored.get("format") != FORMAT or stored.get("cpu") != key or not isinstance(shapes, dict)
             or len(shapes) > MAX_SHAPES or stored.get("checksum") != _checksum(key, shapes)):
         return {}
-    speeds = {shape: _valid_speeds(value) for shape, value in shapes.items() if SHAPE.match(shape)}
-    if len(speeds) != len(shapes) or any(value is None for value in speeds.values()):
+    entries = {shape: _valid_entry(value) for shape, value in shapes.items() if SHAPE.match(shape)}
+    if len(entries) != len(shapes) or any(entry is None for entry in entries.values()):
         return {}
-    return speeds
+    return entries
 
 
-def _valid_speeds(value: object) -> Speeds | None:
-    """{bucket: {layout: GB/s}} from its JSON form, or None unless every bucket and layout is there
-    with a finite positive speed."""
-    if not isinstance(value, dict) or sorted(value) != sorted(str(rows) for rows in BUCKETS):
+def _valid_entry(value: object) -> Entry | None:
+    """(load, {bucket: {layout: GB/s}}) from its JSON form, or None unless the load and every bucket
+    and layout are there, with a finite load and finite positive speeds."""
+    if not isinstance(value, dict) or sorted(value) != sorted(["load", *(str(rows) for rows in BUCKETS)]):
+        return None
+    load = value["load"]
+    if type(load) not in (int, float) or not 0 <= load < 1e4:  # NaN fails too
         return None
     speeds = {}
     for rows in BUCKETS:
@@ -108,13 +130,14 @@ def _valid_speeds(value: object) -> Speeds | None:
         if not all(type(v) in (int, float) and math.isfinite(v) and 0 < v < 1e6 for v in by_layout.values()):
             return None
         speeds[rows] = {layout: float(by_layout[layout]) for layout in LAYOUTS}
-    return speeds
+    return float(load), speeds
 
 
-def _write_speeds(path: Path, key: str, speeds: dict[str, Speeds]) -> None:
-    """Store `speeds` (the newest `MAX_SHAPES` shapes) atomically; a cache that cannot be written
+def _write_entries(path: Path, key: str, entries: dict[str, Entry]) -> None:
+    """Store `entries` (the newest `MAX_SHAPES` shapes) atomically; a cache that cannot be written
     only means measuring again next time."""
-    shapes = {shape: {str(rows): value[rows] for rows in BUCKETS} for shape, value in list(speeds.items())[-MAX_SHAPES:]}
+    shapes = {shape: {"load": round(load, 3), **{str(rows): speeds[rows] for rows in BUCKETS}}
+              for shape, (load, speeds) in list(entries.items())[-MAX_SHAPES:]}
     text = json.dumps({"format": FORMAT, "cpu": key, "shapes": shapes, "checksum": _checksum(key, shapes)}, indent=1)
     try:
         atomic_write_text(path, text)

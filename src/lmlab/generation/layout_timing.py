@@ -11,8 +11,8 @@ one row and the panels at eight. So the candidates (`LAYOUTS`) are timed on the 
 - "panelsN": column panels of N outputs, N in 8, 16, 32, 64;
 - "transposed": W.t() made contiguous (in, out): one panel as wide as the matrix.
 
-Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at its largest row count; above
-64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
+Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at about its geometric middle
+(`TIMED_ROWS`: 1, 3, 8, 32); above 64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
 Each weight keeps at most ONE copy besides its own: the layout that saves the most time summed over
 the buckets (each bucket's time relative to plain, so every bucket counts alike), used in the
 buckets where it beats plain.
@@ -20,11 +20,10 @@ buckets where it beats plain.
 Timed as a decoding step reads them: for each distinct weight shape, the model's own matrices of
 that shape in a row (a prefix of them, so the time stays bounded), every shape in turn, so that
 between two timings of one matrix the others have passed through the caches as in a real step;
-`REPEATS` rounds interleaving the layouts, the median of each.
+`REPEATS` rounds interleaving the layouts, the best of each.
 """
 
 import re
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch.nn.functional as F
 from lmlab.progress import progress_bar
 
 BUCKETS = (1, 4, 16, 64)  # row buckets by their largest row count: 1, 2-4, 5-16, 17-64
+TIMED_ROWS = (1, 3, 8, 32)  # the rows each bucket is timed at
 LAYOUTS = ("plain", "panels8", "panels16", "panels32", "panels64", "transposed")
 REPEATS = 3
 STREAM_FLOOR = 8 << 20  # bytes of one shape's matrices timed at one row, at least; more on a bigger cache
@@ -74,25 +74,23 @@ def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
     return tuple(extra if speeds[rows][extra] > speeds[rows]["plain"] else "plain" for rows in BUCKETS)
 
 
-TimeOnce = Callable[[str, int, str], float]  # (shape key, rows, layout) -> GB/s of one timing
+TimeOnce = Callable[[str, int, str], float]  # (shape key, bucket, layout) -> GB/s of one timing
 
 
 def measure(shapes: list[str], time_once: TimeOnce) -> dict[str, dict[int, dict[str, float]]]:
-    """The median speed of every shape, bucket and layout over `REPEATS` interleaved rounds. A layout
-    under a third of the best speed in the first round is out of the running: its one time stands
-    (panels of 8 at 64 rows take ten times plain's: timing them again would double the cost)."""
+    """The best speed of every shape, bucket and layout over `REPEATS` interleaved rounds: other work
+    on the machine only ever slows a timing down (a descheduled thread, a cache another process
+    emptied), so the fastest round is the one closest to the layout's own speed."""
     runs = {shape: {rows: {layout: [] for layout in LAYOUTS} for rows in BUCKETS} for shape in shapes}
     with progress_bar(REPEATS * len(BUCKETS) * len(LAYOUTS), desc="timing fp32 layouts", unit="timing",
                       leave=False, delay=1.0) as bar:
-        for repeat in range(REPEATS):
+        for _ in range(REPEATS):
             for rows in BUCKETS:
                 for layout in LAYOUTS:
                     for shape in shapes:
-                        first = {name: times[0] for name, times in runs[shape][rows].items() if times}
-                        if repeat == 0 or 3 * first[layout] >= max(first.values()):
-                            runs[shape][rows][layout].append(time_once(shape, rows, layout))
+                        runs[shape][rows][layout].append(time_once(shape, rows, layout))
                     bar.update()
-    return {shape: {rows: {layout: statistics.median(values) for layout, values in by_layout.items()}
+    return {shape: {rows: {layout: max(values) for layout, values in by_layout.items()}
                     for rows, by_layout in by_rows.items()} for shape, by_rows in runs.items()}
 
 
@@ -107,8 +105,8 @@ class StreamTimer:
         self.panels = {shape: {layout: [arrange(w, panel_width(layout, w.size(0))) for w in matrices]
                                for layout in LAYOUTS[1:]} for shape, matrices in self.weights.items()}
 
-    def __call__(self, shape: str, rows: int, layout: str) -> float:
-        matrices = self.weights[shape]
+    def __call__(self, shape: str, bucket: int, layout: str) -> float:
+        matrices, rows = self.weights[shape], TIMED_ROWS[BUCKETS.index(bucket)]
         count = len(_prefix(matrices, self.stream_bytes // max(1, rows // 4)))
         panels = self.panels[shape][layout][:count] if layout != "plain" else [None] * count
         x = torch.randn(rows, matrices[0].size(1))
