@@ -12,6 +12,7 @@ not match (a hand edit) is ignored, measured again and replaced. Files are writt
 bounded (`MAX_SHAPES` shapes, the oldest dropped). In one process, a shape is timed at most once.
 """
 
+import functools
 import hashlib
 import json
 import math
@@ -66,6 +67,13 @@ def layouts_for(weights: dict[str, list[torch.Tensor]]) -> dict[str, tuple[str, 
 
 def cpu_key() -> str:
     """What the fastest layout depends on besides the shape: the CPU, the cores, torch's threads and version."""
+    return f"{cpu_description()}|cores={os.cpu_count()}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+
+
+@functools.cache
+def cpu_description() -> str:
+    """The first CPU's model name and sorted flags from /proc/cpuinfo ('model|flags'; the platform's
+    processor name where there is no /proc/cpuinfo)."""
     fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -73,9 +81,7 @@ def cpu_key() -> str:
             fields.setdefault(name.strip(), value.strip())  # the first CPU's
     except OSError:
         pass
-    model, flags = fields.get("model name", platform.processor()), " ".join(sorted(fields.get("flags", "").split()))
-    return (f"{model}|{flags}|cores={os.cpu_count()}|threads={torch.get_num_threads()}"
-            f"|torch={torch.__version__}")
+    return f"{fields.get('model name', platform.processor())}|{' '.join(sorted(fields.get('flags', '').split()))}"
 
 
 def load_per_core() -> float:

@@ -71,7 +71,7 @@ def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
     def relative_time(layout: str) -> float:  # summed over buckets; plain where plain is faster
         return sum(min(speed["plain"] / speed[layout], 1.0) for speed in speeds.values())
     extra = min(LAYOUTS[1:], key=relative_time)
-    return tuple(extra if speeds[rows][extra] > speeds[rows]["plain"] else "plain" for rows in BUCKETS)
+    return tuple(extra if speeds[bucket][extra] > speeds[bucket]["plain"] else "plain" for bucket in BUCKETS)
 
 
 TimeOnce = Callable[[str, int, str], float]  # (shape key, bucket, layout) -> GB/s of one timing
@@ -81,17 +81,17 @@ def measure(shapes: list[str], time_once: TimeOnce) -> dict[str, dict[int, dict[
     """The best speed of every shape, bucket and layout over `REPEATS` interleaved rounds: other work
     on the machine only ever slows a timing down (a descheduled thread, a cache another process
     emptied), so the fastest round is the one closest to the layout's own speed."""
-    runs = {shape: {rows: {layout: [] for layout in LAYOUTS} for rows in BUCKETS} for shape in shapes}
+    runs = {shape: {bucket: {layout: [] for layout in LAYOUTS} for bucket in BUCKETS} for shape in shapes}
     with progress_bar(REPEATS * len(BUCKETS) * len(LAYOUTS), desc="timing fp32 layouts", unit="timing",
                       leave=False, delay=1.0) as bar:
         for _ in range(REPEATS):
-            for rows in BUCKETS:
+            for bucket in BUCKETS:
                 for layout in LAYOUTS:
                     for shape in shapes:
-                        runs[shape][rows][layout].append(time_once(shape, rows, layout))
+                        runs[shape][bucket][layout].append(time_once(shape, bucket, layout))
                     bar.update()
-    return {shape: {rows: {layout: max(values) for layout, values in by_layout.items()}
-                    for rows, by_layout in by_rows.items()} for shape, by_rows in runs.items()}
+    return {shape: {bucket: {layout: max(values) for layout, values in by_layout.items()}
+                    for bucket, by_layout in by_bucket.items()} for shape, by_bucket in runs.items()}
 
 
 class StreamTimer:
@@ -143,7 +143,10 @@ def last_level_cache() -> int:
     """Bytes of the largest CPU cache sysfs lists for cpu0 (LLC_FALLBACK where it lists none)."""
     sizes = []
     for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        match = re.fullmatch(r"(\d+)([KMG]?)", entry.read_text().strip())
+        try:
+            match = re.fullmatch(r"(\d+)([KMG]?)", entry.read_text().strip())
+        except OSError:
+            continue
         if match:
             sizes.append(int(match[1]) << {"": 0, "K": 10, "M": 20, "G": 30}[match[2]])
     return max(sizes, default=LLC_FALLBACK)
