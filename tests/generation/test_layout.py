@@ -12,7 +12,7 @@ from torch import nn
 
 from lmlab.generation import GenerationConfig, generate_batch, layout, layout_cache
 from lmlab.generation.layout import LayoutLinear, decoding_view
-from lmlab.generation.layout_timing import BUCKETS, LAYOUTS, REPEATS, arrange, choose, measure, panel_width
+from lmlab.generation.layout_timing import BUCKETS, LAYOUTS, REPEATS, StreamTimer, arrange, choose, measure, panel_width
 from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
 
@@ -91,6 +91,17 @@ def test_measure_keeps_the_best_of_interleaved_rounds():
     assert speeds["a"][1]["plain"] == 2.0 and speeds["b"][64]["panels16"] == 3.0
     assert set(rounds.values()) == {REPEATS} and choose(speeds["a"]) == ("panels16",) * len(BUCKETS)
     assert order[:3] == [("a", 1, "plain"), ("b", 1, "plain"), ("a", 1, "panels8")]  # shapes in turn, as a step reads them
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_stream_timer_runs_every_layout_on_the_weights_dtype(dtype):
+    """The real timer on two small shapes (its speeds are not checked: no test here times anything)."""
+    weights = {"a": [torch.randn(96, 64, dtype=dtype) for _ in range(3)], "b": [torch.randn(40, 96, dtype=dtype)]}
+    timer = StreamTimer(weights, stream_bytes=2 * 96 * 64 * dtype.itemsize)  # two of the three a's
+    assert len(timer.weights["a"]) == 2 and len(timer.weights["b"]) == 1
+    for bucket in BUCKETS:
+        for name in LAYOUTS:
+            assert timer("a", bucket, name) > 0 and timer("b", bucket, name) > 0
 
 
 def test_view_uses_the_chosen_layouts_and_shares_the_parameters(timed):

@@ -109,7 +109,7 @@ class StreamTimer:
         matrices, rows = self.weights[shape], TIMED_ROWS[BUCKETS.index(bucket)]
         count = len(_prefix(matrices, self.stream_bytes // max(1, rows // 4)))
         panels = self.panels[shape][layout][:count] if layout != "plain" else [None] * count
-        x = torch.randn(rows, matrices[0].size(1))
+        x = torch.randn(rows, matrices[0].size(1), dtype=matrices[0].dtype)
         with torch.inference_mode():
             start = time.perf_counter()
             for weight, arranged in zip(matrices, panels):
