@@ -6,6 +6,7 @@ numbers once: no float copy of a quantized matrix, no tensor held twice."""
 import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
+from safetensors.torch import load_file, save_file
 
 from gguf_files import IDS, TEXTS, logits, tiny_model, write_gguf
 from lmlab.cli.common.model_dtype import loaded_mode
@@ -87,3 +88,12 @@ def test_generate_runs_the_file_as_stored_and_says_which_kernels(q4_file, capsys
     assert main(["generate", "--model", str(q4_file), "--dtype", "fp32", "--prompt", "the cat", "--greedy",
                  "--max-new-tokens", "4", "--json"]) == 0
     assert " as int" not in capsys.readouterr().err
+
+
+def test_a_cached_models_rotary_tables_are_mapped_from_a_file_rewritten_when_stale(q4_file):
+    computed = load(q4_file)[0].rotary.cos.clone()
+    tables = next(gguf_file.cache_dir("gguf").glob("*-tables.safetensors"))
+    save_file({"rotary.cos": computed + 1, "rotary.sin": computed}, tables)  # what another lmlab computed
+    model, _ = load(q4_file)
+    assert torch.equal(model.rotary.cos, computed) and torch.equal(load_file(tables)["rotary.cos"], computed)
+    assert torch.equal(logits(model, IDS), logits(load(q4_file, "int4")[0], IDS))

@@ -8,7 +8,9 @@ a model built on the meta device, which takes a fraction of a second and no extr
 
 Loaded as "int8" or "int4", the file's blocks are kept quantized instead (`quantized_gguf.py` repacks
 them into lmlab's int4 / int8 layers) and cached as a quantized model directory of their own
-(`quantized_files.py`), memory-mapped the same way.
+(`quantized_files.py`), memory-mapped the same way. The tables a model computes (the rotary cos / sin) are
+memory-mapped from a file beside either cache (`mapped_tables`), so that only the rows decoding reaches are
+resident.
 
 A GGUF file may come from anyone, so the conversion checks it all before use: the tensors' byte
 ranges (`check_layout`), the metadata's types and ranges, every tensor's shape against the config,
@@ -52,6 +54,7 @@ from lmlab.models.quantized_gguf import (
 from lmlab.modules.meta import on_meta
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.progress import progress_bar
+from lmlab.tokenizers.bpe import return_freed_memory
 from lmlab.tokenizers.gguf import tokenizer_from_gguf
 from lmlab.tokenizers.text import TextTokenizer
 
@@ -169,7 +172,7 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str | None = torch.float32)
             model, tokenizer = convert_gguf(read_gguf(path))
             save_converted(model, tokenizer, converted)
         model, tokenizer = load_converted(converted)
-        loaded = model.to(dtype), tokenizer
+        loaded = mapped_tables(model, converted).to(dtype), tokenizer
     remember_content_key(path, identity, key, _key_memo())  # only once it loaded: a refused file leaves no trace
     if listing is not None:
         remember_tensors(path, listing, key)
@@ -185,7 +188,43 @@ def load_gguf_quantized(path: Path, mode: str, key: str) -> tuple[TransformerDec
         model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
         save_quantized(model, converted, tokenizer, source=str(path), tokenizer_tables=True)
     fix = f"delete the folder '{converted}' and load again"
-    return read_quantized(converted, fix, check_values=False), TextTokenizer.from_dir(converted)
+    return mapped_tables(read_quantized(converted, fix, check_values=False), converted), TextTokenizer.from_dir(
+        converted)
+
+
+def mapped_tables(model: TransformerDecoder, converted: Path) -> TransformerDecoder:
+    """`model` with its computed tables (its non-persistent buffers: the rotary cos / sin) memory-mapped from a
+    file beside its cache folder `converted`, written there the first time, and the computed ones given back
+    to the system: a mapped table is resident only in the pages decoding reads (the rows of the positions it
+    reaches), where a computed one holds every position (SmolLM2: 8192 x 64, cos and sin, 4 MiB). A file
+    whose tables differ from the computed ones in name, shape, or first rows (lmlab computing them differently
+    now) is written again; one that cannot be written leaves the computed tables in place."""
+    computed = {f"{prefix}.{name}".lstrip("."): buffer for prefix, module in model.named_modules()
+                for name, buffer in module.named_buffers(recurse=False) if name in module._non_persistent_buffers_set}
+    file = converted.parent / f"{converted.name}-tables.safetensors"
+    try:
+        mapped = load_file(file) if file.is_file() else {}
+        if not _same_tables(mapped, computed):
+            with atomic_path(file) as tmp:
+                save_file({name: table.contiguous() for name, table in computed.items()}, tmp)
+            mapped = load_file(file)
+    except (OSError, SafetensorError, LmlabError):
+        return model
+    for name, table in mapped.items():
+        owner, _, buffer = name.rpartition(".")
+        model.get_submodule(owner).register_buffer(buffer, table, persistent=False)
+    del computed
+    return_freed_memory()
+    return model
+
+
+def _same_tables(mapped: dict[str, torch.Tensor], computed: dict[str, torch.Tensor]) -> bool:
+    """Whether the mapped tables are the computed ones, judged by their names, shapes, dtypes and first two
+    rows (row 1 holds every frequency): the first pages read, not the whole tables (reading the last row
+    maps in a whole large page-cache folio, ~1 MiB)."""
+    return mapped.keys() == computed.keys() and all(
+        m.shape == c.shape and m.dtype == c.dtype and torch.equal(m[:2], c[:2])
+        for m, c in ((mapped[name], computed[name]) for name in computed))
 
 
 def _key_memo() -> Path:
