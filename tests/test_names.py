@@ -10,10 +10,11 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "lmlab"
 
 # The only places a module, class or function may be named "seq2seq": the RNN encoder-decoder's own.
-SEQ2SEQ = ("models/seq2seq/", "recipes/seq2seq.py", "generation/seq2seq.py", "cli/seq2seq.py")
+# (training/recipe_configs.py holds the settings of those recipes, torch-free for the CLI's parsers.)
+SEQ2SEQ = ("models/seq2seq/", "recipes/seq2seq.py", "generation/seq2seq.py", "cli/seq2seq.py", "training/recipe_configs.py")
 # The only places one may be named "finetune": tuning encoders and encoder-decoders with `lmlab finetune`.
 FINETUNE = ("cli/finetune/", "recipes/finetune_encoder.py", "recipes/finetune_encoder_decoder.py",
-            "models/finetuned_encoder.py", "models/encoder_task_files.py")
+            "models/finetuned_encoder.py", "models/encoder_task_files.py", "training/recipe_configs.py")
 OWNERS = {"seq2seq": SEQ2SEQ, "finetun": FINETUNE}
 
 

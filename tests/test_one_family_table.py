@@ -25,7 +25,7 @@ EXCEPTIONS: dict[str, str] = {
     "cli/train/__init__.py": "the --arch choices (transformer, ngram, window, rnn, lstm, gru) are the CLI's names, "
                              "not families",
     "cli/train/neural.py": "the flags --arch window and --arch rnn|lstm|gru accept: the CLI's names for its choices",
-    "experiments/classic_vs_neural.py": "the experiment's arms (ngram, window, lstm, transformer) are its own names",
+    "experiments/settings.py": "the classic-vs-neural experiment's arms (ngram, window, lstm, transformer) are its own names",
     "tokenizers/gguf.py": "tokenizer.ggml.model values ('gpt2' byte-level BPE, 'llama' SentencePiece), not families",
     "config.py": "EncoderConfig.family is a Literal of the encoder families' names and EncoderConfig checks and sizes "
                  "its variants by name (ModelConfig.family is a str the registry checks; the encoders' variants "

@@ -34,7 +34,7 @@ _EXPORTS = {
     # training and post-training
     "train": "lmlab.api",
     "finetune_encoder": "lmlab.recipes.finetune_encoder",
-    "PostTrainConfig": "lmlab.training.post_training",
+    "PostTrainConfig": "lmlab.training.post_train_config",
     "sft": "lmlab.recipes.sft",
     "reward": "lmlab.recipes.reward",
     "ppo": "lmlab.recipes.ppo",

@@ -24,6 +24,7 @@ MAX_SEED = 2**63 - 1  # torch.manual_seed takes a signed 64-bit number
 # Below this temperature, logits / T overflows float32 (1e-45 is a float32 denormal; 1e-310 rounds to 0) and
 # sampling is argmax in all but name: ask for 0 instead. vLLM raises such temperatures to the same 0.01.
 MIN_TEMPERATURE = 0.01
+MAX_RAG_TOP = 50  # passages one chat request to `lmlab serve --rag` may ask retrieval for
 
 
 class SettingError(LmlabError):

@@ -21,7 +21,8 @@ from lmlab.objectives.causal_lm import causal_lm
 from lmlab.objectives.dynamic_masking import example_key
 from lmlab.objectives.registry import REGISTRY, build_objective, choose_objective, objectives_for
 from lmlab.objectives.sft import sft_batch
-from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
+from lmlab.objectives.span_corruption import t5_sentinel_tokens
+from lmlab.objectives.span_noise import SpanNoise
 from lmlab.objectives.whole_word import whole_word_objective
 from lmlab.targets import IGNORE_INDEX
 from lmlab.tokenizers.bpe import train_bpe

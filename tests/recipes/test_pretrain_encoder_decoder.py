@@ -14,7 +14,8 @@ from lmlab.errors import LmlabError
 from lmlab.models.encoder_decoder.files import load_encoder_decoder
 from lmlab.models.presets import preset
 from lmlab.objectives.registry import REGISTRY, build_objective
-from lmlab.objectives.span_corruption import SpanNoise, t5_sentinel_tokens
+from lmlab.objectives.span_corruption import t5_sentinel_tokens
+from lmlab.objectives.span_noise import SpanNoise
 from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder, sentence_chunks, training_pairs
 from lmlab.tokenizers.bpe import save_tokenizer, train_bpe
 from lmlab.tokenizers.encoder_decoder_bpe import MASK, train_encoder_decoder_bpe

@@ -16,7 +16,6 @@ from lmlab.cli.common.adapter_arg import add_adapter_arg, load_decoder
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.cli.generate import add_compile_arg, add_sampling_args, load_draft, sampling_config
 from lmlab.errors import LmlabError
-from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 EXIT = "/exit"
 
@@ -45,6 +44,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> None:
     from lmlab.generation.compiled import compiled_decoder
+    from lmlab.tokenizers.chat import chat_stop_strings
 
     config = sampling_config(args)
     model, tokenizer = load_decoder(args)
@@ -90,6 +90,7 @@ def _reply(model, tokenizer, messages: list[dict], config, note: str | None = No
     stderr once the prompt is known to fit the model, before the reply. `draft`: `--speculate MODEL`'s."""
     from lmlab.generation.batch import check_token_ids
     from lmlab.generation.generate import stream_text
+    from lmlab.tokenizers.chat import chat_prompt
 
     prompt_ids = tokenizer.encode(chat_prompt(tokenizer, messages))
     room = model.config.context_length - len(prompt_ids)

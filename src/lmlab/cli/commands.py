@@ -33,6 +33,7 @@ from lmlab.cli import (
 )
 from lmlab.cli import eval as eval_cmd
 from lmlab.cli import list as list_cmd
+from lmlab.cli.common.listings import complete_listings
 from lmlab.cli.common.vocabulary import DEPRECATED, VOCABULARY
 from lmlab.cli.post_training import dpo, grpo, kto, ppo, reward, sft
 
@@ -51,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"lmlab: error: {message} (see `{self.prog} --help`)\n")
 
     def format_help(self) -> str:  # each flag by its current name; the old ones (`DEPRECATED`) parse, unlisted
+        complete_listings(self)  # the registry's presets and objectives, imported only now
         with current_spellings(self):
             return super().format_help()
 

@@ -6,21 +6,27 @@ budget, and Kaplan's and Chinchilla's scaling laws fitted to it. `attention`: th
 each training the same decoder with the same budget on long blocks. `classic-vs-neural`: Kneser-Ney n-grams
 against window, recurrent and transformer LMs on the same real text, held-out perplexity against training tokens."""
 
+import dataclasses
+from types import SimpleNamespace
+
 from lmlab.cli.common.vocabulary import alias
 from lmlab.data.corpora import EMBEDDED
 from lmlab.data.pair_tasks import TASKS
-from lmlab.experiments import attention_comparison, classic_vs_neural, encoder_decoder_pretraining, scaling
-from lmlab.experiments.attention_comparison import CAUSAL_METHODS, AttentionComparisonSettings
-from lmlab.experiments.classic_vs_neural import LABELS, ClassicVsNeuralSettings
-from lmlab.experiments.encoder_decoder_pretraining import PretrainingExperimentSettings
-from lmlab.experiments.scaling import ScalingSettings
-from lmlab.experiments.vanishing_gradients import VanishingGradientSettings
+from lmlab.experiments.settings import (
+    CAUSAL_METHODS,
+    LABELS,
+    AttentionComparisonSettings,
+    ClassicVsNeuralSettings,
+    PretrainingExperimentSettings,
+    ScalingSettings,
+    VanishingGradientSettings,
+)
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("experiment", help="run an experiment from the course")
     sub = p.add_subparsers(dest="experiment", required=True)
-    d = VanishingGradientSettings()
+    d = _defaults(VanishingGradientSettings)
     vg = sub.add_parser("vanishing-gradients",
                         help="gradient norm vs distance for RNN, LSTM and GRU (table, JSON, PNG)",
                         description="Measure || dL_t / dx_(t-k) || for k = 0..K in an Elman RNN, an LSTM and a GRU "
@@ -41,6 +47,12 @@ def add_parser(subparsers) -> None:
     _add_classic_vs_neural(sub)
 
 
+def _defaults(cls) -> SimpleNamespace:
+    """The default of each field of the settings dataclass `cls`, without making one: making one checks a preset
+    it names against the model registry, which imports torch (seconds)."""
+    return SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(cls)})
+
+
 def _settings_flags(parser, defaults, kind: type, metavar: str, names_and_help) -> None:
     """One flag per (setting, help) of a settings dataclass, typed `kind`, its default in the help."""
     for name, help_text in names_and_help:
@@ -54,7 +66,7 @@ def _settings(args, cls):
 
 
 def _add_encoder_decoder_pretraining(sub) -> None:
-    d = PretrainingExperimentSettings()
+    d = _defaults(PretrainingExperimentSettings)
     sp = sub.add_parser("encoder-decoder-pretraining",
                         help="T5 and BART: pre-trained with their own objective vs from scratch (table, JSON, PNG)",
                         description="Pre-train each preset on --data with its own objective (T5: span corruption, "
@@ -85,7 +97,7 @@ def _add_encoder_decoder_pretraining(sub) -> None:
 
 
 def _add_scaling(sub) -> None:
-    d = ScalingSettings()
+    d = _defaults(ScalingSettings)
     sc = sub.add_parser("scaling", help="scaling laws: a grid of decoder sizes and token budgets (tables, JSON, PNGs)",
                         description="Train a grid of decoders (non-embedding sizes doubling from --min-parameters to "
                                     "--max-parameters, 888 to 6.3M on the ladder) on token budgets doubling from "
@@ -123,7 +135,7 @@ def _add_scaling(sub) -> None:
 
 
 def _add_attention(sub) -> None:
-    d = AttentionComparisonSettings()
+    d = _defaults(AttentionComparisonSettings)
     at = sub.add_parser("attention", help="efficient attention methods trained alike on long blocks (table, JSON, PNG)",
                         description="Train the same decoder once per --methods (same data, tokenizer, seed, batches "
                                     "and steps; only --attention differs) on blocks of --block-size tokens; report "
@@ -150,7 +162,7 @@ def _add_attention(sub) -> None:
 
 
 def _add_classic_vs_neural(sub) -> None:
-    d = ClassicVsNeuralSettings()
+    d = _defaults(ClassicVsNeuralSettings)
     cn = sub.add_parser("classic-vs-neural",
                         help="Kneser-Ney n-grams against window, RNN and transformer LMs on real text (table, JSON, PNG)",
                         description="Train every --methods on --data with one BPE tokenizer: Kneser-Ney 3/4/5-gram and "
@@ -190,6 +202,8 @@ def run_vanishing_gradients(args) -> None:
 
 
 def run_encoder_decoder_pretraining(args) -> None:
+    from lmlab.experiments import encoder_decoder_pretraining
+
     settings = _settings(args, PretrainingExperimentSettings)
     report = encoder_decoder_pretraining.encoder_decoder_pretraining(args.out, settings)
     print(encoder_decoder_pretraining.results_table(report), end="")
@@ -197,6 +211,8 @@ def run_encoder_decoder_pretraining(args) -> None:
 
 
 def run_scaling(args) -> None:
+    from lmlab.experiments import scaling
+
     report = scaling.scaling(args.out, _settings(args, ScalingSettings))
     if report is None:  # stopped by Ctrl-C: the CLI exits 130
         return
@@ -205,12 +221,16 @@ def run_scaling(args) -> None:
 
 
 def run_attention(args) -> None:
+    from lmlab.experiments import attention_comparison
+
     report = attention_comparison.compare_attention(args.out, _settings(args, AttentionComparisonSettings))
     print(attention_comparison.results_table(report), end="")
     print(f"written: {args.out}/attention_comparison.json, .md, .png" + (", _copy.png" if args.copy_steps else ""))
 
 
 def run_classic_vs_neural(args) -> None:
+    from lmlab.experiments import classic_vs_neural
+
     if args.held_out is None:  # kjv's held-out books go with kjv; other text is scored on its own held-out blocks
         args.held_out = ClassicVsNeuralSettings.held_out if args.data == ClassicVsNeuralSettings.data else "none"
     args.held_out = None if args.held_out == "none" else args.held_out

@@ -10,7 +10,6 @@ from lmlab.errors import LmlabError
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_dir_output, check_file_output
 from lmlab.models.number_formats import GGUF_EXPORT_TYPES
-from lmlab.models.ollama_modelfile import write_modelfile
 
 FORMATS = ("hf", "gguf", "peft")
 
@@ -49,6 +48,7 @@ def run(args) -> None:
     from lmlab.models.gguf_export import save_gguf
     from lmlab.models.gguf_lora import save_gguf_lora
     from lmlab.models.load import zoo_or_path
+    from lmlab.models.ollama_modelfile import write_modelfile
     from lmlab.models.peft_files import save_peft
     from lmlab.models.tuned_files import save_model_dir
 

@@ -8,7 +8,7 @@ from lmlab.cli.common.config_flags import flag_fields
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
 from lmlab.io.outputs import check_dir_output, check_file_output, check_run_dir
-from lmlab.models.ngram.model import SMOOTHINGS
+from lmlab.models.ngram.smoothings import SMOOTHINGS
 from lmlab.tokenizers.bpe import load_tokenizer
 from lmlab.tokenizers.text import TextTokenizer
 

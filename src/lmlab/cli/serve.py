@@ -9,9 +9,8 @@ from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
 from lmlab.cli.generate import DRAFT_TOKENS
+from lmlab.config_checks import MAX_RAG_TOP
 from lmlab.errors import LmlabError
-from lmlab.inference.openai_api import MAX_RAG_TOP
-from lmlab.modules.transformer import TransformerDecoder
 
 MAX_SLOTS = 1024  # rows of one decoding step; far past where a bigger batch still adds tokens per second
 API_KEY_ENV = "LMLAB_API_KEY"  # where --api-key is read from when not given (so it is not in `ps`)
@@ -96,6 +95,7 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.inference.protocol import HeaderDeadlineProtocol
     from lmlab.inference.server import Embedder, create_app
     from lmlab.models.load import load, load_encoder
+    from lmlab.modules.transformer import TransformerDecoder
 
     retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None  # a bad index fails before the model loads
     model, tokenizer = load(args.model, args.dtype, activations=args.activations)
@@ -144,8 +144,9 @@ def draft_tokens(args) -> int:
     return k
 
 
-def speculation(args, model: TransformerDecoder, tokenizer):
-    """The engine's `Speculation` that --speculate asks for (its draft model loaded as --dtype), or None."""
+def speculation(args, model, tokenizer):
+    """The engine's `Speculation` for `model` (a TransformerDecoder) that --speculate asks for (its draft model
+    loaded as --dtype), or None."""
     from lmlab.cli.generate import load_draft
     from lmlab.inference.speculation import Speculation
 
@@ -195,8 +196,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return listener
 
 
-def check_cache_fits(model: TransformerDecoder, slots: int) -> None:
-    """Refuse a --slots whose KV cache, every slot at the full context, would not fit in this machine's
+def check_cache_fits(model, slots: int) -> None:
+    """Refuse a --slots whose KV cache (of `model`, a TransformerDecoder), every slot at the full context, would not fit in this machine's
     memory (the cache grows with the longest running request, up to that)."""
     cfg = model.config
     weight = next(p for p in model.parameters() if p.is_floating_point())

@@ -2,7 +2,6 @@
 
 from lmlab.data.analogies import analogy_corpus
 from lmlab.data.kjv import kjv_texts
-from lmlab.data.markov import markov_corpus
 from lmlab.data.number_words import number_corpus
 from lmlab.data.sources import read_texts
 from lmlab.data.stdlib import stdlib_texts
@@ -25,6 +24,8 @@ NUMBER_DOCS = 4000
 def load_corpus(data: str) -> list[str]:
     """Documents for `--data`: an embedded corpus name (see EMBEDDED) or a file/directory/JSONL path."""
     if data == "markov":
+        from lmlab.data.markov import markov_corpus  # numpy: imported when sampled, not for EMBEDDED's names
+
         return markov_corpus(MARKOV_TRAIN_DOCS, seed=MARKOV_TRAIN_SEED)[0]
     if data == "analogies":
         return analogy_corpus(ANALOGY_TRAIN_SENTENCES, seed=0)

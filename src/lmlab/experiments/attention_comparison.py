@@ -13,61 +13,21 @@ in DIR/runs/copy-METHOD. Written to DIR: attention_comparison.json, .md (the tab
 import dataclasses
 import json
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
-from lmlab.config_checks import at_least, positive
 from lmlab.errors import LmlabError
+from lmlab.experiments.settings import AttentionComparisonSettings
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.presets import kind, preset
+from lmlab.models.presets import preset
 from lmlab.recipes.copy_task import CopyTaskConfig, train_copy
 from lmlab.recipes.pretrain import pretrain
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.training.progress import read_metrics
 
 RESULTS = "attention_comparison"
-CAUSAL_METHODS = ("full", "window", "bigbird", "lsh", "performer")
-
-
-@dataclass(frozen=True)
-class AttentionComparisonSettings:
-    """The methods, the model and data they share, and the training budget each gets."""
-
-    methods: tuple[str, ...] = CAUSAL_METHODS
-    data: str = "stdlib"
-    model: str = "llama-tiny"
-    n_layers: int = 2
-    d_model: int = 128
-    block_size: int = 1024  # tokens per training sequence: long enough for the methods to differ
-    max_steps: int = 300
-    batch_size: int = 4
-    lr: float = 2e-3
-    vocab_size: int = 2048
-    attention_window: int = 128
-    attention_rank: int = 64
-    attention_hashes: int = 2
-    copy_steps: int = 300  # copy-task training steps of each method (0: no copy task)
-    copy_symbols: int = 32  # the copy task's alphabet: chance is 1 / copy_symbols
-    seed: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "methods", tuple(self.methods))
-        # every number checked here, by its flag, before any run starts (a bad one would otherwise fail a run
-        # midway, under the name of a setting derived from it)
-        at_least(self, 1, "n_layers", "d_model", "block_size", "max_steps", "batch_size", "vocab_size",
-                 "attention_window", "attention_rank", "attention_hashes")
-        at_least(self, 0, "copy_steps", "seed")
-        at_least(self, 2, "copy_symbols")
-        positive(self, "lr")
-        unknown = [m for m in self.methods if m not in CAUSAL_METHODS]
-        if unknown or not self.methods:
-            raise LmlabError(f"--methods {unknown or '(none)'}: a decoder compares causal methods, choose from "
-                             f"{', '.join(CAUSAL_METHODS)}")
-        if kind(self.model) != "decoder":
-            raise LmlabError(f"--model {self.model} is not a decoder preset; choose gpt2-tiny or llama-tiny, say")
 
 
 def compare_attention(out: str | Path, s: AttentionComparisonSettings = AttentionComparisonSettings(),

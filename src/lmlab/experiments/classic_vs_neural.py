@@ -21,19 +21,18 @@ import dataclasses
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
-from lmlab.config_checks import at_least, fraction, positive
 from lmlab.data.blocks import gather, split_blocks
 from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.perplexity import perplexity
+from lmlab.experiments.settings import LABELS, NGRAMS, ClassicVsNeuralSettings
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
@@ -53,41 +52,6 @@ from lmlab.training.loop import load_trainable
 
 RESULTS = "classic_vs_neural"
 SETTINGS = f"{RESULTS}_settings.json"  # written first: what a second call must match to continue
-NGRAMS = {"kn3": (3, "kn"), "kn4": (4, "kn"), "kn5": (5, "kn"), "mkn5": (5, "mkn")}  # name: (order, smoothing)
-NEURAL = ("window", "lstm", "gru", "transformer")
-LABELS = {"kn3": "3-gram KN", "kn4": "4-gram KN", "kn5": "5-gram KN", "mkn5": "5-gram modified KN",
-          "window": "window LM (5 tokens)", "lstm": "LSTM (2 x 256)", "gru": "GRU (2 x 256)",
-          "transformer": "transformer (gpt2, 2 x 128)"}
-
-
-@dataclass(frozen=True)
-class ClassicVsNeuralSettings:
-    """The language models (methods), the text they share and each neural model's training budget."""
-
-    methods: tuple[str, ...] = (*NGRAMS, *NEURAL)
-    data: str = "kjv"
-    held_out: str | None = "kjv-held-out"  # None: the validation blocks of data's own split
-    vocab_size: int = 4096
-    block_size: int = 64  # tokens per training sequence of the neural models (and the n-grams' split)
-    batch_size: int = 16
-    max_steps: int = 12000  # optimizer steps of each neural model: 13 passes over kjv, where every curve flattens
-    points: int = 8  # points on each curve
-    lr: float = 3e-3
-    dropout: float = 0.0  # of every neural model: on about a million tokens, an unregularized LSTM overfits
-    seed: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "methods", tuple(self.methods))
-        at_least(self, 1, "vocab_size", "batch_size", "max_steps", "points")
-        at_least(self, 2, "block_size")
-        at_least(self, 0, "seed")
-        positive(self, "lr")
-        fraction(self, "dropout")
-        unknown = [m for m in self.methods if m not in LABELS]
-        if unknown or not self.methods:
-            raise LmlabError(f"--methods {unknown or '(none)'}: choose from {', '.join(LABELS)}")
-        if self.points > self.max_steps:
-            raise LmlabError(f"--points {self.points} exceeds --max-steps {self.max_steps}: a point is a checkpoint")
 
 
 def compare_classic_neural(out: str | Path, s: ClassicVsNeuralSettings = ClassicVsNeuralSettings(),

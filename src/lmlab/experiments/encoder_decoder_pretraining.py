@@ -24,7 +24,6 @@ needs: the decoder reads the source in order and writes its content.
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from lmlab.config import LoopConfig, OptimConfig, TrainConfig
@@ -32,59 +31,18 @@ from lmlab.data.number_words import number_corpus
 from lmlab.data.pair_tasks import make_task
 from lmlab.data.pairs import TaskSizes
 from lmlab.errors import LmlabError
+from lmlab.experiments.settings import PretrainingExperimentSettings
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
-from lmlab.models.presets import family_of, names, preset
+from lmlab.models.presets import family_of, preset
 from lmlab.objectives.registry import REGISTRY
-from lmlab.objectives.span_corruption import SpanNoise
 from lmlab.recipes.finetune_encoder_decoder import EncoderDecoderFinetuneConfig, finetune_encoder_decoder
 from lmlab.recipes.pretrain_encoder_decoder import pretrain_encoder_decoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE
 from lmlab.training.progress import read_metrics
 
 RESULTS = "encoder_decoder_pretraining"
-
-
-@dataclass(frozen=True)
-class PretrainingExperimentSettings:
-    """The presets, the corpus and the task, and how long each stage trains."""
-
-    presets: tuple[str, ...] = ("t5-tiny", "bart-tiny")
-    corpus: str = "numbers"  # the generated number corpus (see above), a text file or directory, or an embedded corpus
-    corpus_documents: int = 4000  # the generated corpus: documents of 3 to 8 sentences
-    paired: float = 0.25  # the generated corpus: share of sentences that write a number both ways
-    task: str = "numbers"  # a generated task (lmlab.data.pair_tasks)
-    vocab_size: int = 1000
-    pretrain_steps: int = 1500
-    pretrain_batch_size: int = 32
-    block_size: int = 64  # tokens per pre-training chunk
-    pretrain_lr: float = 2e-3
-    noise_density: float = 0.5  # T5's span corruption: the share of tokens dropped (see above)
-    mean_span_length: float = 8.0  # T5's span corruption: the mean length of a dropped span
-    finetune_steps: int = 600
-    finetune_batch_size: int = 32
-    finetune_lr: float = 1e-3
-    train_pairs: int = 300  # a small fine-tuning set: where pre-training should matter
-    val_pairs: int = 200
-    test_pairs: int = 500
-    eval_every: int = 50  # fine-tuning steps between validation accuracies
-    seed: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "presets", tuple(self.presets))
-        unknown = [p for p in self.presets if p not in names("encoder-decoder")]
-        if unknown or not self.presets:
-            raise LmlabError(f"presets {unknown or '(none)'} are not encoder-decoder presets; choose from: "
-                             f"{', '.join(names('encoder-decoder'))}")
-        for name in ("pretrain_steps", "finetune_steps", "train_pairs", "val_pairs", "test_pairs", "eval_every"):
-            if getattr(self, name) < 1:
-                raise LmlabError(f"{name}={getattr(self, name)} must be at least 1")
-        _ = self.span_noise  # building it checks noise_density and mean_span_length
-
-    @property
-    def span_noise(self) -> SpanNoise:
-        return SpanNoise(self.noise_density, self.mean_span_length)
 
 
 def encoder_decoder_pretraining(out: str | Path,

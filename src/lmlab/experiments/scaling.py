@@ -21,7 +21,6 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,20 +36,19 @@ from lmlab.errors import LmlabError
 from lmlab.eval import scaling_laws as laws
 from lmlab.eval.perplexity import perplexity
 from lmlab.experiments.scaling_grid import (
-    LADDER,
     PlannedRun,
     calibrate,
     enough_for_fits,
     ladder_config,
-    non_embedding_parameters,
     plan_grid,
 )
+from lmlab.experiments.settings import ScalingSettings
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.json_file import read_json_object
 from lmlab.io.outputs import check_run_dir
 from lmlab.models.load import load
-from lmlab.models.presets import kind, preset
+from lmlab.models.presets import preset
 from lmlab.recipes.pretrain import pretrain
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer, train_bpe
 from lmlab.training.checkpoint import list_checkpoints
@@ -62,48 +60,6 @@ VAL_FRACTION = TrainConfig.val_fraction
 # Published exponents, for the comparison in docs/scale.md (their losses are on other text and tokenizers).
 PUBLISHED = {"kaplan_alpha_n": 0.076, "kaplan_alpha_d": 0.095, "chinchilla_alpha": 0.34, "chinchilla_beta": 0.28,
              "chinchilla_e": 1.69, "n_opt_exponent_isoflop": 0.49, "n_opt_exponent_law": 0.46}
-
-
-@dataclass(frozen=True)
-class ScalingSettings:
-    """What the grid trains on, how big it may grow, and how each run trains."""
-
-    data: str = "markov"  # markov, stdlib, or a text file / directory / JSONL
-    budget_minutes: float = 30.0  # the whole grid's estimated time, calibration included
-    model: str = "gpt2-tiny"  # the decoder family (its norm, MLP, positions); the ladder sets the shapes
-    vocab_size: int = 1024
-    batch_size: int = 8  # small batches: on a CPU budget, steps are what tiny models lack
-    block_size: int = 64
-    lr: float = 1e-2  # the peak learning rate up to d_model 32, scaled by 32 / d_model above (wider nets need less)
-    min_steps: int = 400  # the shortest run; token budgets double from here
-    min_parameters: float = 500  # the ladder's sizes from here ...
-    max_parameters: float = 7e6  # ... to here (non-embedding)
-    tokens_per_parameter: tuple[float, float] = (2.0, 512.0)  # the band of D / N a run must lie in
-    bootstrap: int = 100  # resamples for the exponents' intervals
-    seed: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "tokens_per_parameter", tuple(self.tokens_per_parameter))
-        low, high = self.tokens_per_parameter
-        if not 0 < low < high:
-            raise LmlabError(f"--tokens-per-parameter {low:g} {high:g} must be two numbers 0 < low < high")
-        if not 0 < self.min_parameters <= self.max_parameters:
-            raise LmlabError(f"--min-parameters {self.min_parameters:g} and --max-parameters {self.max_parameters:g} "
-                             "must satisfy 0 < min <= max (the ladder runs from 888 to 6.3M)")
-        if self.budget_minutes <= 0 or self.min_steps < 1 or self.bootstrap < 0:
-            raise LmlabError("--budget-minutes must be positive, --min-steps at least 1, --bootstrap at least 0")
-        if kind(self.model) != "decoder":
-            raise LmlabError(f"--model {self.model} is not a decoder preset; choose a decoder family's preset, "
-                             "such as gpt2-tiny or llama-tiny")
-        TrainConfig(loop=LoopConfig(max_steps=1000, batch_size=self.batch_size), block_size=self.block_size,
-                    optim=OptimConfig(lr=self.lr))
-
-    @property
-    def sizes(self) -> list[int]:
-        """The ladder shapes with min_parameters <= N <= max_parameters."""
-        base = preset(self.model)
-        return [i for i in range(len(LADDER)) if self.min_parameters <= non_embedding_parameters(
-            ladder_config(base, i, self.vocab_size, self.block_size)) <= self.max_parameters]
 
 
 def scaling(out: str | Path, settings: ScalingSettings = ScalingSettings(), show_progress: bool = True

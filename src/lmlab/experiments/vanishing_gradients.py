@@ -8,7 +8,6 @@ vanishing_gradients.json, a markdown table (.md, also printed) and a log-scale P
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from lmlab.data.corpora import load_corpus
 from lmlab.data.tokens import tokenize_corpus
 from lmlab.errors import LmlabError
 from lmlab.eval.vanishing_gradients import decay_per_step, gradient_norms_by_distance
+from lmlab.experiments.settings import VanishingGradientSettings
 from lmlab.figures import save_line_plot
 from lmlab.io.atomic import atomic_write_text
 from lmlab.io.outputs import check_run_dir
@@ -29,21 +29,6 @@ from lmlab.recipes.neural_lm import train_neural_lm
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, save_tokenizer, train_bpe
 
 TABLE_DISTANCES = (0, 1, 2, 5, 10, 20, 50, 100)  # the k shown in the table (those <= K), plus K itself
-
-
-@dataclass(frozen=True)
-class VanishingGradientSettings:
-    cells: tuple[str, ...] = ("rnn", "lstm", "gru")
-    steps_back: int = 30  # K
-    train_steps: int = 100  # 0: measure at initialisation only
-    d_model: int = 64
-    hidden: int = 64
-    vocab_size: int = 512
-    batch_size: int = 32  # for training and for each measured batch
-    batches: int = 4  # measured batches per model and stage
-    block_size: int = 32  # the BPTT length during training
-    lr: float = 3e-3
-    seed: int = 0
 
 
 def vanishing_gradients(out: str | Path, data: str = "markov", settings: VanishingGradientSettings =

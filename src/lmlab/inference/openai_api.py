@@ -19,12 +19,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from lmlab.config_checks import MAX_CONTEXT, SettingError
+from lmlab.config_checks import MAX_CONTEXT, MAX_RAG_TOP, SettingError
 from lmlab.errors import LmlabError
 from lmlab.generation.config import SEED_RANGE, GenerationConfig
 
 API_FIELDS = {"max_new_tokens": "max_tokens", "stop_strings": "stop"}  # GenerationConfig fields named otherwise here
-MAX_RAG_TOP = 50  # passages one chat request may ask retrieval for
 
 
 class ApiError(Exception):

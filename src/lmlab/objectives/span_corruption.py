@@ -17,23 +17,12 @@ what makes this objective cheaper than a full denoising one.
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from lmlab.errors import LmlabError
 from lmlab.objectives.objective import Key, Objective, Tokens, python_rng
+from lmlab.objectives.span_noise import SpanNoise, check_span_noise
 
 T5_SENTINELS = 100
-
-
-@dataclass(frozen=True)
-class SpanNoise:
-    """How much span corruption drops: the share of tokens, and the mean length of a span (T5: 0.15, 3)."""
-
-    noise_density: float = 0.15
-    mean_span_length: float = 3.0
-
-    def __post_init__(self):
-        _check(self.noise_density, self.mean_span_length)
 
 
 def t5_sentinel_tokens(n: int = T5_SENTINELS) -> list[str]:
@@ -42,17 +31,10 @@ def t5_sentinel_tokens(n: int = T5_SENTINELS) -> list[str]:
     return [f"<extra_id_{k}>" for k in range(n)]
 
 
-def _check(noise_density: float, mean_span_length: float) -> None:
-    if not 0 < noise_density < 1:
-        raise LmlabError(f"noise_density {noise_density} must be between 0 and 1 (T5 uses 0.15)")
-    if mean_span_length < 1:
-        raise LmlabError(f"mean_span_length {mean_span_length} must be at least 1 token (T5 uses 3.0)")
-
-
 def noise_counts(length: int, noise_density: float = 0.15, mean_span_length: float = 3.0) -> tuple[int, int]:
     """(n_noise, n_spans) for a sequence of `length` tokens; (0, 0) below 2 tokens, where nothing can
     be dropped while keeping a token."""
-    _check(noise_density, mean_span_length)
+    check_span_noise(noise_density, mean_span_length)
     if length < 2:
         return 0, 0
     n_noise = min(max(round(length * noise_density), 1), length - 1)

@@ -39,7 +39,7 @@ from lmlab.models.encoder_decoder.files import save_encoder_decoder
 from lmlab.objectives.objective import Key, Objective
 from lmlab.objectives.registry import ObjectiveRecord, build_objective, choose_objective
 from lmlab.objectives.sentences import sentence_end_ids, split_sentences
-from lmlab.objectives.span_corruption import SpanNoise
+from lmlab.objectives.span_noise import SpanNoise
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, load_tokenizer, save_tokenizer
 from lmlab.tokenizers.encoder_decoder_bpe import EOS, PAD, train_encoder_decoder_bpe
 from lmlab.training import distributed

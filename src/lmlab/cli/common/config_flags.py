@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import functools
 import inspect
+import linecache
 import re
 import tokenize
 import typing
@@ -80,10 +81,7 @@ def field_comments(cls) -> dict[str, str]:
     """The comment that ends each field's line in the source of dataclass `cls` (`lr: float = 6e-4  #
     the peak learning rate` -> {"lr": "the peak learning rate"}): the field's description, kept where
     a reader of the class sees it and turned into its flag's help."""
-    try:
-        lines = inspect.getsource(cls).splitlines(keepends=True)
-    except (OSError, TypeError):  # no source (a frozen application): flags keep their metadata help only
-        return {}
+    lines = class_lines(cls)
     comments = {}
     for token in tokenize.generate_tokens(iter(lines).__next__):
         if token.type != tokenize.COMMENT:
@@ -96,3 +94,21 @@ def field_comments(cls) -> dict[str, str]:
 
 
 _FIELD = re.compile(r"^    (\w+)\s*:")  # a field of the class body (not of a nested class or method)
+
+
+def class_lines(cls) -> list[str]:
+    """The source lines of the module-level class `cls`, from `class` to the next unindented line: found by
+    reading its file's lines, not by `inspect.getsource`, which parses the whole module (a tenth of a second
+    for lmlab.config) and would make `lmlab --help` wait; [] without a source (a frozen application)."""
+    try:
+        lines = linecache.getlines(inspect.getsourcefile(cls))
+    except TypeError:  # a class without a file
+        return []
+    header = re.compile(rf"class {cls.__name__}\b")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() and not lines[i][0].isspace()), len(lines))
+    while not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end]

@@ -6,8 +6,6 @@ import sys
 
 from lmlab.data.encoder_tasks import Example
 from lmlab.errors import LmlabError
-from lmlab.eval.checklist import BehaviourResult
-from lmlab.progress import progress_bar
 
 MAX_CASES = 10_000  # per test; the suite's templates hold fewer distinct sentences than that anyway
 BATCH_SIZE = 64
@@ -59,6 +57,7 @@ def classifier(tuned, batch_size: int = BATCH_SIZE):
 
     from lmlab.data.encoder_batches import encode_examples
     from lmlab.models.finetuned_encoder import batched_outputs
+    from lmlab.progress import progress_bar
 
     def predict(texts: list[str]) -> tuple[list[str], np.ndarray]:
         examples = [Example(text, None, None, line=i + 1) for i, text in enumerate(texts)]
@@ -78,8 +77,8 @@ def classifier(tuned, batch_size: int = BATCH_SIZE):
     return predict
 
 
-def table(results: list[BehaviourResult]) -> str:
-    """One line per test: name, type, capability, cases, failure rate and the first failing example."""
+def table(results: list) -> str:
+    """One line per test (`results`: `eval.checklist.BehaviourResult`s): name, type, capability, cases, failure rate and the first failing example."""
     width = max(len(r.name) for r in results)
     lines = [f"{'test':<{width}}  type  {'capability':<10}  cases  failed  example failure",
              f"{'-' * width}  ----  {'-' * 10}  -----  ------  ---------------"]

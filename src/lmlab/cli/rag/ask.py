@@ -9,7 +9,6 @@ from lmlab.cli.common.model_dtype import add_dtype_arg
 from lmlab.cli.generate import add_sampling_args, sampling_config
 from lmlab.errors import LmlabError
 from lmlab.rag.choices import SEARCHES
-from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
 DEFAULT_TOP = 3
 
@@ -50,6 +49,7 @@ def run(args) -> None:
     from lmlab.models.load import load
     from lmlab.rag.prompt import with_passages
     from lmlab.rag.retrieve import load_retriever
+    from lmlab.tokenizers.chat import chat_prompt, chat_stop_strings
 
     if args.top < 1:
         raise LmlabError(f"--top {args.top} must be at least 1")

@@ -5,6 +5,7 @@ builds a classic model from flags; each architecture adds its own flag group and
 
 from lmlab.cli import ngram
 from lmlab.cli.common.config_flags import add_config_flags, config_overrides
+from lmlab.cli.common.listings import add_listing, objective_names, preset_names
 from lmlab.cli.train import neural
 from lmlab.cli.train.encoder import ENCODER_FLAGS, add_encoder_flags, run_encoder
 from lmlab.cli.train.encoder_decoder import SPAN_FLAGS, add_encoder_decoder_flags, run_encoder_decoder
@@ -12,8 +13,6 @@ from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.data.corpora import EMBEDDED
 from lmlab.errors import LmlabError
-from lmlab.models.presets import names
-from lmlab.objectives.registry import objectives_for
 
 
 def add_parser(subparsers) -> None:
@@ -23,13 +22,9 @@ def add_parser(subparsers) -> None:
                                           "has a flag; unset ones keep the preset's / default value.")
     p.add_argument("--arch", choices=list(ARCHS), default="transformer",
                    help="model architecture (default transformer: a --model preset)")
-    p.add_argument("--model", help="a preset (`lmlab list --presets`): decoder " + ", ".join(names("decoder"))
-                                   + "; encoder: " + ", ".join(names("encoder")) + "; encoder-decoder: "
-                                   + ", ".join(names("encoder-decoder")) + "; classic: " + ", ".join(names("classic")))
-    p.add_argument("--objective", metavar="NAME",
-                   help="the pre-training objective (`lmlab list --objectives`): "
-                        + "; ".join(f"{kind}s: " + ", ".join(r.name for r in objectives_for(kind))
-                                    for kind in ("decoder", "encoder", "encoder-decoder")) + "; default: the preset's own")
+    add_listing(p.add_argument("--model", help="a preset (`lmlab list --presets`)"), preset_names)
+    add_listing(p.add_argument("--objective", metavar="NAME", help="the pre-training objective (default: the "
+                               "preset's own; `lmlab list --objectives`)"), objective_names)
     p.add_argument("--data", required=True, help=f"text file, directory, .jsonl, or one of {list(EMBEDDED)}")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, final model)")
     p.add_argument("--tokenizer", help="tokenizer.json or its directory (default: train a BPE, or for an encoder "
@@ -74,6 +69,8 @@ def preset_runner(name: str):
 
 
 def require_model(args) -> None:
+    from lmlab.models.presets import names
+
     raise LmlabError(f"--model is required for --arch transformer; choose a preset: {', '.join(names('decoder'))}")
 
 
@@ -102,6 +99,8 @@ def refuse_kind_flags(args, flags: tuple[str, ...], kind: str) -> None:
     """One error line naming those of `flags` that were given: they apply to `kind` presets only."""
     given = [name for name in flags if getattr(args, name) is not None]
     if given:
+        from lmlab.models.presets import names
+
         raise LmlabError(f"{', '.join('--' + f.replace('_', '-') for f in given)} apply to {kind} presets "
                          f"({', '.join(names(kind))}), not to {args.model}; drop them")
 

@@ -9,14 +9,13 @@ from lmlab.cli.common.config_flags import config_overrides
 from lmlab.cli.train.result import say_vocabulary_shortfall
 from lmlab.config import EncoderConfig, ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.presets import names
 
 ENCODER_FLAGS = ("whole_word_masking", "masking", "embedding_size", "generator_divisor")  # ours
 
 
 def add_encoder_flags(p) -> None:
     """--whole-word-masking, --masking and the encoder-only model settings."""
-    group = p.add_argument_group("encoder pre-training (encoder presets: " + ", ".join(names("encoder")) + ")")
+    group = p.add_argument_group("encoder pre-training (the encoder presets, listed under --model)")
     group.add_argument("--whole-word-masking", action="store_true", default=None, help="mask whole words, never single pieces")
     group.add_argument("--masking", choices=["static", "dynamic"],
                        help="draw each example's mask once (BERT) or every epoch (RoBERTa); default: the family's")

@@ -9,7 +9,7 @@ from lmlab.cli.train.encoder import ENCODER_FLAGS
 from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.objectives.span_corruption import SpanNoise
+from lmlab.objectives.span_noise import SpanNoise
 
 SPAN_FLAGS = ("noise_density", "mean_span_length")  # span corruption's settings (SpanNoise)
 

@@ -10,8 +10,8 @@ from lmlab.cli.common.config_flags import config_overrides
 from lmlab.cli.train.result import print_result
 from lmlab.config import ModelConfig, TrainConfig
 from lmlab.errors import LmlabError
-from lmlab.models.rnn import RNNConfig
-from lmlab.models.window import WindowConfig
+from lmlab.models.rnn.config import RNNConfig
+from lmlab.models.window.config import WindowConfig
 
 DEFAULT_VOCAB_SIZE = 4096
 NEURAL_FLAGS = ("window", "hidden")  # the flags this module adds; the transformer takes neither

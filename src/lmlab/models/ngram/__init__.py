@@ -1,12 +1,24 @@
 """N-gram language models: counting, smoothing (MLE, add-k, Kneser-Ney, modified KN, stupid backoff),
 backoff scoring, and the `StatefulLM` interface. ARPA files are read and written by `lmlab.models.ngram.arpa`."""
 
-from lmlab.models.ngram.counts import NGramCounts, count_ngrams, counts_of_counts
-from lmlab.models.ngram.fit import fit_ngram
-from lmlab.models.ngram.model import SMOOTHINGS, NGramConfig, NGramLM
-from lmlab.models.ngram.runs import TokenRuns, sentence_runs, stream_runs
-from lmlab.models.ngram.tables import BackoffTables
-from lmlab.models.ngram.vocabulary import Vocabulary
+from importlib import import_module
 
-__all__ = ["BackoffTables", "NGramConfig", "NGramCounts", "NGramLM", "SMOOTHINGS", "TokenRuns", "Vocabulary",
-           "count_ngrams", "counts_of_counts", "fit_ngram", "sentence_runs", "stream_runs"]
+# name -> the module it lives in: imported on first use, so that `lmlab.models.ngram.smoothings` (what the
+# CLI's parsers read) loads without torch
+_EXPORTS = {
+    **dict.fromkeys(("NGramCounts", "count_ngrams", "counts_of_counts"), "lmlab.models.ngram.counts"),
+    "fit_ngram": "lmlab.models.ngram.fit",
+    **dict.fromkeys(("NGramConfig", "NGramLM"), "lmlab.models.ngram.model"),
+    "SMOOTHINGS": "lmlab.models.ngram.smoothings",
+    **dict.fromkeys(("TokenRuns", "sentence_runs", "stream_runs"), "lmlab.models.ngram.runs"),
+    "BackoffTables": "lmlab.models.ngram.tables",
+    "Vocabulary": "lmlab.models.ngram.vocabulary",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lmlab.models.ngram' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

@@ -14,16 +14,9 @@ import torch
 from lmlab.config_checks import MAX_CONTEXT, MAX_VOCAB, at_least, at_most, positive
 from lmlab.errors import LmlabError
 from lmlab.models.ngram.scoring import next_log_probs, token_log_probs
+from lmlab.models.ngram.smoothings import SMOOTHINGS
 from lmlab.models.ngram.tables import BackoffTables
 
-SMOOTHINGS = {
-    "kn": "interpolated Kneser-Ney, one discount per order",
-    "mkn": "modified Kneser-Ney (Chen & Goodman), three discounts per order",
-    "addk": "add-k (Laplace when k = 1) at the highest order",
-    "mle": "maximum likelihood, no smoothing (unseen n-grams get probability 0)",
-    "stupid": "stupid backoff (alpha 0.4): fast scores, not probabilities",
-    "arpa": "read from an ARPA file, scored by backoff",
-}
 # Logits stand for ln 0 with this finite value: -inf would turn masked losses (0 * inf) into NaN, while
 # this still makes the perplexity of an impossible token infinite.
 LOG_ZERO = torch.finfo(torch.float32).min / 2
