@@ -98,8 +98,9 @@ def serve(args, listener: socket.socket) -> None:
     from lmlab.modules.transformer import TransformerDecoder
 
     retrieval = rag_retrieval(args.rag, args.rag_top) if args.rag else None  # a bad index fails before the model loads
-    model, tokenizer = load(args.model, args.dtype, activations=args.activations)
-    say_gguf_kernels(args.model, args.dtype, model)
+    dtype = args.dtype or ("fp32" if args.adapter else None)  # LoRA adapters run on float weights, not as stored
+    model, tokenizer = load(args.model, dtype, activations=args.activations)
+    say_gguf_kernels(args.model, dtype, model)
     if not isinstance(model, TransformerDecoder):
         raise LmlabError(f"'{args.model}' is not a transformer decoder; lmlab serve serves transformer decoders "
                          "(GPT-2, Llama, … families)")
