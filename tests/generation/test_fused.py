@@ -94,6 +94,51 @@ def test_steps_give_the_modules_logits_and_cache(mode, group_size, kv_heads, tie
         torch.testing.assert_close(fused_cache.v[layer], module_cache.v[layer], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode, T", [("int4", 3), ("int4", 6), ("int8", 5)])  # int4 past 4 rows: unpacked once
+def test_several_tokens_a_row_give_the_modules_logits_and_cache(mode, T):
+    """Speculative decoding's check: T new tokens a row, causal among themselves and over the cache, in one call."""
+    model = tiny(mode, kv_heads=2)
+    step = fused_step(model)
+    prompt = torch.tensor([[4, 8, 15, 16, 23, 42, 7], [9, 9, 1, 2, 3, 4, 5]])  # two rows of one length
+    new = torch.randint(0, 120, (2, T), generator=torch.Generator().manual_seed(T))
+    with torch.inference_mode():
+        fused_cache, module_cache = new_cache(model, 2, 30), new_cache(model, 2, 30)
+        last_logits(model, prompt, None, fused_cache)
+        last_logits(model, prompt, None, module_cache)
+        fused = step(new, fused_cache.k, fused_cache.v, [fused_cache.length] * 2)  # (2, T, V)
+        fused_cache.advance(T)
+        view = decoding_view(model)
+        modules = view.logits(view.hidden_states(new, None, None, kv_cache=module_cache))  # (2, T, V)
+    assert fused.shape == (2, T, 120)
+    torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
+    assert fused_cache.length == module_cache.length == 7 + T
+    for layer in range(3):
+        torch.testing.assert_close(fused_cache.k[layer], module_cache.k[layer], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused_cache.v[layer], module_cache.v[layer], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_several_tokens_a_row_give_what_one_at_a_time_gives(setting):
+    """Each family's settings (windows shorter than the new tokens reach, q/k norms, soft-caps), rows at their
+    own positions: T tokens in one call give the logits of T one-token steps."""
+    model = with_setting(setting)
+    step = fused_step(model)
+    prompts, T = [[4, 8, 15, 16, 23, 42, 7], [9, 9]], 5
+    new = torch.randint(0, 120, (2, T), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        caches = [new_cache(model, 2, 20) for _ in range(2)]
+        for row, prompt in enumerate(prompts):
+            own = new_cache(model, 1, 20)
+            last_logits(model, torch.tensor([prompt]), None, own)
+            for cache in caches:
+                for layer in range(len(model.blocks)):
+                    cache.k[layer][row], cache.v[layer][row] = own.k[layer][0], own.v[layer][0]
+        at_once = step(new, caches[0].k, caches[0].v, [len(p) for p in prompts])  # (2, T, V)
+        one_by_one = torch.stack([step(new[:, t], caches[1].k, caches[1].v, [len(p) + t for p in prompts])
+                                  for t in range(T)], 1)  # (2, T, V)
+    torch.testing.assert_close(at_once, one_by_one, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("config", [GenerationConfig(max_new_tokens=20, temperature=0.0),
                                     GenerationConfig(max_new_tokens=20, temperature=0.9, top_k=20, seed=3)],
                          ids=["greedy", "seeded sampling"])

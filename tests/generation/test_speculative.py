@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+import lmlab.generation.speculative as speculative
 from lmlab.data.markov import markov_corpus
 from lmlab.errors import LmlabError
 from lmlab.generation import GenerationConfig, generate, generate_batch, stream_text
@@ -83,6 +84,25 @@ def test_a_draft_model_gives_the_tokens_of_plain_greedy_decoding(target):
         assert generate_batch(model, [prompt], speculative, acceptance=by_itself, draft_model=model)[0] == expected
     assert by_other.accepted < by_other.drafted
     assert by_itself.accepted == by_itself.drafted > 0  # a model agrees with its own greedy drafts
+
+
+@pytest.mark.parametrize("mode", ["int4", "int8"])
+def test_a_quantized_model_checks_its_drafts_in_one_fused_call(mode, monkeypatch):
+    """Each check of 1 + k tokens of an int4 / int8 Llama is one call of the fused C++ step (its modules are never
+    run after the prompt), with plain greedy decoding's tokens."""
+    model, shapes = quantize_model(sharp(), mode, 32), []
+    real = speculative.fused_step
+
+    def spy(model):
+        step = real(model)
+        return lambda ids, *rest: shapes.append(tuple(ids.shape)) or step(ids, *rest)
+
+    plain = [generate_batch(model, [prompt], GenerationConfig(max_new_tokens=30))[0] for prompt in prompts(97, 4)]
+    monkeypatch.setattr(speculative, "fused_step", spy)
+    monkeypatch.setattr(speculative, "decoding_view", lambda model: None)  # no modules' pass
+    config = GenerationConfig(max_new_tokens=30, draft_tokens=4)
+    assert [generate_batch(model, [prompt], config)[0] for prompt in prompts(97, 4)] == plain
+    assert max(shape[1] for shape in shapes) == 5 and min(shape[1] for shape in shapes) == 1
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "fused int4"])

@@ -50,7 +50,12 @@ def fused_step(model: nn.Module) -> Step | None:
     columns ending there, or in a layer with a sliding window to the latest `window` of them, which is all a
     cache that dropped older keys holds (`KVCache.keep_last`: a column is then behind its position). Used by
     `decode_steps` (every row at the cache's length, left-padded rows starting later) and by the serving
-    engine (each slot at its own length)."""
+    engine (each slot at its own length).
+
+    ids (B, T) give each row T new tokens at positions[b] .. positions[b] + T - 1 (and as many columns), each
+    attending causally to the ones before it and the cache, and the logits (B, T, V) after each: speculative
+    decoding checks its drafts so (`speculative.py`), streaming the weights once for all B T tokens as one
+    token's step does, where the modules' forward pass costs as much again in small torch ops."""
     if fused_step_refusal(model) is not None:
         return None
     ops = kernel_ops()
@@ -64,12 +69,20 @@ def fused_step(model: nn.Module) -> Step | None:
 
     def step(ids: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor], positions: list[int],
              columns: list[int] | None = None) -> torch.Tensor:
-        x = model.token_embedding(ids)  # (B, C)
-        return ops.decoder_step(x, weights, groups, windows, k, v, positions,
-                                positions if columns is None else columns, model.rotary.cos, model.rotary.sin,
-                                local.cos, local.sin, *settings)  # (B, V)
+        B, T = ids.size(0), ids.size(1) if ids.dim() == 2 else 1
+        columns = positions if columns is None else columns
+        x = model.token_embedding(ids.reshape(B * T))  # (B T, C)
+        logits = ops.decoder_step(x, weights, groups, windows, k, v, _each_token(positions, T),
+                                  _each_token(columns, T), [b for b in range(B) for _ in range(T)],
+                                  model.rotary.cos, model.rotary.sin, local.cos, local.sin, *settings)  # (B T, V)
+        return logits.view(B, T, -1) if ids.dim() == 2 else logits
 
     return step
+
+
+def _each_token(starts: list[int], T: int) -> list[int]:
+    """Each of T new tokens' position (or column) in every row: starts[b], starts[b] + 1, .. starts[b] + T - 1."""
+    return [start + t for start in starts for t in range(T)]
 
 
 def fused_step_refusal(model: nn.Module) -> str | None:

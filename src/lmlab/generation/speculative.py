@@ -98,9 +98,9 @@ def speculative_steps(model: torch.nn.Module, prompt: list[int], config: Generat
         draft = drafter(so_far, min(n_draft, N - (len(so_far) - len(prompt)) - 1))
         acceptance.drafted += len(draft)
         step = torch.tensor([[so_far[-1], *draft]], device=device)  # (1, 1 + k)
-        if fused is not None and not draft:  # one token: the quantized step in one C++ call, as decode_steps
-            logits = fused(step[0], cache.k, cache.v, [cache.length])
-            cache.advance(1)
+        if fused is not None:  # a quantized model: the 1 + k tokens through its C++ step at once, weights read once
+            logits = fused(step, cache.k, cache.v, [cache.length])[0]  # (1 + k, V)
+            cache.advance(step.size(1))
         else:
             hidden = step_model.hidden_states(step, None, None, kv_cache=cache)  # (1, 1 + k, C)
             logits = step_model.logits(hidden[0]).float()  # (1 + k, V)

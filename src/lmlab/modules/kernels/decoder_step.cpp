@@ -9,21 +9,24 @@
 //
 // The model it runs (checked on the Python side, generation/fused.py, which builds the arguments); the
 // settings of today's Llama-like families are arguments, per layer where they vary, [in brackets]:
-//   h = embedding rows (B, C) of the new tokens [times the embedding scale: Gemma], row b at position p_b,
-//       stored at column c_b >= p_b of its cache row (c_b = p_b but in a left-padded batch, whose row b
-//       begins after c_b - p_b padding columns)
+//   h = embedding rows (R, C) of the new tokens [times the embedding scale: Gemma], row r at position p_r,
+//       stored at column c_r >= p_r of cache row s_r (c_r = p_r but in a left-padded batch, whose row
+//       begins after c_r - p_r padding columns). Several rows may share a cache row: T new tokens of one
+//       sequence at positions p .. p + T - 1 (speculative decoding's check of T - 1 drafts, a short prompt),
+//       each attending to the columns up to its own, so they are causal among themselves and over the cache;
+//       the weights are streamed once for all R rows (the kernels take several rows of x)
 //   per layer:  a = rms_norm(h) [or h: OLMo 2] -> qkv = a Wqkv^T [+ bias: Qwen2] (B, (H + 2 Hkv) D): queries,
 //               keys, values by head [queries and keys rms-normed, each head or all heads at once: Qwen3,
-//               Gemma 3, OLMo 2]; rotate row b's queries and keys by position p_b (pairs i, i + D/2, as Llama)
-//               [with the local layers' own table: Gemma 3]; its keys and values stored at column c_b in
-//               row b of the layer's cache (rows >= B, H_kv, max_len, D)
-//               o = softmax(scale q k^T [soft-capped: Gemma 2]) v over columns c_b - p_b .. c_b [the latest
+//               Gemma 3, OLMo 2]; rotate row r's queries and keys by position p_r (pairs i, i + D/2, as Llama)
+//               [with the local layers' own table: Gemma 3]; its keys and values stored at column c_r in
+//               row s_r of the layer's cache (rows, H_kv, max_len, D), every row's before any attends
+//               o = softmax(scale q k^T [soft-capped: Gemma 2]) v over columns c_r - p_r .. c_r [the latest
 //               `window` of them in a layer with a sliding window: Mistral, Phi-3, Gemma], query head h
 //               reading kv head h / (H / Hkv)
 //               h += o Wout^T [rms-normed: Gemma, OLMo 2];  g|u = rms_norm(h) [or h] Wgate_up^T;
 //               h += (silu(g) [gelu_tanh(g): Gemma] u) Wdown^T [rms-normed]
-//   logits = rms_norm(h) Whead^T (B, V) [soft-capped: Gemma 2]
-// Any matrix may have a bias. The caller advances each row's length by one afterwards. Each number is
+//   logits = rms_norm(h) Whead^T (R, V) [soft-capped: Gemma 2]
+// Any matrix may have a bias. The caller advances each cache row's length by its new tokens afterwards. Each number is
 // computed as the torch ops compute it, up to the order of float additions: the same greedy tokens
 // (tests/generation/test_fused.py).
 
@@ -173,45 +176,48 @@ void norm_heads(float* x, const at::Tensor& weight, double eps, int64_t heads, i
 
 }  // namespace
 
-// x (B, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order, undefined where a
+// x (R, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order, undefined where a
 // layer has no such tensor), then the final norm's weight and the head's four. groups: the group size of each
 // layer's qkv, out, gate_up and down, then the head's. windows: each layer's sliding window (0: none).
-// k_cache / v_cache: a (rows >= B, Hkv, max_len, D) tensor a layer. positions, columns: each row's position and
-// cache column (B). cos, sin: (max_len, D), the global layers' rotary tables; local_cos, local_sin those of the
-// layers with a window. A cap or a scale of 0 is none. Returns the logits (B, V).
+// k_cache / v_cache: a (rows, Hkv, max_len, D) tensor a layer. positions, columns, slots: each row of x's
+// position, cache column and cache row (R). cos, sin: (max_len, D), the global layers' rotary tables;
+// local_cos, local_sin those of the layers with a window. A cap or a scale of 0 is none. Returns the logits
+// (R, V).
 at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at::Tensor>>& weight_list,
                         at::IntArrayRef groups, at::IntArrayRef windows, at::TensorList k_cache,
                         at::TensorList v_cache, at::IntArrayRef positions, at::IntArrayRef columns,
-                        const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& local_cos,
-                        const at::Tensor& local_sin, int64_t H, int64_t Hkv, double eps, double scale,
-                        double embedding_scale, double attention_cap, double logit_cap, int64_t activation) {
+                        at::IntArrayRef slots, const at::Tensor& cos, const at::Tensor& sin,
+                        const at::Tensor& local_cos, const at::Tensor& local_sin, int64_t H, int64_t Hkv,
+                        double eps, double scale, double embedding_scale, double attention_cap, double logit_cap,
+                        int64_t activation) {
   const int64_t L = static_cast<int64_t>(k_cache.size());
   TORCH_CHECK(L > 0 && static_cast<int64_t>(v_cache.size()) == L &&
               static_cast<int64_t>(weight_list.size()) == L * PER_LAYER + 5 &&
               static_cast<int64_t>(groups.size()) == L * 4 + 1 && static_cast<int64_t>(windows.size()) == L,
               "decoder_step: arguments for ", L, " layers expected");
-  TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "decoder_step: x must be (B, C) float32");
+  TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "decoder_step: x must be (R, C) float32");
   TORCH_CHECK(activation == SILU || activation == GELU_TANH, "decoder_step: unknown activation ", activation);
   const at::Tensor x0 = x_in.contiguous();
-  const int64_t B = x0.size(0), C = x0.size(1), D = k_cache[0].size(3), max_len = k_cache[0].size(2);
-  const int64_t slots = k_cache[0].size(0);
-  TORCH_CHECK(static_cast<int64_t>(positions.size()) == B && static_cast<int64_t>(columns.size()) == B,
-              "decoder_step: ", B, " positions and columns expected");
+  const int64_t R = x0.size(0), C = x0.size(1), D = k_cache[0].size(3), max_len = k_cache[0].size(2);
+  const int64_t cache_rows = k_cache[0].size(0);
+  TORCH_CHECK(static_cast<int64_t>(positions.size()) == R && static_cast<int64_t>(columns.size()) == R &&
+              static_cast<int64_t>(slots.size()) == R, "decoder_step: ", R, " positions, columns and slots expected");
   const int64_t tables = std::min(cos.size(0), local_cos.size(0));
-  for (int64_t b = 0; b < B; ++b) {
-    TORCH_CHECK(positions[b] >= 0 && columns[b] >= 0 && columns[b] < max_len && positions[b] < tables,
-                "decoder_step: position ", positions[b], " at column ", columns[b], " is past the cache (", max_len,
+  for (int64_t r = 0; r < R; ++r) {
+    TORCH_CHECK(slots[r] >= 0 && slots[r] < cache_rows, "decoder_step: cache row ", slots[r], " of ", cache_rows);
+    TORCH_CHECK(positions[r] >= 0 && columns[r] >= 0 && columns[r] < max_len && positions[r] < tables,
+                "decoder_step: position ", positions[r], " at column ", columns[r], " is past the cache (", max_len,
                 ") or the rotary tables (", tables, ")");
     for (int64_t l = 0; l < L; ++l)  // a cache that dropped old keys (`KVCache.keep_last`) holds every window
-      TORCH_CHECK(columns[b] >= positions[b] || (windows[l] && columns[b] >= windows[l] - 1),
-                  "decoder_step: position ", positions[b], " at column ", columns[b], " needs keys layer ", l,
+      TORCH_CHECK(columns[r] >= positions[r] || (windows[l] && columns[r] >= windows[l] - 1),
+                  "decoder_step: position ", positions[r], " at column ", columns[r], " needs keys layer ", l,
                   " no longer has");
   }
   for (int64_t l = 0; l < L; ++l)
     TORCH_CHECK(k_cache[l].is_contiguous() && v_cache[l].is_contiguous() && k_cache[l].scalar_type() == at::kFloat &&
-                slots >= B && k_cache[l].sizes() == at::IntArrayRef({slots, Hkv, max_len, D}) &&
-                v_cache[l].sizes() == k_cache[l].sizes(), "decoder_step: layer ", l, "'s cache must be (>= ", B,
-                ", ", Hkv, ", ", max_len, ", ", D, ") contiguous float32");
+                k_cache[l].sizes() == at::IntArrayRef({cache_rows, Hkv, max_len, D}) &&
+                v_cache[l].sizes() == k_cache[l].sizes(), "decoder_step: layer ", l, "'s cache must be (",
+                cache_rows, ", ", Hkv, ", ", max_len, ", ", D, ") contiguous float32");
   std::vector<at::Tensor> weights;  // undefined where a layer has no such tensor
   weights.reserve(weight_list.size());
   for (const std::optional<at::Tensor> t : weight_list) weights.push_back(t.has_value() ? *t : at::Tensor());
@@ -222,64 +228,64 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   const Activation act = static_cast<Activation>(activation);
   const float cap = static_cast<float>(attention_cap);
 
-  std::vector<float> h(x0.data_ptr<float>(), x0.data_ptr<float>() + B * C);  // (B, C) the residual stream
+  std::vector<float> h(x0.data_ptr<float>(), x0.data_ptr<float>() + R * C);  // (R, C) the residual stream
   if (embedding_scale != 1.0)
     for (float& value : h) value *= static_cast<float>(embedding_scale);
-  std::vector<float> a(B * std::max(C, d_ff)), qkv(B * width), o(B * H * D), up(B * 2 * d_ff), y(B * C);
-  std::vector<int64_t> first(B);  // each row's first column attended to in this layer
+  std::vector<float> a(R * std::max(C, d_ff)), qkv(R * width), o(R * H * D), up(R * 2 * d_ff), y(R * C);
+  std::vector<int64_t> first(R);  // each row's first column attended to in this layer
   for (int64_t l = 0; l < L; ++l) {
-    for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], w(l, NORM1), eps, C, &a[b * C]);
-    matmul(weights, l * PER_LAYER + QKV, groups[l * 4], a.data(), B, qkv.data());
+    for (int64_t r = 0; r < R; ++r) rms_norm(&h[r * C], w(l, NORM1), eps, C, &a[r * C]);
+    matmul(weights, l * PER_LAYER + QKV, groups[l * 4], a.data(), R, qkv.data());
     float* kc = k_cache[l].data_ptr<float>();
     float* vc = v_cache[l].data_ptr<float>();
     const float* cos_table = (windows[l] ? local_cos : cos).data_ptr<float>();
     const float* sin_table = (windows[l] ? local_sin : sin).data_ptr<float>();
-    for (int64_t b = 0; b < B; ++b) {
-      float* row = &qkv[b * width];
+    for (int64_t r = 0; r < R; ++r) {
+      float* row = &qkv[r * width];
       norm_heads(row, w(l, Q_NORM), eps, H, D);
       norm_heads(row + H * D, w(l, K_NORM), eps, Hkv, D);
       for (int64_t head = 0; head < H + Hkv; ++head)
-        rotate(row + head * D, cos_table + positions[b] * D, sin_table + positions[b] * D, D);
+        rotate(row + head * D, cos_table + positions[r] * D, sin_table + positions[r] * D, D);
       for (int64_t kv = 0; kv < Hkv; ++kv) {
-        const int64_t at = ((b * Hkv + kv) * max_len + columns[b]) * D;
+        const int64_t at = ((slots[r] * Hkv + kv) * max_len + columns[r]) * D;
         std::copy(row + (H + kv) * D, row + (H + kv + 1) * D, kc + at);
         std::copy(row + (H + Hkv + kv) * D, row + (H + Hkv + kv + 1) * D, vc + at);
       }
-      first[b] = columns[b] - positions[b];  // the row's first real column, or the window's first
-      if (windows[l]) first[b] = std::max(first[b], columns[b] - windows[l] + 1);
+      first[r] = columns[r] - positions[r];  // the row's first real column, or the window's first
+      if (windows[l]) first[r] = std::max(first[r], columns[r] - windows[l] + 1);
     }
     auto heads = [&](int64_t begin, int64_t end) {
       std::vector<float> scores(longest);
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t b = i / H, head = i % H, kv = head / group;
-        const int64_t base = ((b * Hkv + kv) * max_len + first[b]) * D;
-        attend_one(&qkv[b * width + head * D], kc + base, vc + base, columns[b] - first[b] + 1, D,
-                   static_cast<float>(scale), cap, scores.data(), &o[(b * H + head) * D]);
+        const int64_t r = i / H, head = i % H, kv = head / group;
+        const int64_t base = ((slots[r] * Hkv + kv) * max_len + first[r]) * D;
+        attend_one(&qkv[r * width + head * D], kc + base, vc + base, columns[r] - first[r] + 1, D,
+                   static_cast<float>(scale), cap, scores.data(), &o[(r * H + head) * D]);
       }
     };
-    if (B * H * longest * D < kThreadedAttention)
-      heads(0, B * H);
+    if (R * H * longest * D < kThreadedAttention)
+      heads(0, R * H);
     else
-      at::parallel_for(0, B * H, 1, heads);
-    matmul(weights, l * PER_LAYER + OUT, groups[l * 4 + 1], o.data(), B, y.data());
-    for (int64_t b = 0; b < B; ++b) {
-      if (w(l, POST1).defined()) rms_norm(&y[b * C], w(l, POST1), eps, C, &y[b * C]);
-      for (int64_t k = 0; k < C; ++k) h[b * C + k] += y[b * C + k];
-      rms_norm(&h[b * C], w(l, NORM2), eps, C, &a[b * C]);
+      at::parallel_for(0, R * H, 1, heads);
+    matmul(weights, l * PER_LAYER + OUT, groups[l * 4 + 1], o.data(), R, y.data());
+    for (int64_t r = 0; r < R; ++r) {
+      if (w(l, POST1).defined()) rms_norm(&y[r * C], w(l, POST1), eps, C, &y[r * C]);
+      for (int64_t k = 0; k < C; ++k) h[r * C + k] += y[r * C + k];
+      rms_norm(&h[r * C], w(l, NORM2), eps, C, &a[r * C]);
     }
-    matmul(weights, l * PER_LAYER + UP, groups[l * 4 + 2], a.data(), B, up.data());
-    for (int64_t b = 0; b < B; ++b) gated(act, &up[b * 2 * d_ff], &up[b * 2 * d_ff + d_ff], d_ff, &a[b * d_ff]);
-    matmul(weights, l * PER_LAYER + DOWN, groups[l * 4 + 3], a.data(), B, y.data());
-    for (int64_t b = 0; b < B; ++b) {
-      if (w(l, POST2).defined()) rms_norm(&y[b * C], w(l, POST2), eps, C, &y[b * C]);
-      for (int64_t k = 0; k < C; ++k) h[b * C + k] += y[b * C + k];
+    matmul(weights, l * PER_LAYER + UP, groups[l * 4 + 2], a.data(), R, up.data());
+    for (int64_t r = 0; r < R; ++r) gated(act, &up[r * 2 * d_ff], &up[r * 2 * d_ff + d_ff], d_ff, &a[r * d_ff]);
+    matmul(weights, l * PER_LAYER + DOWN, groups[l * 4 + 3], a.data(), R, y.data());
+    for (int64_t r = 0; r < R; ++r) {
+      if (w(l, POST2).defined()) rms_norm(&y[r * C], w(l, POST2), eps, C, &y[r * C]);
+      for (int64_t k = 0; k < C; ++k) h[r * C + k] += y[r * C + k];
     }
   }
   const int64_t last = L * PER_LAYER;
-  for (int64_t b = 0; b < B; ++b) rms_norm(&h[b * C], weights[last], eps, C, &a[b * C]);
-  at::Tensor logits = at::empty({B, weights[last + 1].size(0)}, x0.options());
+  for (int64_t r = 0; r < R; ++r) rms_norm(&h[r * C], weights[last], eps, C, &a[r * C]);
+  at::Tensor logits = at::empty({R, weights[last + 1].size(0)}, x0.options());
   float* out = logits.data_ptr<float>();
-  matmul(weights, last + 1, groups[L * 4], a.data(), B, out);
+  matmul(weights, last + 1, groups[L * 4], a.data(), R, out);
   if (logit_cap > 0) {
     const float cap_logits = static_cast<float>(logit_cap);
     for (int64_t i = 0; i < logits.numel(); ++i) out[i] = std::tanh(out[i] / cap_logits) * cap_logits;
@@ -289,9 +295,9 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
 
 TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
   m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, int[] windows, Tensor[] k_cache, Tensor[] v_cache, "
-        "int[] positions, int[] columns, Tensor cos, Tensor sin, Tensor local_cos, Tensor local_sin, int n_heads, "
-        "int n_kv_heads, float eps, float scale, float embedding_scale, float attention_cap, float logit_cap, "
-        "int activation) -> Tensor");
+        "int[] positions, int[] columns, int[] slots, Tensor cos, Tensor sin, Tensor local_cos, Tensor local_sin, "
+        "int n_heads, int n_kv_heads, float eps, float scale, float embedding_scale, float attention_cap, "
+        "float logit_cap, int activation) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(lmlab_quant, CPU, m) { m.impl("decoder_step", &decoder_step); }
