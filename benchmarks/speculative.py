@@ -15,6 +15,7 @@ benchmarks/results/speculative.json. Usage:
 
   python benchmarks/speculative.py                  # 3 rounds, 96 new tokens, 1 thread (a few minutes)
   python benchmarks/speculative.py --rounds 1 --new-tokens 32     # a smoke test
+  python benchmarks/speculative.py --sides "int4 plain,int4 lookup"  # some sides only
 """
 
 import argparse
@@ -65,17 +66,18 @@ def run_side(side: str, models: dict, tokenizer, prompts: list[list[int]], new_t
     return replies, time.perf_counter() - start, acceptance
 
 
-def measure(rounds: int, new_tokens: int) -> dict:
+def measure(rounds: int, new_tokens: int, sides: list[str]) -> dict:
     """Every side on every kind of task, interleaved; medians of tokens/s, acceptance, and whether each side's
     replies equal plain decoding's of the same dtype."""
     path = downloaded("smollm2-135m-instruct")
-    models = {dtype: lmlab.load(path, dtype)[0] for dtype in ("fp32", "int4")}
+    dtypes = {side.split()[0] for side in sides} | {"int4" for side in sides if "draft int4" in side}
+    models = {dtype: lmlab.load(path, dtype)[0] for dtype in dtypes}
     tokenizer = lmlab.load(path, "int4")[1]
     results = {}
     for kind, texts in TASKS.items():
         prompts = [tokenizer.encode(chat_prompt(tokenizer, [{"role": "user", "content": text}])) for text in texts]
-        speeds, accepted, replies = {s: [] for s in SIDES}, {}, {}
-        for _, side in alternating(SIDES, rounds):
+        speeds, accepted, replies = {s: [] for s in sides}, {}, {}
+        for _, side in alternating(sides, rounds):
             out, seconds, acceptance = run_side(side, models, tokenizer, prompts, new_tokens)
             speeds[side].append(sum(map(len, out)) / seconds)
             accepted[side], replies[side] = acceptance, out
@@ -84,9 +86,15 @@ def measure(rounds: int, new_tokens: int) -> dict:
                                 "acceptance": round(accepted[side].rate, 3) if accepted[side].drafted else None,
                                 "tokens_per_pass": round(accepted[side].tokens / (accepted[side].passes + len(prompts)), 2)
                                 if accepted[side].drafted else 1.0,
-                                "same_as_plain": replies[side] == replies[side.split()[0] + " plain"]}
-                         for side in SIDES}
+                                "same_as_plain": _same(replies, side)}
+                         for side in sides}
     return results
+
+
+def _same(replies: dict, side: str) -> bool | None:
+    """Whether `side`'s replies are its dtype's plain replies; None when plain decoding was not measured."""
+    plain = side.split()[0] + " plain"
+    return replies[side] == replies[plain] if plain in replies else None
 
 
 def main() -> None:
@@ -94,20 +102,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of: {', '.join(SIDES)}")
     args = parser.parse_args()
+    sides = args.sides.split(",")
+    if not set(sides) <= set(SIDES):
+        parser.error(f"--sides: each of {', '.join(SIDES)}")
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    results = measure(args.rounds, args.new_tokens)
+    results = measure(args.rounds, args.new_tokens, sides)
     report = {"cpu": device_name(torch.device("cpu")), "threads": args.threads, "rounds": args.rounds,
               "new_tokens": args.new_tokens, "draft_tokens": DRAFT_TOKENS,
               "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)], "results": results}
     print(f"\n{'side':16} " + " ".join(f"{kind + ' tok/s':>15} {'kept':>6} {'tok/pass':>8}" for kind in TASKS))
-    for side in SIDES:
+    for side in sides:
         cells = []
         for kind in TASKS:
             r = results[kind][side]
             kept = "-" if r["acceptance"] is None else f"{r['acceptance']:.0%}"
-            same = "" if r["same_as_plain"] else "!"
+            same = "!" if r["same_as_plain"] is False else ""
             cells.append(f"{r['tokens_per_s']:>14.1f}{same or ' '} {kept:>6} {r['tokens_per_pass']:>8.2f}")
         print(f"{side:16} " + " ".join(cells))
     RESULTS.parent.mkdir(exist_ok=True)
