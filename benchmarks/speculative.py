@@ -9,13 +9,15 @@ its prompt) and free chat (a poem, an explanation, a list: nothing to quote). Ea
   fp32 draft int4                  `--speculate`: SmolLM2 in int4 drafts for itself in fp32 (one tokenizer)
 
 in interleaved rounds (`machine.alternating`); each side's tokens/s is the median over rounds of all tokens
-over all seconds of its prompts of a kind, and its acceptance is drafted tokens kept / drafted. Every
-speculative reply is checked against its plain reply (greedy: the same tokens). Prints a table and writes
-benchmarks/results/speculative.json. Usage:
+over all seconds of its prompts of a kind, its speed-up the median over rounds of its ratio to plain decoding's
+of the same round (which a shared machine's changing load moves less), and its acceptance is drafted tokens
+kept / drafted. Every speculative reply is checked against its plain reply (greedy: the same tokens). Prints a
+table and writes benchmarks/results/speculative.json. Usage:
 
   python benchmarks/speculative.py                  # 3 rounds, 96 new tokens, 1 thread (a few minutes)
   python benchmarks/speculative.py --rounds 1 --new-tokens 32     # a smoke test
   python benchmarks/speculative.py --sides "int4 plain,int4 lookup"  # some sides only
+  python benchmarks/speculative.py --draft-tokens 3     # at most 3 drafts a round (default 5)
 """
 
 import argparse
@@ -48,16 +50,16 @@ TASKS = {
              "Give me five tips for learning to cook."],
 }
 SIDES = ["fp32 plain", "fp32 lookup", "fp32 draft int4", "int4 plain", "int4 lookup"]
-DRAFT_TOKENS = 5
+DRAFT_TOKENS = 5  # lmlab generate's default
 RESULTS = Path(__file__).parent / "results" / "speculative.json"
 
 
-def run_side(side: str, models: dict, tokenizer, prompts: list[list[int]], new_tokens: int):
+def run_side(side: str, models: dict, tokenizer, prompts: list[list[int]], new_tokens: int, draft_tokens: int):
     """(replies, seconds, acceptance) of one side over `prompts`."""
     dtype, how = side.split(" ", 1)
     draft = models["int4"] if how == "draft int4" else None
     config = GenerationConfig(max_new_tokens=new_tokens, eos_id=tokenizer.stop_ids,
-                              draft_tokens=0 if how == "plain" else DRAFT_TOKENS)
+                              draft_tokens=0 if how == "plain" else draft_tokens)
     acceptance, replies = Acceptance(), []
     start = time.perf_counter()
     for prompt in prompts:
@@ -66,9 +68,9 @@ def run_side(side: str, models: dict, tokenizer, prompts: list[list[int]], new_t
     return replies, time.perf_counter() - start, acceptance
 
 
-def measure(rounds: int, new_tokens: int, sides: list[str]) -> dict:
-    """Every side on every kind of task, interleaved; medians of tokens/s, acceptance, and whether each side's
-    replies equal plain decoding's of the same dtype."""
+def measure(rounds: int, new_tokens: int, sides: list[str], draft_tokens: int) -> dict:
+    """Every side on every kind of task, interleaved; medians of tokens/s and of its ratio to plain decoding's in
+    each round, acceptance, and whether each side's replies equal plain decoding's of the same dtype."""
     path = downloaded("smollm2-135m-instruct")
     dtypes = {side.split()[0] for side in sides} | {"int4" for side in sides if "draft int4" in side}
     models = {dtype: lmlab.load(path, dtype)[0] for dtype in dtypes}
@@ -78,7 +80,7 @@ def measure(rounds: int, new_tokens: int, sides: list[str]) -> dict:
         prompts = [tokenizer.encode(chat_prompt(tokenizer, [{"role": "user", "content": text}])) for text in texts]
         speeds, accepted, replies = {s: [] for s in sides}, {}, {}
         for _, side in alternating(sides, rounds):
-            out, seconds, acceptance = run_side(side, models, tokenizer, prompts, new_tokens)
+            out, seconds, acceptance = run_side(side, models, tokenizer, prompts, new_tokens, draft_tokens)
             speeds[side].append(sum(map(len, out)) / seconds)
             accepted[side], replies[side] = acceptance, out
             print(f"  {kind:8} {side:16} {speeds[side][-1]:6.1f} tok/s", flush=True)
@@ -86,9 +88,19 @@ def measure(rounds: int, new_tokens: int, sides: list[str]) -> dict:
                                 "acceptance": round(accepted[side].rate, 3) if accepted[side].drafted else None,
                                 "tokens_per_pass": round(accepted[side].tokens / (accepted[side].passes + len(prompts)), 2)
                                 if accepted[side].drafted else 1.0,
+                                "x_plain": _paired_ratio(speeds, side),
                                 "same_as_plain": _same(replies, side)}
                          for side in sides}
     return results
+
+
+def _paired_ratio(speeds: dict, side: str) -> float | None:
+    """The median over rounds of `side`'s tokens/s over its dtype's plain tokens/s in the same round (run next
+    to it, so a shift of the machine's load between rounds cancels); None without plain decoding."""
+    plain = side.split()[0] + " plain"
+    if plain not in speeds:
+        return None
+    return round(statistics.median(a / b for a, b in zip(speeds[side], speeds[plain])), 2)
 
 
 def _same(replies: dict, side: str) -> bool | None:
@@ -102,6 +114,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--draft-tokens", type=int, default=DRAFT_TOKENS)
     parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of: {', '.join(SIDES)}")
     args = parser.parse_args()
     sides = args.sides.split(",")
@@ -109,18 +122,20 @@ def main() -> None:
         parser.error(f"--sides: each of {', '.join(SIDES)}")
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    results = measure(args.rounds, args.new_tokens, sides)
+    results = measure(args.rounds, args.new_tokens, sides, args.draft_tokens)
     report = {"cpu": device_name(torch.device("cpu")), "threads": args.threads, "rounds": args.rounds,
-              "new_tokens": args.new_tokens, "draft_tokens": DRAFT_TOKENS,
+              "new_tokens": args.new_tokens, "draft_tokens": args.draft_tokens,
               "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)], "results": results}
-    print(f"\n{'side':16} " + " ".join(f"{kind + ' tok/s':>15} {'kept':>6} {'tok/pass':>8}" for kind in TASKS))
+    print(f"\n{'side':16} " + " ".join(f"{kind + ' tok/s':>15} {'x plain':>7} {'kept':>6} {'tok/pass':>8}"
+                                        for kind in TASKS))
     for side in sides:
         cells = []
         for kind in TASKS:
             r = results[kind][side]
             kept = "-" if r["acceptance"] is None else f"{r['acceptance']:.0%}"
             same = "!" if r["same_as_plain"] is False else ""
-            cells.append(f"{r['tokens_per_s']:>14.1f}{same or ' '} {kept:>6} {r['tokens_per_pass']:>8.2f}")
+            ratio = "-" if r["x_plain"] is None else f"{r['x_plain']:.2f}x"
+            cells.append(f"{r['tokens_per_s']:>14.1f}{same or ' '} {ratio:>7} {kept:>6} {r['tokens_per_pass']:>8.2f}")
         print(f"{side:16} " + " ".join(cells))
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
