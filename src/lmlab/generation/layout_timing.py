@@ -13,9 +13,9 @@ one row and the panels at eight. So the candidates (`LAYOUTS`) are timed on the 
 
 Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at about its geometric middle
 (`TIMED_ROWS`: 1, 3, 8, 32); above 64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
-Each weight keeps at most ONE copy besides its own: the layout that saves the most time summed over
-the buckets (each bucket's time relative to plain, so every bucket counts alike), used in the
-buckets where it beats plain.
+Each weight keeps at most ONE copy besides its own: the layout fastest at the fewest rows where one
+beats plain (one row, on most CPUs: decoding a single sequence is the common case), used in every
+bucket where it beats plain.
 
 Timed as a decoding step reads them: for each distinct weight shape, the model's own matrices of
 that shape in a row (a prefix of them, so the time stays bounded), every shape in turn, so that
@@ -67,11 +67,13 @@ def product(x: torch.Tensor, weight: torch.Tensor, panels: torch.Tensor | None) 
 
 def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
     """The layout of each bucket (in `BUCKETS` order) from the speeds (GB/s of weights, per bucket and
-    layout) measured on one shape: one layout besides plain, used where it is faster than plain."""
-    def relative_time(layout: str) -> float:  # summed over buckets; plain where plain is faster
-        return sum(min(speed["plain"] / speed[layout], 1.0) for speed in speeds.values())
-    extra = min(LAYOUTS[1:], key=relative_time)
-    return tuple(extra if speeds[bucket][extra] > speeds[bucket]["plain"] else "plain" for bucket in BUCKETS)
+    layout) measured on one shape: one layout besides plain, the fastest in the first bucket where one
+    beats plain (one row, on most CPUs: decoding one sequence comes first), used wherever it beats plain."""
+    for bucket in BUCKETS:
+        best = max(LAYOUTS[1:], key=lambda layout: speeds[bucket][layout])
+        if speeds[bucket][best] > speeds[bucket]["plain"]:
+            return tuple(best if speeds[b][best] > speeds[b]["plain"] else "plain" for b in BUCKETS)
+    return ("plain",) * len(BUCKETS)
 
 
 TimeOnce = Callable[[str, int, str], float]  # (shape key, bucket, layout) -> GB/s of one timing
