@@ -3,6 +3,7 @@ server answers concurrent chat and text completions, streamed or not, with stop 
 plain server does (greedy), and /metrics counts the drafted and accepted tokens; the command takes the flags and
 refuses bad ones in one line before anything loads."""
 
+import argparse
 import concurrent.futures
 
 import httpx
@@ -12,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chat_models import tiny_chat_model
 from conftest import lmlab, one_line_error
+from lmlab.cli.serve import speculation
 from lmlab.inference.engine import Engine
 from lmlab.inference.server import create_app
 from lmlab.inference.speculation import Speculation
@@ -88,6 +90,20 @@ def test_metrics_count_drafted_and_accepted_tokens(clients):
     assert 0 < samples["lmlab_engine_tokens_accepted"] <= samples["lmlab_engine_tokens_drafted"]
 
 
+def test_the_flags_make_the_engines_speculation(model_dir, capsys):
+    model, tokenizer = load(model_dir)
+    args = argparse.Namespace(model=str(model_dir), speculate="lookup", draft_tokens=None, dtype=None,
+                              activations="fp32")
+    assert speculation(args, model, tokenizer) == Speculation(5)
+    args.speculate, args.draft_tokens = str(model_dir), 2
+    drafting = speculation(args, model, tokenizer)
+    assert drafting.draft_tokens == 2 and drafting.draft.config == model.config
+    assert "drafts up to 2 tokens a step by " in capsys.readouterr().err
+    args.speculate, args.draft_tokens = None, None
+    assert speculation(args, model, tokenizer) is None
+
+
+@pytest.mark.slow  # a process starting: ~10 s
 def test_lmlab_serve_speculates(model_dir):
     flags = ["--model", model_dir, "--speculate", "lookup", "--draft-tokens", "3", "--slots", "2", "--name", "chat"]
     with lmlab_serve(flags) as port:
