@@ -75,6 +75,8 @@ def test_choose_takes_one_layout_besides_plain_where_it_is_faster():
     speeds = speeds_where({1: "panels8", 4: "panels32", 16: "panels32", 64: "plain"})
     speeds[4]["panels8"] = 2.0
     assert choose(speeds) == ("panels8", "panels8", "plain", "plain")
+    speeds[1]["panels32"] = 4.6  # within 10% of panels8 at one row: the better one at more rows
+    assert choose(speeds) == ("panels32", "panels32", "panels32", "plain")
     # plain is fastest at one row (MKL on some CPUs): the copy is the fastest at 2-4 rows
     assert choose(speeds_where({1: "plain", 4: "panels16", 16: "panels32", 64: "plain"})) == (
         "plain", "panels16", "plain", "plain")

@@ -13,8 +13,9 @@ one row and the panels at eight. So the candidates (`LAYOUTS`) are timed on the 
 
 Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at about its geometric middle
 (`TIMED_ROWS`: 1, 3, 8, 32); above 64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
-Each weight keeps at most ONE copy besides its own: the layout fastest at the fewest rows where one
-beats plain (one row, on most CPUs: decoding a single sequence is the common case), used in every
+Each weight keeps at most ONE copy besides its own, chosen at the fewest rows where a layout beats
+plain (one row, on most CPUs: decoding a single sequence is the common case): of the layouts within
+10% of the fastest there, the one that does best at the other row counts too; it is used in every
 bucket where it beats plain.
 
 Timed as a decoding step reads them: for each distinct weight shape, the model's own matrices of
@@ -37,6 +38,7 @@ BUCKETS = (1, 4, 16, 64)  # row buckets by their largest row count: 1, 2-4, 5-16
 TIMED_ROWS = (1, 3, 8, 32)  # the rows each bucket is timed at
 LAYOUTS = ("plain", "panels8", "panels16", "panels32", "panels64", "transposed")
 REPEATS = 3
+NEAR = 0.9  # layouts this close to the fastest are as good: timings on a busy machine differ by as much
 STREAM_FLOOR = 8 << 20  # bytes of one shape's matrices timed at one row, at least; more on a bigger cache
 LLC_FALLBACK = 32 << 20  # bytes of last-level cache assumed where sysfs does not say
 
@@ -67,12 +69,17 @@ def product(x: torch.Tensor, weight: torch.Tensor, panels: torch.Tensor | None) 
 
 def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
     """The layout of each bucket (in `BUCKETS` order) from the speeds (GB/s of weights, per bucket and
-    layout) measured on one shape: one layout besides plain, the fastest in the first bucket where one
-    beats plain (one row, on most CPUs: decoding one sequence comes first), used wherever it beats plain."""
+    layout) measured on one shape. One layout besides plain, chosen in the first bucket where one beats
+    plain (one row, on most CPUs: decoding one sequence comes first): of those within `NEAR` of that
+    bucket's best, the one that saves the most over all buckets (each relative to plain); it is used
+    wherever it beats plain."""
+    def relative_time(layout: str) -> float:  # summed over buckets; plain where plain is faster
+        return sum(min(speed["plain"] / speed[layout], 1.0) for speed in speeds.values())
     for bucket in BUCKETS:
-        best = max(LAYOUTS[1:], key=lambda layout: speeds[bucket][layout])
-        if speeds[bucket][best] > speeds[bucket]["plain"]:
-            return tuple(best if speeds[b][best] > speeds[b]["plain"] else "plain" for b in BUCKETS)
+        best = max(speeds[bucket][layout] for layout in LAYOUTS[1:])
+        if best > speeds[bucket]["plain"]:
+            extra = min((layout for layout in LAYOUTS[1:] if speeds[bucket][layout] >= NEAR * best), key=relative_time)
+            return tuple(extra if speeds[b][extra] > speeds[b]["plain"] else "plain" for b in BUCKETS)
     return ("plain",) * len(BUCKETS)
 
 
