@@ -112,3 +112,17 @@ def test_a_sliding_window_cache_cannot_speculate(chat, monkeypatch):
     monkeypatch.setattr("lmlab.inference.engine.sliding_window", lambda model: 16)
     with pytest.raises(LmlabError, match="without --speculate"):
         Engine(model, tokenizer, speculation=Speculation(4))
+
+
+def test_an_int4_engine_checks_every_slots_drafts_in_one_fused_call(int4_chat):
+    model, tokenizer = int4_chat
+    prompts = [tokenizer.encode(t) for t in TEXTS]
+    configs = greedy_settings(tokenizer)
+    with Engine(model, tokenizer, slots=4) as plain:
+        expected = answers(plain, prompts, configs)
+    with Engine(model, tokenizer, slots=4, speculation=Speculation(4)) as engine:
+        fused, shapes = engine._fused, []
+        engine._fused = lambda ids, *rest: shapes.append(tuple(ids.shape)) or fused(ids, *rest)  # before any request
+        got = answers(engine, prompts, configs)
+    assert [r[:3] for r in got] == [r[:3] for r in expected]
+    assert any(len(shape) == 2 and shape[1] > 1 for shape in shapes)  # (B, 1 + drafts) in one call

@@ -96,31 +96,27 @@ def sampling_config(args, extra_stops: tuple[str, ...] = ()):
         max_new_tokens=args.max_new_tokens, temperature=temperature, top_k=args.top_k, top_p=args.top_p,
         repetition_penalty=args.repetition_penalty, num_beams=beams,
         length_penalty=getattr(args, "length_penalty", 1.0),
-        stop_strings=stops, seed=args.seed, draft_tokens=_draft_tokens(args))
+        stop_strings=stops, seed=args.seed, draft_tokens=draft_tokens(args))
 
 
-def _draft_tokens(args) -> int:
-    """The draft_tokens `--speculate` and `--draft-tokens` ask for (0: no speculation)."""
+def draft_tokens(args) -> int:
+    """The tokens a step that --speculate and --draft-tokens ask for (0: no speculation); one line when out of range."""
+    from lmlab.generation.config import MAX_DRAFT
+
     if args.speculate is None:
         if args.draft_tokens is not None:
             raise LmlabError("--draft-tokens sets how many tokens --speculate drafts; add --speculate lookup or MODEL")
         return 0
-    return DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
+    k = DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
+    if not 1 <= k <= MAX_DRAFT:
+        raise LmlabError(f"--draft-tokens {k} must be in 1..{MAX_DRAFT}")
+    return k
 
 
 def load_draft(args, model, tokenizer):
     """The draft model `--speculate MODEL` names (as --dtype), None for prompt lookup or no speculation; one line
-    when its tokenizer is not the model's. Notes on stderr that a model decoding by the fused step checks drafts
-    through its modules, slower than that step (docs/speculative.md measures it)."""
-    if args.speculate is None:
-        return None
-    from lmlab.generation.fused import fused_step_refusal
-
-    if fused_step_refusal(model) is None:
-        print("lmlab: note: --speculate checks drafts through the model's modules, not the fused C++ step, which "
-              "takes one token at a time: for this int8 / int4 model it is likely slower than plain decoding",
-              file=sys.stderr)
-    if args.speculate == "lookup":
+    when its tokenizer is not the model's."""
+    if args.speculate is None or args.speculate == "lookup":
         return None
     from lmlab.generation.draft_model import check_draft_model
     from lmlab.models.load import load

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.cli.generate import DRAFT_TOKENS
+from lmlab.cli.generate import DRAFT_TOKENS, draft_tokens
 from lmlab.config_checks import MAX_RAG_TOP
 from lmlab.errors import LmlabError
 
@@ -129,20 +129,6 @@ def serve(args, listener: socket.socket) -> None:
         pass
     finally:
         engine.close()
-
-
-def draft_tokens(args) -> int:
-    """The tokens per request a step that --speculate and --draft-tokens ask for (0: no speculation)."""
-    from lmlab.generation.config import MAX_DRAFT
-
-    if args.speculate is None:
-        if args.draft_tokens is not None:
-            raise LmlabError("--draft-tokens sets how many tokens --speculate drafts; add --speculate lookup or MODEL")
-        return 0
-    k = DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
-    if not 1 <= k <= MAX_DRAFT:
-        raise LmlabError(f"--draft-tokens {k} must be in 1..{MAX_DRAFT}")
-    return k
 
 
 def speculation(args, model, tokenizer):

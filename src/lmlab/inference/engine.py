@@ -278,10 +278,15 @@ class Engine:
         view = self.cache.step_view(rows, 1 + max(map(len, drafts)))
         tokens = padded_tokens([entry.token for entry in self._running], drafts, view.at.device)  # (B, T)
         self._choose([entry.request.adapter for entry in self._running])
-        hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, T, C)
-        widths = [1 + len(draft) for draft in drafts]  # the LM head skips the padding
-        real = torch.cat([hidden[row, :width] for row, width in enumerate(widths)])  # (sum of widths, C)
-        logits = self._step_model.logits(real).float().split(widths)  # row b's (1 + k_b, V)
+        widths = [1 + len(draft) for draft in drafts]
+        if self._fused is not None:  # one C++ call for the T tokens of every row
+            padded = self._fused(tokens, self.cache.k, self.cache.v, self.cache.positions(rows),
+                                 self.cache.lengths[:rows])  # (B, T, V)
+            logits = [padded[row, :width] for row, width in enumerate(widths)]  # row b's (1 + k_b, V)
+        else:
+            hidden = self._step_model.run_stack(tokens, view.positions, view.mask, view)  # (B, T, C)
+            real = torch.cat([hidden[row, :width] for row, width in enumerate(widths)])  # the LM head skips the padding
+            logits = self._step_model.logits(real).float().split(widths)  # row b's (1 + k_b, V)
         self._counts["steps"] += 1
         entries = list(self._running)
         results = [self._check_or_error(entry, logits[row], drafts[row]) for row, entry in enumerate(entries)]
