@@ -14,9 +14,10 @@ one row and the panels at eight. So the candidates (`LAYOUTS`) are timed on the 
 Rows come in buckets (`BUCKETS`: 1, 2-4, 5-16, 17-64), each timed at about its geometric middle
 (`TIMED_ROWS`: 1, 3, 8, 32); above 64 rows a product is a real matrix-matrix one and keeps the plain layout (prompts run on it).
 Each weight keeps at most ONE copy besides its own, chosen at the fewest rows where a layout beats
-plain (one row, on most CPUs: decoding a single sequence is the common case): of the layouts within
-10% of the fastest there, the one that does best at the other row counts too; it is used in every
-bucket where it beats plain.
+plain (one row, on most CPUs: decoding a single sequence is the common case): the first of `LAYOUTS`
+within 10% of the fastest there, so that near-ties, which timing one shape at a time cannot settle,
+go the same way every time (to 16-column panels, the fastest in full SmolLM2 steps on the AMD VM at
+1 and 8 rows, ahead of 32 by ~5%); it is used in every bucket where it beats plain.
 
 Timed as a decoding step reads them: for each distinct weight shape, the model's own matrices of
 that shape in a row (a prefix of them, so the time stays bounded), every shape in turn, so that
@@ -36,9 +37,9 @@ from lmlab.progress import progress_bar
 
 BUCKETS = (1, 4, 16, 64)  # row buckets by their largest row count: 1, 2-4, 5-16, 17-64
 TIMED_ROWS = (1, 3, 8, 32)  # the rows each bucket is timed at
-LAYOUTS = ("plain", "panels8", "panels16", "panels32", "panels64", "transposed")
+LAYOUTS = ("plain", "panels16", "panels32", "panels8", "panels64", "transposed")  # near-ties go to the first
 REPEATS = 3
-NEAR = 0.9  # layouts this close to the fastest are as good: timings on a busy machine differ by as much
+NEAR = 0.9  # layouts this close to the fastest are a tie: timings of one shape differ by as much from a full step
 STREAM_FLOOR = 8 << 20  # bytes of one shape's matrices timed at one row, at least; more on a bigger cache
 LLC_FALLBACK = 32 << 20  # bytes of last-level cache assumed where sysfs does not say
 
@@ -70,15 +71,12 @@ def product(x: torch.Tensor, weight: torch.Tensor, panels: torch.Tensor | None) 
 def choose(speeds: dict[int, dict[str, float]]) -> tuple[str, ...]:
     """The layout of each bucket (in `BUCKETS` order) from the speeds (GB/s of weights, per bucket and
     layout) measured on one shape. One layout besides plain, chosen in the first bucket where one beats
-    plain (one row, on most CPUs: decoding one sequence comes first): of those within `NEAR` of that
-    bucket's best, the one that saves the most over all buckets (each relative to plain); it is used
-    wherever it beats plain."""
-    def relative_time(layout: str) -> float:  # summed over buckets; plain where plain is faster
-        return sum(min(speed["plain"] / speed[layout], 1.0) for speed in speeds.values())
+    plain (one row, on most CPUs: decoding one sequence comes first): the first in `LAYOUTS` order
+    within `NEAR` of that bucket's fastest; it is used wherever it beats plain."""
     for bucket in BUCKETS:
         best = max(speeds[bucket][layout] for layout in LAYOUTS[1:])
         if best > speeds[bucket]["plain"]:
-            extra = min((layout for layout in LAYOUTS[1:] if speeds[bucket][layout] >= NEAR * best), key=relative_time)
+            extra = next(layout for layout in LAYOUTS[1:] if speeds[bucket][layout] >= NEAR * best)
             return tuple(extra if speeds[b][extra] > speeds[b]["plain"] else "plain" for b in BUCKETS)
     return ("plain",) * len(BUCKETS)
 
@@ -105,8 +103,9 @@ def measure(shapes: list[str], time_once: TimeOnce) -> dict[str, dict[int, dict[
 
 class StreamTimer:
     """`time_once` on real weights: per shape, a prefix of the model's matrices of that shape of at
-    least `stream_bytes` (or all of them), arranged in every layout; timed at more rows, a shorter
-    prefix (the product is bound by arithmetic there, not by memory), so each timing costs alike."""
+    least `stream_bytes` (or all of them), arranged in every layout; at 32 rows, half of it (the
+    product is bound by arithmetic there, not by memory; at 8 rows a prefix that fits in the cache
+    favours the plain layout, which loses in a real step)."""
 
     def __init__(self, weights: dict[str, list[torch.Tensor]], stream_bytes: int):
         self.stream_bytes = stream_bytes
@@ -116,7 +115,7 @@ class StreamTimer:
 
     def __call__(self, shape: str, bucket: int, layout: str) -> float:
         matrices, rows = self.weights[shape], TIMED_ROWS[BUCKETS.index(bucket)]
-        count = len(_prefix(matrices, self.stream_bytes // max(1, rows // 4)))
+        count = len(_prefix(matrices, self.stream_bytes // max(1, rows // 16)))
         panels = self.panels[shape][layout][:count] if layout != "plain" else [None] * count
         x = torch.randn(rows, matrices[0].size(1), dtype=matrices[0].dtype)
         with torch.inference_mode():
