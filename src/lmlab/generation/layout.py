@@ -24,7 +24,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 from lmlab.generation.layout_cache import layouts_for, shape_key
-from lmlab.generation.layout_timing import BUCKETS, arrange, panel_width, product
+from lmlab.generation.layout_timing import BUCKETS, arrange, panel_product, panel_width
 
 MIN_BYTES = 8 << 20  # linear weights below this decode from the CPU's caches: plain, nothing measured
 
@@ -37,13 +37,15 @@ class LayoutLinear(nn.Module):
         self.linear = linear
         self.layouts = layouts  # per bucket of `BUCKETS`; plain above the last
         self.panels = panels  # (n_panels, in, width) of the one layout besides plain; a plain attribute, not state
+        # rows -> whether the panels multiply them (a lookup: this runs ~200 times a decoding step)
+        self.on_panels = [False] + [layouts[next(i for i, top in enumerate(BUCKETS) if rows <= top)] != "plain"
+                                    for rows in range(1, BUCKETS[-1] + 1)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.size(-1)
-        bucket = next((i for i, top in enumerate(BUCKETS) if rows <= top), None)
-        if bucket is None or self.layouts[bucket] == "plain":
+        if rows >= len(self.on_panels) or not self.on_panels[rows]:
             return self.linear(x)
-        y = product(x.reshape(rows, -1), self.linear.weight, self.panels)  # (rows, out)
+        y = panel_product(x.reshape(rows, -1), self.panels, self.linear.out_features)  # (rows, out)
         if self.linear.bias is not None:
             y = y + self.linear.bias
         return y.view(*x.shape[:-1], -1)
