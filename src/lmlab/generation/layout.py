@@ -5,8 +5,8 @@ stream from memory, and the layout that streams fastest depends on the CPU and t
 `F.linear` on the plain weight, or the weight cut into contiguous column panels and multiplied as a
 batched matmul (2x faster at 1 to 64 rows on one AMD EPYC, slower at one row on an Intel Xeon).
 `layout_timing.py` times the candidates on the model's own weight shapes, per bucket of rows, and
-`layout_cache.py` keeps the result per CPU, so the timing (about a second for SmolLM2-135M) happens
-once per CPU and model shape.
+`layout_cache.py` keeps the result per CPU, so the timing (1-2 s for SmolLM2-135M) happens once per
+CPU and model shape.
 
 `decoding_view(model)` is the model's module tree with every `nn.Linear` swapped for a
 `LayoutLinear` that shares its parameters and multiplies in the layout chosen for its shape and
