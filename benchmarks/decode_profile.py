@@ -11,8 +11,8 @@ A step streams every weight once, so it is first compared with what the memory g
               step is attention, norms, rotations and the embedding
   wake-up     what sharing a piece of work between threads costs before any of it is done: a tiny matrix's
               call on 2 threads minus on 1, times the pieces of a step (its matrices and attention layers)
-  loop        a token of `generate_batch` (greedy, the same prompt) less one fused step: the Python loop,
-              sampling and the stop checks
+  loop        a token of `generate_batch` (greedy, the same prompt; 64 tokens less 8, so the prefill cancels)
+              less one fused step: the Python loop, the embedding row, sampling and the stop checks
   busy        the fused step on 1 and 2 threads beside one busy process of our own: what a shared core costs
 
 Usage: python benchmarks/decode_profile.py [--repeats 50] [--context 64]; writes results/decode_profile.json.
@@ -118,11 +118,13 @@ def main() -> None:
     step, mats, tiny = step_timer(model, args.context), matrices_timer(model), fixed_cost_timer()
     prompt = tokenizer.encode("Once upon a time, in a small village at the edge of a great forest,")
 
-    def token_seconds() -> float:
-        n = 64
+    def generation_seconds(n: int) -> float:
         start = time.perf_counter()
         generate_batch(model, [prompt], GenerationConfig(max_new_tokens=n))
-        return (time.perf_counter() - start) / n
+        return time.perf_counter() - start
+
+    def token_seconds() -> float:
+        return (generation_seconds(64) - generation_seconds(8)) / 56
 
     r = {"weights_mib": weight_bytes(model) / 2**20, "matrices": len(matrices(model)), "threads": {}}
     for t in counts:
@@ -131,7 +133,8 @@ def main() -> None:
              "fixed_cost_us": 1e6 * on_threads(t, lambda: median_seconds(tiny, 20 * args.repeats))}
         s["matrices_ms"] = 1e3 * on_threads(t, lambda: median_seconds(mats, args.repeats)) \
             - r["matrices"] * s["fixed_cost_us"] / 1e3
-        s["token_ms"] = 1e3 * statistics.median(on_threads(t, token_seconds) for _ in range(3))
+        s["token_ms"] = 1e3 * statistics.median(on_threads(t, token_seconds) for _ in range(5))
+        s["loop_ms"] = s["token_ms"] - s["step_ms"]
         s["weights_gb_s"] = weight_bytes(model) / (s["step_ms"] / 1e3) / 1e9
         r["threads"][t] = s
     pieces = r["matrices"] + model.config.n_layers  # parallel regions per step: matrices and attention layers
@@ -147,7 +150,8 @@ def main() -> None:
     rows = [("memory read bandwidth (GB/s)", "bandwidth_gb_s", ".1f"), ("fused step (ms)", "step_ms", ".2f"),
             ("  weights streamed at (GB/s)", "weights_gb_s", ".1f"), ("  matrix-vector products (ms)", "matrices_ms",
                                                                        ".2f"),
-            ("op's fixed cost per call (us)", "fixed_cost_us", ".1f"), ("a generated token (ms)", "token_ms", ".2f")]
+            ("op's fixed cost per call (us)", "fixed_cost_us", ".1f"), ("a generated token (ms)", "token_ms", ".2f"),
+            ("  of which outside the fused step (ms)", "loop_ms", ".2f")]
     for label, key, fmt in rows:
         print(f"{label:<44}" + "".join(f"{format(r['threads'][t][key], fmt):>12}" for t in counts))
     print(f"{'fused step beside 1 busy process (ms)':<44}" + "".join(f"{r['busy_step_ms'][t]:>12.2f}" for t in counts))
