@@ -301,3 +301,29 @@ def test_a_position_past_the_cache_is_refused():
         last_logits(model, torch.tensor([[1, 2, 3, 4]]), None, cache)
         with pytest.raises(RuntimeError, match="past the cache"):
             step(torch.tensor([5]), cache.k, cache.v, [cache.length])
+
+
+@pytest.mark.parametrize("length, fused_prefill", [(5, True), (decode.FUSED_PROMPT, True), (decode.FUSED_PROMPT + 1, False)])
+def test_a_short_prompt_fills_the_cache_through_the_fused_step_with_the_modules_logits(length, fused_prefill):
+    model = tiny("int4")
+    prompts = [list(range(3, 3 + length)), list(range(40, 40 + length))]  # two rows, no padding
+    first, shapes = {}, []
+    real_steps, real_fused = decode.token_steps, decode.fused_step
+
+    def spy_steps(logits, *rest):
+        first[len(first)] = logits
+        return real_steps(logits, *rest)
+
+    def spy_fused(model):
+        step = real_fused(model)
+        return step and (lambda ids, *rest: shapes.append(tuple(ids.shape)) or step(ids, *rest))
+
+    config = GenerationConfig(max_new_tokens=8)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "token_steps", spy_steps)
+        patch.setattr(decode, "fused_step", spy_fused)
+        tokens = [g.token_ids for g in generate_batch(model, prompts, config)]
+        patch.setattr(decode, "fused_step", lambda model: None)
+        assert tokens == [g.token_ids for g in generate_batch(model, prompts, config)]
+    assert ((2, length) in shapes) == fused_prefill
+    torch.testing.assert_close(first[0], first[1], atol=1e-4, rtol=1e-4)
