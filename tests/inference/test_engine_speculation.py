@@ -71,7 +71,7 @@ def test_greedy_requests_get_the_plain_engines_tokens_and_logprobs(weights, draf
     configs = greedy_settings(tokenizer)
     with Engine(model, tokenizer, slots=4) as plain:
         expected = answers(plain, prompts, configs)
-    speculation = Speculation(4, other_draft if drafter == "model" else None)
+    speculation = Speculation(4, other_draft if drafter == "model" else None, max_running=4)
     with Engine(model, tokenizer, slots=4, speculation=speculation) as engine:
         got = answers(engine, prompts, configs)
         stats = engine.stats()
@@ -101,7 +101,7 @@ def test_seeded_sampled_requests_are_reproducible(chat):
                for i, c in enumerate(greedy_settings(tokenizer))]
     runs = []
     for _ in range(2):
-        with Engine(model, tokenizer, slots=3, speculation=Speculation(4)) as engine:
+        with Engine(model, tokenizer, slots=3, speculation=Speculation(4, max_running=3)) as engine:
             runs.append([r[:3] for r in answers(engine, prompts, configs, None)])
             assert engine.stats()["tokens_drafted"] > 0
     assert runs[0] == runs[1]
@@ -120,9 +120,26 @@ def test_an_int4_engine_checks_every_slots_drafts_in_one_fused_call(int4_chat):
     configs = greedy_settings(tokenizer)
     with Engine(model, tokenizer, slots=4) as plain:
         expected = answers(plain, prompts, configs)
-    with Engine(model, tokenizer, slots=4, speculation=Speculation(4)) as engine:
+    with Engine(model, tokenizer, slots=4, speculation=Speculation(4, max_running=4)) as engine:
         fused, shapes = engine._fused, []
         engine._fused = lambda ids, *rest: shapes.append(tuple(ids.shape)) or fused(ids, *rest)  # before any request
         got = answers(engine, prompts, configs)
     assert [r[:3] for r in got] == [r[:3] for r in expected]
     assert any(len(shape) == 2 and shape[1] > 1 for shape in shapes)  # (B, 1 + drafts) in one call
+
+
+def test_with_more_requests_running_than_it_speculates_for_it_steps_plainly_and_gives_the_same_tokens(chat):
+    model, tokenizer = chat
+    prompts = [tokenizer.encode(t) for t in TEXTS]
+    configs = greedy_settings(tokenizer)
+    with Engine(model, tokenizer, slots=4) as plain:
+        expected = answers(plain, prompts, configs)
+    with Engine(model, tokenizer, slots=4, speculation=Speculation(4)) as engine:  # speculates with one running
+        verify, rows = engine._verify, []
+        engine._verify = lambda drafts: rows.append(len(drafts)) or verify(drafts)  # before any request
+        got = answers(engine, prompts, configs)
+        drafted_together = engine.stats()["tokens_drafted"]
+        alone = answers(engine, prompts[:1], configs[:1])
+        drafted_alone = engine.stats()["tokens_drafted"] - drafted_together
+    assert [r[:3] for r in got] == [r[:3] for r in expected] and alone[0][:3] == expected[0][:3]
+    assert drafted_alone > 0 and rows and set(rows) == {1}  # checks ran for one request at a time only

@@ -36,7 +36,7 @@ def clients(model_dir):
     """(plain client, speculating client, the speculating engine): two servers of the same model."""
     model, tokenizer = load(model_dir)
     with Engine(model, tokenizer, slots=3) as plain, \
-            Engine(model, tokenizer, slots=3, speculation=Speculation(4)) as speculating:
+            Engine(model, tokenizer, slots=3, speculation=Speculation(4, max_running=3)) as speculating:
         with served(create_app(plain, tokenizer, MODEL, 256)) as plain_url, \
                 served(create_app(speculating, tokenizer, MODEL, 256)) as url:
             yield (openai.OpenAI(base_url=f"{plain_url}/v1", api_key="x", max_retries=0, timeout=60),

@@ -141,7 +141,7 @@ def speculation(args, model, tokenizer):
     if not k:
         return None
     draft = load_draft(args, model, tokenizer)
-    print(f"speculating: each request drafts up to {k} tokens a step by "
+    print(f"speculating while one request runs: it drafts up to {k} tokens a step by "
           f"{'prompt lookup' if draft is None else args.speculate}, checked in one pass", file=sys.stderr)
     return Speculation(k, draft)
 

@@ -241,7 +241,8 @@ class Engine:
 
     def _step(self) -> None:
         """One token for every running request (or, speculating, one or more: `_verify`)."""
-        drafts = self._drafts() if self.speculation is not None else []
+        speculating = self.speculation is not None and len(self._running) <= self.speculation.max_running
+        drafts = self._drafts() if speculating else []
         if any(drafts):
             return self._verify(drafts)
         rows = len(self._running)

@@ -28,10 +28,15 @@ from lmlab.generation.speculative import lookup_draft, next_draft_length
 @dataclass(frozen=True)
 class Speculation:
     """How the engine speculates: up to `draft_tokens` drafted tokens per slot a step, by prompt lookup (`draft`
-    None) or by the draft model `draft` (same tokenizer as the served model)."""
+    None) or by the draft model `draft` (same tokenizer as the served model), while at most `max_running`
+    requests run. With more, the plain step already multiplies the weights by a row per request, and the padded
+    check of every row's drafts costs more than the drafts save: SmolLM2 int4 at 4 clients served 0.51-0.56x of
+    plain serving speculating (fp32 0.98-1.00x), at 1 client 1.02-1.12x with 3 drafted tokens
+    (`benchmarks/serve.py --speculate lookup`)."""
 
     draft_tokens: int
     draft: torch.nn.Module | None = None
+    max_running: int = 1
 
 
 class SlotDrafter:
