@@ -114,12 +114,17 @@ def test_a_sliding_window_cache_cannot_speculate(chat, monkeypatch):
         Engine(model, tokenizer, speculation=Speculation(4))
 
 
-def test_an_int4_engine_checks_every_slots_drafts_in_one_fused_call(int4_chat):
-    model, tokenizer = int4_chat
+def plain_answers(model, tokenizer) -> tuple[list, list, list]:
+    """The prompts of TEXTS, their greedy settings, and what a plain engine of 4 slots answers them."""
     prompts = [tokenizer.encode(t) for t in TEXTS]
     configs = greedy_settings(tokenizer)
     with Engine(model, tokenizer, slots=4) as plain:
-        expected = answers(plain, prompts, configs)
+        return prompts, configs, answers(plain, prompts, configs)
+
+
+def test_an_int4_engine_checks_every_slots_drafts_in_one_fused_call(int4_chat):
+    model, tokenizer = int4_chat
+    prompts, configs, expected = plain_answers(model, tokenizer)
     with Engine(model, tokenizer, slots=4, speculation=Speculation(4, max_running=4)) as engine:
         fused, shapes = engine._fused, []
         engine._fused = lambda ids, *rest: shapes.append(tuple(ids.shape)) or fused(ids, *rest)  # before any request
@@ -130,10 +135,7 @@ def test_an_int4_engine_checks_every_slots_drafts_in_one_fused_call(int4_chat):
 
 def test_with_more_requests_running_than_it_speculates_for_it_steps_plainly_and_gives_the_same_tokens(chat):
     model, tokenizer = chat
-    prompts = [tokenizer.encode(t) for t in TEXTS]
-    configs = greedy_settings(tokenizer)
-    with Engine(model, tokenizer, slots=4) as plain:
-        expected = answers(plain, prompts, configs)
+    prompts, configs, expected = plain_answers(model, tokenizer)
     with Engine(model, tokenizer, slots=4, speculation=Speculation(4)) as engine:  # speculates with one running
         verify, rows = engine._verify, []
         engine._verify = lambda drafts: rows.append(len(drafts)) or verify(drafts)  # before any request

@@ -72,14 +72,20 @@ def add_sampling_args(p: argparse.ArgumentParser, max_new_tokens: int):
                    help="stop when the text contains STR (not printed); \\n and \\t mean newline and tab")
     g.add_argument("--seed", type=int, metavar="S",
                    help="random seed, for reproducible sampling: any integer in [-2**63, 2**64 - 1]")
-    g.add_argument("--speculate", metavar="lookup|MODEL",
-                   help="speculative decoding: draft tokens by prompt lookup (copied from the prompt and reply: fast "
-                        "where the reply quotes its input) or with MODEL, a smaller decoder of the same tokenizer, "
-                        "and check them in one pass of --model; greedy gives the same tokens, sampling the same "
-                        "distribution")
-    g.add_argument("--draft-tokens", type=int, metavar="K",
-                   help=f"with --speculate, draft up to K tokens a round (default {DRAFT_TOKENS})")
+    add_speculation_args(g, "")
     return g
+
+
+def add_speculation_args(p, when: str) -> None:
+    """--speculate and --draft-tokens, shared with `lmlab serve`, which speculates `when` (e.g. "while one
+    request runs, ")."""
+    p.add_argument("--speculate", metavar="lookup|MODEL",
+                   help=f"speculative decoding: {when}draft tokens by prompt lookup (copied from the prompt and reply: "
+                        "fast where the reply quotes its input) or with MODEL, a smaller decoder of the same "
+                        "tokenizer, and check them in one pass of --model; greedy gives the same tokens, sampling "
+                        "the same distribution")
+    p.add_argument("--draft-tokens", type=int, metavar="K",
+                   help=f"with --speculate, draft up to K tokens a round (default {DRAFT_TOKENS})")
 
 
 def sampling_config(args, extra_stops: tuple[str, ...] = ()):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lmlab.cli.common.model_dtype import add_dtype_arg, say_gguf_kernels
-from lmlab.cli.generate import DRAFT_TOKENS, draft_tokens
+from lmlab.cli.generate import add_speculation_args, draft_tokens
 from lmlab.config_checks import MAX_RAG_TOP
 from lmlab.errors import LmlabError
 
@@ -60,13 +60,7 @@ def add_parser(subparsers) -> None:
                    help=f"passages per chat request with --rag, 1..{MAX_RAG_TOP} (default 3)")
     p.add_argument("--chat-template", metavar="NAME",
                    help="render chats with the model's template of this name (default: the one named 'default')")
-    p.add_argument("--speculate", metavar="lookup|MODEL",
-                   help="speculative decoding: each running request drafts tokens by prompt lookup (copied from its "
-                        "prompt and reply: fast where replies quote their input) or with MODEL, a smaller decoder of "
-                        "the same tokenizer, and one pass of --model checks every request's drafts; greedy requests "
-                        "get the same tokens, sampled ones the same distribution")
-    p.add_argument("--draft-tokens", type=int, metavar="K",
-                   help=f"with --speculate, draft up to K tokens per request a step (default {DRAFT_TOKENS})")
+    add_speculation_args(p, "while one request runs, ")
     p.set_defaults(run=run)
 
 
