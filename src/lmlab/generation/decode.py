@@ -28,7 +28,7 @@ from lmlab.generation.threads import step_threads
 from lmlab.modules.kv_cache import KVCache
 
 # Prompts up to this long fill the cache through the fused step (one call, the LM head on every position): SmolLM2
-# int4, 2 threads, 4 / 8 / 16 / 32 tokens took 12.7 / 27.8 / 52.3 / 92.9 ms so against 18.6 / 32.7 / 51.1 / 85.7 through
+# int4, 2 threads, 4 / 8 / 16 / 32 tokens took 12.7 / 27.8 / 52.3 / 92.9 ms this way against 18.6 / 32.7 / 51.1 / 85.7 through
 # the modules, which also touch ~2 MiB more of torch's code.
 FUSED_PROMPT = 12
 
