@@ -508,11 +508,11 @@ def main() -> None:
         if decode_busy:
             busy = ours_int4["decode_batch1_busy_tokens_per_s"] / theirs["decode_batch1_busy_tokens_per_s"]
             print(f"lmlab int4 vs llama.cpp beside {args.contention} busy processes: decode batch 1 {busy:.2f}x")
+    else:
+        print("llama.cpp: not installed (pip install 'lmlab[bench]' builds llama-cpp-python), column skipped")
     print("kernels and threads (decoding steps per thread count, batch 1):")
     for name, r in results.items():
         print(f"  {name}: {r['kernels']}; " + "; ".join(f"{phase}: {counts}" for phase, counts in r["threads"].items()))
-    else:
-        print("llama.cpp: not installed (pip install 'lmlab[bench]' builds llama-cpp-python), column skipped")
 
     machine = {"device": str(device), "device_name": device_name(device), "cpu_count": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
