@@ -49,11 +49,7 @@ def decode_steps(model: torch.nn.Module, prompts: list[list[int]], config: Gener
     cache = decoding_cache(model, B, T, N)
     padded = is_padded(mask)  # if not, pass no mask: the causal default is exact and faster
     fused = fused_step(model)  # the whole step as one C++ call, for a quantized Llama-style model (fused.py)
-    if fused is not None and not padded and T <= FUSED_PROMPT:
-        logits = fused(ids, cache.k, cache.v, [0] * B)[:, -1]  # (B, V)
-        cache.advance(T)
-    else:
-        logits = last_logits(model, ids, mask[:, :T] if padded else None, cache)  # (B, V)
+    logits = prompt_logits(model, fused, ids, mask[:, :T] if padded else None, cache)  # (B, V)
     step_model = decoding_view(model)
     step = getattr(model, "decode_step", last_logits)  # compiled for a `compiled_decoder` view (compiled.py)
     padding = (mask[:, :T] == 0).sum(dim=1).tolist()  # each row's left padding: its positions start after it
@@ -115,6 +111,18 @@ def positioned(positions: list[int], cache: KVCache, device: torch.device) -> to
     """The rows' positions (B, 1) for a step, once the cache has dropped keys (`keep_last`): the mask's columns
     then no longer count them. None before, when the model counts them itself."""
     return torch.tensor(positions, device=device)[:, None] if cache.offset else None
+
+
+def prompt_logits(model: torch.nn.Module, fused, ids: torch.Tensor, mask: torch.Tensor | None,
+                  cache: KVCache) -> torch.Tensor:
+    """Fill `cache` with the prompts ids (B, T) and return the logits (B, V) after them: through the model's
+    `fused` step (or None) when the prompts are short (`FUSED_PROMPT`) and unpadded (`mask` None), else
+    through the modules (`last_logits`)."""
+    if fused is None or mask is not None or ids.size(1) > FUSED_PROMPT:
+        return last_logits(model, ids, mask, cache)
+    logits = fused(ids, cache.k, cache.v, [cache.length] * ids.size(0))[:, -1]  # (B, V)
+    cache.advance(ids.size(1))
+    return logits
 
 
 def last_logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None,

@@ -22,7 +22,7 @@ import torch
 
 from lmlab.generation.batch import check_prompts, new_cache
 from lmlab.generation.config import GenerationConfig
-from lmlab.generation.decode import last_logits
+from lmlab.generation.decode import prompt_logits
 from lmlab.generation.fused import fused_step
 from lmlab.generation.history import History
 from lmlab.generation.layout import decoding_view
@@ -74,9 +74,9 @@ def speculative_steps(model: torch.nn.Module, prompt: list[int], config: Generat
     N, n_draft = config.max_new_tokens, config.draft_tokens
     ids = torch.tensor([prompt], device=device)  # (1, T)
     cache = new_cache(model, 1, len(prompt) + N)  # never a window's: rollback needs every column
-    logits = last_logits(model, ids, None, cache)  # (1, V)
-    history = History(ids, None, logits.size(-1), config)
     step_model, fused = decoding_view(model), fused_step(model)
+    logits = prompt_logits(model, fused, ids, None, cache)  # (1, V)
+    history = History(ids, None, logits.size(-1), config)
     generator = torch.Generator(device).manual_seed(config.seed) if config.seed is not None else None
     so_far, draft = list(prompt), []
     while True:
