@@ -22,8 +22,8 @@ adapters attached (`inference.adapters`), each request names the adapter its row
 to different adapters still share each step: the base weights once, each adapter's low-rank term on
 its own rows.
 
-With a `Speculation` (`lmlab serve --speculate`), each step first lets every running request draft a few
-tokens and checks them all in one pass (`inference.speculation`): greedy requests get the same tokens,
+With a `Speculation` (`lmlab serve --speculate`), a step while few requests run (one, by default) first lets
+each running request draft a few tokens and checks them all in one pass (`inference.speculation`): greedy requests get the same tokens,
 sampled ones the same distribution, a few tokens per step instead of one.
 """
 
