@@ -28,43 +28,32 @@ MODEL = "smollm2-135m-instruct"
 POLICIES = {"libgomp default": {}, "passive (sleep at once)": {"OMP_WAIT_POLICY": "passive"},
             "spin 10k then sleep": {"GOMP_SPINCOUNT": "10000"}, "active (spin on)": {"OMP_WAIT_POLICY": "active"}}
 SIDES = ("lmlab int4 tuned", "lmlab int4 2 pinned", "llama.cpp 2 threads")
-PROMPT = "Once upon a time, in a small village at the edge of a great forest,"
 
 
 def child(side: str, new_tokens: int, repeats: int) -> None:
-    """Print the median tokens/s of `side` decoding, as this process's last line."""
+    """Print the median tokens/s of `side` decoding (generate.py's `Lmlab` / `LlamaCpp`), as this process's last
+    line."""
     import time
 
     import torch
 
+    from generate import PROMPT, LlamaCpp, Lmlab
+    from lmlab.generation.threads import pin_threads
+
     path = downloaded(MODEL)
-    if side.startswith("llama.cpp"):
-        from llama_cpp import Llama
-
-        model = Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False)
-        ids = model.tokenize(PROMPT.encode())
-
-        def decode():
-            for i, _ in enumerate(model.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True)):
-                if i + 1 == new_tokens:
-                    return
-    else:
-        import lmlab
-        from lmlab.generation import GenerationConfig, generate_batch
-        from lmlab.generation.threads import pin_threads
-
-        if "pinned" in side:
-            pin_threads(2)
-        model, tokenizer = lmlab.load(path, "int4")
-        ids = tokenizer.encode(PROMPT)
-
-        def decode():
-            generate_batch(model, [ids], GenerationConfig(max_new_tokens=new_tokens))
-    decode()  # warm
+    ours = Lmlab(path, torch.device("cpu"), "int4")
+    ours.load()  # its tokenizer gives both sides the prompt's ids (the same vocabulary)
+    if "pinned" in side:
+        pin_threads(2)
+    impl = LlamaCpp(path, 256) if side.startswith("llama.cpp") else ours
+    if impl is not ours:
+        impl.load()
+    ids = ours.tokenizer.encode(PROMPT)
+    impl.decode([ids], 4)  # warm
     speeds = []
     for _ in range(repeats):
         start = time.perf_counter()
-        decode()
+        impl.decode([ids], new_tokens)
         speeds.append(new_tokens / (time.perf_counter() - start))
     print(json.dumps({"tokens_per_s": statistics.median(speeds), "torch_threads": torch.get_num_threads()}))
 
