@@ -15,7 +15,8 @@ A step streams every weight once, so it is first compared with what the memory g
               less one fused step: the Python loop, the embedding row, sampling and the stop checks
   busy        the fused step on 1 and 2 threads beside one busy process of our own: what a shared core costs
 
-Usage: python benchmarks/decode_profile.py [--repeats 50] [--context 64]; writes results/decode_profile.json.
+Usage: python benchmarks/decode_profile.py [--repeats 50] [--context 64] [--activations int8]; writes
+results/decode_profile.json (--out to keep both).
 """
 
 import argparse
@@ -45,6 +46,9 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=50, help="timings per measurement; the median is kept")
     p.add_argument("--context", type=int, default=64, help="positions already in the KV cache")
+    p.add_argument("--activations", choices=["fp32", "int8"], default="fp32",
+                   help="what the int4 matrices multiply: fp32 activations, or int8 rounded as llama.cpp rounds them "
+                        "(integer dot products)")
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args()
 
@@ -112,7 +116,7 @@ def fixed_cost_timer():
 def main() -> None:
     args = parse_args()
     kernel_ops()
-    model, tokenizer = load(downloaded(MODEL), "int4")
+    model, tokenizer = load(downloaded(MODEL), "int4", activations=args.activations)
     most = torch.get_num_threads()
     counts = sorted({1, most})
     step, mats, tiny = step_timer(model, args.context), matrices_timer(model), fixed_cost_timer()
@@ -143,7 +147,7 @@ def main() -> None:
     with busy_processes(1):
         r["busy_step_ms"] = {t: 1e3 * on_threads(t, lambda: median_seconds(step, args.repeats)) for t in counts}
 
-    print(f"SmolLM2-135M int4, batch 1, context {args.context}; {device_name(torch.device('cpu'))}, "
+    print(f"SmolLM2-135M int4, {args.activations} activations, batch 1, context {args.context}; {device_name(torch.device('cpu'))}, "
           f"{os.cpu_count()} cores, torch {torch.__version__}; load average {os.getloadavg()[0]:.1f}")
     print(f"weights read per step: {r['weights_mib']:.1f} MiB in {r['matrices']} matrices")
     print(f"{'':<44}" + "".join(f"{f'{t} thread' + ('s' if t > 1 else ''):>12}" for t in counts))
@@ -159,7 +163,7 @@ def main() -> None:
         print(f"threads' hand-over and wake-up, {pieces} pieces a step: {r['wake_up_ms_per_step']:.2f} ms per step")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpu": device_name(torch.device("cpu")), "cores": os.cpu_count(),
-                                    "context": args.context, "results": r}, indent=2))
+                                    "context": args.context, "activations": args.activations, "results": r}, indent=2))
     print(f"wrote {args.out}")
 
 

@@ -79,7 +79,7 @@ from lmlab.modules.kernels.build import kernel_ops
 from machine import alternating, busy_processes, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
-LMLAB_DTYPES = ("fp32", "int8", "int4")
+LMLAB_DTYPES = ("fp32", "int8", "int4", "int4 a8")  # a8: activations rounded to int8 as llama.cpp rounds them
 COMPILED_DTYPES = ("fp32",)  # a quantized Llama decodes through its fused C++ step, compiled view or not
 MODEL = "smollm2-135m-instruct"
 PROMPT = "Once upon a time, in a small village at the edge of a great forest,"
@@ -151,15 +151,18 @@ def lmlab_cache(path: str):
 
 
 class Lmlab:
-    """lmlab's own entry points: `load` (as `dtype`), the generation prefill (`last_logits`), `generate_batch`."""
+    """lmlab's own entry points: `load` (as `dtype`), the generation prefill (`last_logits`), `generate_batch`.
+    A dtype ending in " a8" loads with `activations="int8"`: each matrix's input rounded as llama.cpp rounds it,
+    the products taken on integers."""
 
     def __init__(self, path: Path, device: torch.device, dtype: str = "fp32"):
-        self.path, self.device, self.dtype = path, device, dtype
+        self.path, self.device = path, device
+        self.dtype, self.activations = dtype.removesuffix(" a8"), "int8" if dtype.endswith(" a8") else "fp32"
         self.name = "lmlab" if dtype == "fp32" else f"lmlab {dtype}"
         self.thread_steps = Counter()  # thread count -> decoding steps run on it, since the last `took_threads`
 
     def load(self):
-        model, self.tokenizer = load(self.path, self.dtype)
+        model, self.tokenizer = load(self.path, self.dtype, activations=self.activations)
         self.model = model.to(self.device)
 
     @torch.inference_mode()
@@ -183,7 +186,9 @@ class Lmlab:
         if self.dtype == "fp32":
             return "torch (MKL) on the decoding layout"
         isa = ("plain C++", "AVX2", "AVX-512")[kernel_ops().set_isa(2)]
-        return f"lmlab's {self.dtype} kernels ({isa}), the fused C++ step"
+        products = "8-bit integer activations (VNNI)" if self.activations == "int8" and isa == "AVX-512" else (
+            "8-bit integer activations" if self.activations == "int8" else "fp32 activations")
+        return f"lmlab's {self.dtype} kernels ({isa}, {products}), the fused C++ step"
 
 
 @contextmanager

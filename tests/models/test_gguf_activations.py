@@ -11,7 +11,8 @@ from conftest import lmlab as run_lmlab
 from gguf_files import TEXTS, fitted
 from gguf_reference import PROMPTS, assert_llama_cpp_decodes_as, greedy, llama_cpp_greedy, wide_model, written_as
 from lmlab.errors import LmlabError
-from lmlab.generation.fused import fused_step_refusal
+from lmlab.generation.batch import new_cache
+from lmlab.generation.fused import fused_step, fused_step_refusal
 from lmlab.modules.activation_rounding import round_activations
 from lmlab.tokenizers.bpe import train_bpe
 
@@ -67,14 +68,25 @@ def test_q8_0_values_lie_on_the_blocks_grid_and_q8_k_takes_the_largest_magnitude
     assert torch.equal(round_activations(torch.zeros(256), "q8_K"), torch.zeros(256))
 
 
-def test_rounded_activations_keep_the_model_off_the_fused_step_and_a_float_model_is_refused(files):
-    model, _ = lmlab.load(files[Q.Q8_0], "int8", activations="int8")
-    assert "llama.cpp" in fused_step_refusal(model)
-    assert fused_step_refusal(lmlab.load(files[Q.Q8_0], "int8")[0]) is None
+@pytest.mark.parametrize("qtype", list(MODE), ids=lambda t: t.name)
+def test_rounded_activations_run_the_fused_step_with_the_modules_logits(files, qtype):
+    """The C++ step rounds each matrix's input as its layer does and multiplies the integers: its logits are the
+    modules' (which round in the same C++ op, checked against activation_rounding.py in test_quantized.py)."""
+    model, _ = lmlab.load(files[qtype], MODE[qtype], activations="int8")
+    assert fused_step_refusal(model) is None
+    step, ids = fused_step(model), torch.tensor([PROMPTS[0][:5]])  # (1, 5)
+    cache = new_cache(model, 1, 16)
+    with torch.no_grad():
+        fused = step(ids, cache.k, cache.v, [0])  # (1, 5, V): the five tokens in one call
+        modules = model(ids)  # (1, 5, V)
+    torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
+
+
+def test_activations_int8_needs_a_quantized_model_and_takes_int8_only(files):
     with pytest.raises(LmlabError, match="add --dtype int8 or int4"):
         lmlab.load(files[Q.Q8_0], "fp32", activations="int8")
     as_stored, _ = lmlab.load(files[Q.Q8_0], activations="int8")  # a quantized file loads quantized by default
-    assert "llama.cpp" in fused_step_refusal(as_stored)
+    assert {layer.activations for layer in as_stored.modules() if hasattr(layer, "activations")} == {"q8_0"}
     with pytest.raises(LmlabError, match="activations 'int4'"):
         lmlab.load(files[Q.Q8_0], "int8", activations="int4")
 
@@ -84,7 +96,7 @@ def test_generate_takes_activations_int8(files, capsys):
     assert run_lmlab("generate", "--model", files[Q.Q4_K], "--dtype", "int4", "--activations", "int8", "--greedy",
                      "--max-new-tokens", 6, "--prompt", "the cat") == 0
     printed = capsys.readouterr()
-    assert "rounded as llama.cpp rounds them" in printed.err
+    assert "decodes through its modules" not in printed.err  # the fused step runs it
     expected = tokenizer.decode(greedy(model, tokenizer.encode("the cat"), 6))
     assert printed.out.strip().endswith(expected.strip())
 

@@ -1,6 +1,7 @@
 """Quantized weights: the formats round-trip, the C++ kernels (every instruction set, group size, scale
-dtype, odd shape and row count) agree with dequantize + F.linear, and the modules are drop-ins for
-nn.Linear / nn.Embedding with the torch fallback giving the same numbers."""
+dtype, odd shape and row count; with activations rounded as llama.cpp rounds them, on integers) agree with
+dequantize + F.linear, and the modules are drop-ins for nn.Linear / nn.Embedding with the torch fallback
+giving the same numbers."""
 
 import dataclasses
 
@@ -9,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from lmlab.modules import quantized_ops
+from lmlab.modules.activation_rounding import KERNEL_CODES, q8_1_min_correction, round_activations
 from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 from lmlab.modules.quantized_formats import (
     QuantizedWeight,
@@ -75,6 +77,40 @@ def test_int8_kernel_matches_dequantized_linear(ops, isa, width, group_size, dty
         weight = random_int8(out, width, group_size, dtype, seed=out)
         x = torch.randn(rows, width)
         assert close(ops.int8_linear(x, weight.q, weight.scales, group_size), reference(x, weight)), (out, rows)
+
+
+def rounded_reference(x: torch.Tensor, weight: QuantizedWeight, kind: str) -> torch.Tensor:
+    """activation_rounding.py's rounding of x, then the product in fp64 (and q8_1's stored block sums)."""
+    rounded = round_activations(x, kind)
+    y = reference(rounded, weight)
+    return y + q8_1_min_correction(x, rounded, weight.mins) if kind == "q8_1" and weight.mins is not None else y
+
+
+@pytest.mark.parametrize("isa", ISAS, ids=ISAS.get)
+@pytest.mark.parametrize("kind,bits,group_size", [  # q8_1 goes with Q4_1 / Q5_1's blocks of 32 only
+    ("q8_0", 4, 32), ("q8_0", 4, 64), ("q8_0", 8, 32), ("q8_0", 8, 256), ("q8_1", 4, 32), ("q8_1", 8, 32),
+    ("q8_K", 4, 32), ("q8_K", 4, 64), ("q8_K", 8, 32), ("q8_K", 8, 256)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_rounded_activations_on_integers_match_the_rounded_values_product(ops, isa, kind, bits, group_size, dtype):
+    """The C++ op rounds x as activation_rounding.py does (the same integers and block scales) and multiplies on
+    integers (VNNI on AVX-512, pairs of products on AVX2) or, in plain C++ and for many rows, the values through
+    the fp32 kernels: every path gives the reference's numbers, up to float order."""
+    ops.set_isa(isa)
+    for out, rows in [(1, 1), (7, 3), (33, 5), (130, 16), (9, 17), (6, 200)]:
+        weight = (random_int4 if bits == 4 else random_int8)(out, 512, group_size, dtype, seed=out)
+        x = torch.randn(rows, 512) * torch.logspace(-2, 1, 512)
+        x[0, :64] = 0  # blocks of zeros: scale 0
+        y = ops.rounded_linear(x, weight.q, weight.scales, weight.mins, group_size, KERNEL_CODES[kind])
+        assert close(y, rounded_reference(x, weight, kind)), (out, rows)
+
+
+def test_a_rounded_layer_runs_the_op_and_the_torch_path_gives_the_same_numbers(monkeypatch):
+    layer = QuantizedLinear(random_int4(40, 256, 32, torch.float16), torch.randn(40), activations="q8_1")
+    x = torch.randn(3, 256)
+    y = layer(x)
+    monkeypatch.setattr(quantized_ops, "kernel_ops", lambda: None)
+    torch.testing.assert_close(layer(x), y, rtol=1e-5, atol=1e-5)
+    assert close(y - layer.bias, rounded_reference(x, layer.weight, "q8_1"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmlab.modules.activation_rounding import KERNEL_CODES
 from lmlab.modules.attention import SelfAttention
 from lmlab.modules.feed_forward import GatedMLP, SwiGLU
 from lmlab.modules.kernels.build import kernel_ops
@@ -63,7 +64,7 @@ def fused_step(model: nn.Module) -> Step | None:
     if fused_step_refusal(model) is not None:
         return None
     ops = kernel_ops()
-    weights, groups = _arguments(model)
+    weights, groups, roundings = _arguments(model)
     attention = model.blocks[0].attention
     scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
     local = model.local_rotary or model.rotary
@@ -76,7 +77,7 @@ def fused_step(model: nn.Module) -> Step | None:
         B, T = ids.size(0), ids.size(1) if ids.dim() == 2 else 1
         columns = positions if columns is None else columns
         x = model.token_embedding(ids.reshape(B * T))  # (B T, C)
-        logits = ops.decoder_step(x, weights, groups, windows, k, v, _each_token(positions, T),
+        logits = ops.decoder_step(x, weights, groups, roundings, windows, k, v, _each_token(positions, T),
                                   _each_token(columns, T), [b for b in range(B) for _ in range(T)],
                                   model.rotary.cos, model.rotary.sin, local.cos, local.sin, *settings)  # (B T, V)
         return logits.view(B, T, -1) if ids.dim() == 2 else logits
@@ -97,8 +98,8 @@ def fused_step_refusal(model: nn.Module) -> str | None:
         return "it is not a decoder-only transformer of lmlab's blocks"
     if _hooked(model):
         return "a forward hook is set (prompt tuning, an inspect tool), which the C++ step would run past"
-    if any(getattr(layer, "activations", None) for layer in model.modules()):
-        return "its activations are rounded as llama.cpp rounds them (--activations int8), which the C++ step does not do"
+    if any(getattr(layer, "activations", None) not in (None, *KERNEL_CODES) for layer in model.modules()):
+        return "its activations are rounded to 16-bit floats (an F16 / BF16 file with --activations int8)"
     reason = _model_refusal(model) or next(filter(None, (_block_refusal(block, model) for block in model.blocks)),
                                              None)
     if reason is None and kernel_ops() is None:
@@ -201,20 +202,21 @@ def _quantized(layer: nn.Module) -> bool:
             and (layer.bias is None or (layer.bias.dtype == torch.float32 and layer.bias.is_contiguous())))
 
 
-def _arguments(model: TransformerDecoder) -> tuple[list[torch.Tensor | None], list[int]]:
+def _arguments(model: TransformerDecoder) -> tuple[list[torch.Tensor | None], list[int], list[int]]:
     """decoder_step's flat weight list (per layer: norm1, qkv, q_norm, k_norm, out, post_norm1, norm2, gate_up,
     down, post_norm2, each matrix as q, scales, mins, bias and each norm missing as None; then the final norm
-    and the head) and the group size of every matrix."""
-    weights, groups = [], []
+    and the head), and each matrix's group size and rounding of its input (0: none, else KERNEL_CODES')."""
+    weights, matrices = [], []
     for block in model.blocks:
         attention, ff = block.attention, block.feed_forward
         weights += [_norm(block.norm1), *_matrix(attention.qkv), _norm(attention.q_norm), _norm(attention.k_norm),
                     *_matrix(attention.out), _norm(block.post_norm1), _norm(block.norm2), *_matrix(ff.gate_up),
                     *_matrix(ff.down), _norm(block.post_norm2)]
-        groups += [layer.group_size for layer in (attention.qkv, attention.out, ff.gate_up, ff.down)]
+        matrices += [attention.qkv, attention.out, ff.gate_up, ff.down]
     weights += [_norm(model.norm), *_matrix(model.lm_head)]
-    groups.append(model.lm_head.group_size)
-    return weights, groups
+    matrices.append(model.lm_head)
+    roundings = [KERNEL_CODES.get(layer.activations, 0) for layer in matrices]
+    return weights, [layer.group_size for layer in matrices], roundings
 
 
 def _matrix(layer: QuantizedLinear) -> list[torch.Tensor | None]:

@@ -11,9 +11,8 @@ rounds them for the GGUF type its weight came from (`activation_rounding.py`); t
 import torch
 from torch import nn
 
-from lmlab.modules.activation_rounding import q8_1_min_correction, round_activations
 from lmlab.modules.quantized_formats import QuantizedWeight
-from lmlab.modules.quantized_ops import embedding_rows, quantized_linear
+from lmlab.modules.quantized_ops import embedding_rows, quantized_linear, rounded_linear
 
 
 class _Quantized(nn.Module):
@@ -53,11 +52,7 @@ class QuantizedLinear(_Quantized):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.activations is None:
             return quantized_linear(x, self.weight, self.bias)
-        rounded = round_activations(x, self.activations)  # (..., in)
-        y = quantized_linear(rounded, self.weight, self.bias)
-        if self.activations == "q8_1" and self.mins is not None:
-            y = y + q8_1_min_correction(x, rounded, self.mins)
-        return y
+        return rounded_linear(x, self.weight, self.activations, self.bias)
 
     def extra_repr(self) -> str:
         rounding = f", activations={self.activations}" if self.activations else ""

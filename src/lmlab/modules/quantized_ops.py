@@ -11,6 +11,7 @@ everything dequantizes in torch.
 import torch
 import torch.nn.functional as F
 
+from lmlab.modules.activation_rounding import KERNEL_CODES, q8_1_min_correction, round_activations
 from lmlab.modules.kernels.build import kernel_ops
 from lmlab.modules.quantized_formats import QuantizedWeight, dequantize, select_rows
 
@@ -26,6 +27,22 @@ def quantized_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tenso
     else:
         y = ops.int8_linear(x, weight.q, weight.scales, weight.group_size)
     return y if bias is None else y + bias
+
+
+def rounded_linear(x: torch.Tensor, weight: QuantizedWeight, activations: str,
+                   bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (..., in) rounded as llama.cpp rounds it for `activations` (an `activation_rounding` kind), @ W^T (+ bias)
+    -> (..., out). fp32 x on the CPU goes to the kernels' op, which multiplies the 8-bit integers; otherwise the
+    rounded values go through `quantized_linear`, with q8_1's min correction."""
+    ops = kernel_ops() if x.is_cpu and x.dtype == torch.float32 else None
+    if ops is not None and activations in KERNEL_CODES:
+        y = ops.rounded_linear(x, weight.q, weight.scales, weight.mins, weight.group_size, KERNEL_CODES[activations])
+        return y if bias is None else y + bias
+    rounded = round_activations(x, activations)  # (..., in)
+    y = quantized_linear(rounded, weight, bias)
+    if activations == "q8_1" and weight.mins is not None:
+        y = y + q8_1_min_correction(x, rounded, weight.mins)
+    return y
 
 
 def dequantized(weight: QuantizedWeight) -> torch.Tensor:

@@ -53,16 +53,17 @@ class Library:
     flags: tuple[str, ...] = FLAGS
 
 
-QUANTIZED = Library("lmlab_quant", tuple(Path(__file__).with_name(name) for name in ("quantized_matmul.cpp",
-                                                                                      "decoder_step.cpp")),
+QUANTIZED = Library("lmlab_quant", tuple(Path(__file__).with_name(name) for name in (
+                        "quantized_matmul.cpp", "activation_rounding.cpp", "decoder_step.cpp")),
                     "the quantized matmul kernels", "int8/int4 models run on a slower path (dequantize, then F.linear)",
-                    (Path(__file__).with_name("quantized_matmul.h"),))
+                    tuple(Path(__file__).with_name(name) for name in ("quantized_matmul.h", "kernel_vectors.h")))
 
 _loaded: dict[str, object] = {}  # library name -> torch.ops.NAME, or None once building has failed
 
 
 def kernel_ops():
-    """torch.ops.lmlab_quant (int4_linear, int8_linear, int4_dequantize, int8_dequantize, set_isa), built
+    """torch.ops.lmlab_quant (int4_linear, int8_linear, rounded_linear, int4_dequantize, int8_dequantize, set_isa,
+    decoder_step), built
     the first time on this machine (a minute; one line on stderr says so); None if it cannot be built."""
     first = QUANTIZED.name not in _loaded
     ops = compiled(QUANTIZED)
@@ -105,7 +106,7 @@ def _register_fakes() -> None:
         width = q.size(1) * 2 if q.dtype == torch.uint8 else q.size(1)
         return q.new_empty(q.size(0), width, dtype=torch.float32)
 
-    for op, fake in (("int4_linear", linear_shape), ("int8_linear", linear_shape),
+    for op, fake in (("int4_linear", linear_shape), ("int8_linear", linear_shape), ("rounded_linear", linear_shape),
                      ("int4_dequantize", dequantized_shape), ("int8_dequantize", dequantized_shape)):
         torch.library.register_fake(f"{QUANTIZED.name}::{op}")(fake)
 

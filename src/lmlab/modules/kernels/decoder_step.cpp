@@ -26,9 +26,10 @@
 //               h += o Wout^T [rms-normed: Gemma, OLMo 2];  g|u = rms_norm(h) [or h] Wgate_up^T;
 //               h += (silu(g) [gelu_tanh(g): Gemma] u) Wdown^T [rms-normed]
 //   logits = rms_norm(h) Whead^T (R, V) [soft-capped: Gemma 2]
-// Any matrix may have a bias. The caller advances each cache row's length by its new tokens afterwards. Each number is
-// computed as the torch ops compute it, up to the order of float additions: the same greedy tokens
-// (tests/generation/test_fused.py).
+// Any matrix may have a bias, and may round its input to 8-bit integers as llama.cpp does (a GGUF model loaded
+// with --activations int8), the product then taken on integers (activation_rounding.cpp). The caller advances
+// each cache row's length by its new tokens afterwards. Each number is computed as the torch ops compute it,
+// up to the order of float additions: the same greedy tokens (tests/generation/test_fused.py).
 
 // torch's vector types (at::vec::Vectorized, with SLEEF's exp) at the widest width this build targets, as
 // inductor's generated code includes them: the exponentials of softmax and SiLU are most of this file's work
@@ -152,10 +153,15 @@ void gated(Activation act, const float* gate, const float* up, int64_t n, float*
   }
 }
 
-// y (M, N) = x (M, K) W^T + bias for the matrix whose four tensors start at `m` in `weights`
-void matmul(const std::vector<at::Tensor>& weights, int64_t m, int64_t group, const float* x, int64_t M, float* y) {
+// y (M, N) = x (M, K) W^T + bias for the matrix whose four tensors start at `m` in `weights`, x rounded first as
+// `rounding` says (activation_rounding.cpp)
+void matmul(const std::vector<at::Tensor>& weights, int64_t m, int64_t group, int64_t rounding, const float* x,
+            int64_t M, float* y) {
   const at::Tensor& q = weights[m];
-  quantized_matmul(x, M, q, weights[m + 1], weights[m + 2], group, y);
+  if (rounding == NO_ROUNDING)
+    quantized_matmul(x, M, q, weights[m + 1], weights[m + 2], group, y);
+  else
+    rounded_matmul(x, M, q, weights[m + 1], weights[m + 2], group, static_cast<Rounding>(rounding), y);
   if (const at::Tensor& bias = weights[m + 3]; bias.defined()) {
     const float* b = bias.data_ptr<float>();
     const int64_t N = q.size(0);
@@ -178,22 +184,24 @@ void norm_heads(float* x, const at::Tensor& weight, double eps, int64_t heads, i
 
 // x (R, C): the new tokens' embeddings. weights: PER_LAYER tensors a layer (Slot's order, undefined where a
 // layer has no such tensor), then the final norm's weight and the head's four. groups: the group size of each
-// layer's qkv, out, gate_up and down, then the head's. windows: each layer's sliding window (0: none).
+// layer's qkv, out, gate_up and down, then the head's; roundings: how each of them rounds its input (Rounding's
+// codes: 0 not at all, 1-3 as llama.cpp's q8_0, q8_1, q8_K). windows: each layer's sliding window (0: none).
 // k_cache / v_cache: a (rows, Hkv, max_len, D) tensor a layer. positions, columns, slots: each row of x's
 // position, cache column and cache row (R). cos, sin: (max_len, D), the global layers' rotary tables;
 // local_cos, local_sin those of the layers with a window. A cap or a scale of 0 is none. Returns the logits
 // (R, V).
 at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at::Tensor>>& weight_list,
-                        at::IntArrayRef groups, at::IntArrayRef windows, at::TensorList k_cache,
-                        at::TensorList v_cache, at::IntArrayRef positions, at::IntArrayRef columns,
-                        at::IntArrayRef slots, const at::Tensor& cos, const at::Tensor& sin,
+                        at::IntArrayRef groups, at::IntArrayRef roundings, at::IntArrayRef windows,
+                        at::TensorList k_cache, at::TensorList v_cache, at::IntArrayRef positions,
+                        at::IntArrayRef columns, at::IntArrayRef slots, const at::Tensor& cos, const at::Tensor& sin,
                         const at::Tensor& local_cos, const at::Tensor& local_sin, int64_t H, int64_t Hkv,
                         double eps, double scale, double embedding_scale, double attention_cap, double logit_cap,
                         int64_t activation) {
   const int64_t L = static_cast<int64_t>(k_cache.size());
   TORCH_CHECK(L > 0 && static_cast<int64_t>(v_cache.size()) == L &&
               static_cast<int64_t>(weight_list.size()) == L * PER_LAYER + 5 &&
-              static_cast<int64_t>(groups.size()) == L * 4 + 1 && static_cast<int64_t>(windows.size()) == L,
+              static_cast<int64_t>(groups.size()) == L * 4 + 1 && static_cast<int64_t>(roundings.size()) == L * 4 + 1 &&
+              static_cast<int64_t>(windows.size()) == L,
               "decoder_step: arguments for ", L, " layers expected");
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "decoder_step: x must be (R, C) float32");
   TORCH_CHECK(activation == SILU || activation == GELU_TANH, "decoder_step: unknown activation ", activation);
@@ -235,7 +243,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   std::vector<int64_t> first(R);  // each row's first column attended to in this layer
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t r = 0; r < R; ++r) rms_norm(&h[r * C], w(l, NORM1), eps, C, &a[r * C]);
-    matmul(weights, l * PER_LAYER + QKV, groups[l * 4], a.data(), R, qkv.data());
+    matmul(weights, l * PER_LAYER + QKV, groups[l * 4], roundings[l * 4], a.data(), R, qkv.data());
     float* kc = k_cache[l].data_ptr<float>();
     float* vc = v_cache[l].data_ptr<float>();
     const float* cos_table = (windows[l] ? local_cos : cos).data_ptr<float>();
@@ -267,15 +275,15 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
       heads(0, R * H);
     else
       at::parallel_for(0, R * H, 1, heads);
-    matmul(weights, l * PER_LAYER + OUT, groups[l * 4 + 1], o.data(), R, y.data());
+    matmul(weights, l * PER_LAYER + OUT, groups[l * 4 + 1], roundings[l * 4 + 1], o.data(), R, y.data());
     for (int64_t r = 0; r < R; ++r) {
       if (w(l, POST1).defined()) rms_norm(&y[r * C], w(l, POST1), eps, C, &y[r * C]);
       for (int64_t k = 0; k < C; ++k) h[r * C + k] += y[r * C + k];
       rms_norm(&h[r * C], w(l, NORM2), eps, C, &a[r * C]);
     }
-    matmul(weights, l * PER_LAYER + UP, groups[l * 4 + 2], a.data(), R, up.data());
+    matmul(weights, l * PER_LAYER + UP, groups[l * 4 + 2], roundings[l * 4 + 2], a.data(), R, up.data());
     for (int64_t r = 0; r < R; ++r) gated(act, &up[r * 2 * d_ff], &up[r * 2 * d_ff + d_ff], d_ff, &a[r * d_ff]);
-    matmul(weights, l * PER_LAYER + DOWN, groups[l * 4 + 3], a.data(), R, y.data());
+    matmul(weights, l * PER_LAYER + DOWN, groups[l * 4 + 3], roundings[l * 4 + 3], a.data(), R, y.data());
     for (int64_t r = 0; r < R; ++r) {
       if (w(l, POST2).defined()) rms_norm(&y[r * C], w(l, POST2), eps, C, &y[r * C]);
       for (int64_t k = 0; k < C; ++k) h[r * C + k] += y[r * C + k];
@@ -285,7 +293,7 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
   for (int64_t r = 0; r < R; ++r) rms_norm(&h[r * C], weights[last], eps, C, &a[r * C]);
   at::Tensor logits = at::empty({R, weights[last + 1].size(0)}, x0.options());
   float* out = logits.data_ptr<float>();
-  matmul(weights, last + 1, groups[L * 4], a.data(), R, out);
+  matmul(weights, last + 1, groups[L * 4], roundings[L * 4], a.data(), R, out);
   if (logit_cap > 0) {
     const float cap_logits = static_cast<float>(logit_cap);
     for (int64_t i = 0; i < logits.numel(); ++i) out[i] = std::tanh(out[i] / cap_logits) * cap_logits;
@@ -294,8 +302,8 @@ at::Tensor decoder_step(const at::Tensor& x_in, const c10::List<std::optional<at
 }
 
 TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
-  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, int[] windows, Tensor[] k_cache, Tensor[] v_cache, "
-        "int[] positions, int[] columns, int[] slots, Tensor cos, Tensor sin, Tensor local_cos, Tensor local_sin, "
+  m.def("decoder_step(Tensor x, Tensor?[] weights, int[] groups, int[] roundings, int[] windows, Tensor[] k_cache, "
+        "Tensor[] v_cache, int[] positions, int[] columns, int[] slots, Tensor cos, Tensor sin, Tensor local_cos, Tensor local_sin, "
         "int n_heads, int n_kv_heads, float eps, float scale, float embedding_scale, float attention_cap, "
         "float logit_cap, int activation) -> Tensor");
 }

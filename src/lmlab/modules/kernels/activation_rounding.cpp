@@ -1,0 +1,423 @@
+// y = x W^T for int4 / int8 weights with x first rounded to 8 bits in blocks, as llama.cpp rounds it
+// (activation_rounding.py gives the formats and is the reference), and the products taken on integers.
+//
+// llama.cpp multiplies every quantized matrix by activations it rounded to 8-bit integers (q8_0, q8_1, q8_K),
+// so that each run of 32 numbers is one integer dot product of unsigned weights and signed activations:
+// `vpdpbusd` (AVX-512 VNNI) does 32 of them in one instruction, where quantized_matmul.cpp's fp32 path
+// converts every weight to a float and spends a fused multiply-add on it. The sum over a group of G numbers
+// (int4: w = s q + m; int8: w = s q) is then
+//     s * sum over the group's runs of (d_run * sum(q x_int)) + m * xsum,
+// with d_run the run's activation scale and xsum what the rounding says multiplies the min: q8_1's stored
+// block sum fp16(d sum(x_int)), else d sum(x_int) (the sum of the rounded values). The integer sums are exact,
+// so the result equals the modules' (rounded values through the fp32 kernels) up to the order of float
+// additions.
+//
+// The integer path runs on 8-lane vectors (AVX2 registers): the AVX-512 build uses VNNI's `vpdpbusd`, the
+// AVX2 one `vpmaddubsw` + `vpmaddwd` (pairs of products to int16, then to int32: |w| <= 128 and |x| <= 127
+// keep the pairs within int16), so one build checks both (`set_isa`). Plain C++ (and group sizes that are
+// not a multiple of 32, and more than kIntegerRows rows of x) multiply the rounded values through the fp32
+// kernels instead, adding q8_1's min correction as activation_rounding.py does.
+//
+// Measured on SmolLM2-135M's matrices (AMD EPYC Zen 4, one thread, batch 1): int4 gate_up (1536 x 576)
+// 50 -> 32 us in cache, int4 from memory 12.6 -> 21 G weights/s (prototype, benchmarks/decode_profile.py
+// measures the whole step).
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/linear.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "kernel_vectors.h"
+#include "quantized_matmul.h"
+
+namespace lmlab_quant {
+namespace {
+
+constexpr int64_t kRun = 32;  // numbers in one integer dot product
+
+// Up to this many rows of x the integer tiles run (re-unpacking the weights every 4 rows costs little: 3
+// integer instructions per run); more rows are a prompt, whose values go through the fp32 kernels or MKL.
+constexpr int64_t kIntegerRows = 16;
+
+// x (M, K) rounded: integers, each run's scale d, and each run's sum as the rounding gives it
+struct RoundedRows {
+  std::vector<int8_t> q;     // (M, K)
+  std::vector<float> scale;  // (M, K / 32)
+  std::vector<float> sum;    // (M, K / 32): q8_1's stored fp16(d sum(q)) with d unrounded; else d sum(q)
+};
+
+// q8_0 / q8_1: blocks of 32, d = fp16(amax / 127), q = round(x 127 / amax) (ties to even, as torch.round)
+void round_q8_0(const float* x, int64_t n, bool stored_sum, int8_t* q, float* scale, float* sum) {
+  for (int64_t b = 0; b < n / kRun; ++b) {
+    const float* block = x + b * kRun;
+    float amax = 0.f;
+    for (int64_t i = 0; i < kRun; ++i) amax = std::max(amax, std::fabs(block[i]));
+    const float inverse = amax != 0.f ? 127.f / amax : 0.f;
+    int total = 0;
+    for (int64_t i = 0; i < kRun; ++i) {
+      const int v = static_cast<int>(std::nearbyint(block[i] * inverse));
+      q[b * kRun + i] = static_cast<int8_t>(v);
+      total += v;
+    }
+    const float unrounded = amax / 127.f;
+    scale[b] = static_cast<float>(c10::Half(unrounded));
+    sum[b] = stored_sum ? static_cast<float>(c10::Half(unrounded * static_cast<float>(total)))
+                        : scale[b] * static_cast<float>(total);
+  }
+}
+
+// q8_K: blocks of 256 with an fp32 scale whose sign is that of the block's largest magnitude (the first
+// one on ties), q = min(127, round(x * -127 / max)), d = 1 / (-127 / max)
+void round_q8_k(const float* x, int64_t n, int8_t* q, float* scale, float* sum) {
+  constexpr int64_t kBlock = 256;
+  for (int64_t b = 0; b < n / kBlock; ++b) {
+    const float* block = x + b * kBlock;
+    float amax = 0.f, max = 0.f;
+    for (int64_t i = 0; i < kBlock; ++i)
+      if (std::fabs(block[i]) > amax) amax = std::fabs(block[i]), max = block[i];
+    const float inverse = max != 0.f ? -127.f / max : 0.f;
+    const float d = inverse != 0.f ? 1.f / inverse : 0.f;
+    for (int64_t run = 0; run < kBlock / kRun; ++run) {
+      int total = 0;
+      for (int64_t i = run * kRun; i < (run + 1) * kRun; ++i) {
+        const int v = std::min(127, static_cast<int>(std::nearbyint(block[i] * inverse)));
+        q[b * kBlock + i] = static_cast<int8_t>(v);
+        total += v;
+      }
+      scale[b * kBlock / kRun + run] = d;
+      sum[b * kBlock / kRun + run] = d * static_cast<float>(total);
+    }
+  }
+}
+
+RoundedRows round_rows(const float* x, int64_t M, int64_t K, Rounding rounding) {
+  RoundedRows out{std::vector<int8_t>(M * K), std::vector<float>(M * K / kRun), std::vector<float>(M * K / kRun)};
+  for (int64_t m = 0; m < M; ++m) {
+    int8_t* q = out.q.data() + m * K;
+    float* scale = out.scale.data() + m * K / kRun;
+    float* sum = out.sum.data() + m * K / kRun;
+    if (rounding == Q8_K)
+      round_q8_k(x + m * K, K, q, scale, sum);
+    else
+      round_q8_0(x + m * K, K, rounding == Q8_1, q, scale, sum);
+  }
+  return out;
+}
+
+// ---- the integer tiles ----
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+// acc + the sums of 4 products u8 x s8 in each of 8 int32 lanes, for 32 bytes of each
+struct Maddubs {  // AVX2: pairs to int16, then to int32
+  static __m256i dot(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+};
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+struct Vnni {
+  static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+};
+#else
+using Vnni = Maddubs;
+#endif
+
+float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// sum over g < n of min[g] xsum[g]: a weight row's mins (fp16 or fp32) times what multiplies them
+inline __m256 eight(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 eight(const at::Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+template <typename S>
+float min_term(const S* min, const float* xsum, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) acc = _mm256_fmadd_ps(eight(min + g), _mm256_loadu_ps(xsum + g), acc);
+  float total = sum8(acc);
+  for (; g < n; ++g) total += to_float(min[g]) * xsum[g];
+  return total;
+}
+
+template <typename S>
+struct Int4A8Problem {
+  const int8_t* x;      // (M, K) the activations' integers
+  const float* xscale;  // (M, K / 32)
+  const float* xsum;    // (M, K / G): what multiplies each group's min
+  const uint8_t* q;     // (N, K / 2)
+  const S* scale;       // (N, K / G)
+  const S* min;         // (N, K / G)
+  float* y;             // (M, N)
+  int64_t M, N, K, G;
+  static constexpr int kRowFloats = 0;  // the tiles read scales and mins where they lie
+};
+
+template <typename S>
+struct Int8A8Problem {
+  const int8_t* x;      // (M, K)
+  const float* xscale;  // (M, K / 32)
+  const int8_t* q;      // (N, K)
+  const S* scale;       // (N, K / G)
+  float* y;             // (M, N)
+  int64_t M, N, K, G;
+  static constexpr int kRowFloats = 0;
+};
+
+// y[m0 .. m0+R, n0 .. n0+NR) of an int4 problem; `buf` holds NR * groups * 2 floats
+template <class Dot, typename S, int R, int NR>
+struct Int4A8Tile {
+  static void run(const Int4A8Problem<S>& p, int64_t m0, int64_t n0, float*) {
+    __m256 acc[R][NR];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
+    if (p.G == kRun)
+      add_groups<1>(p, m0, n0, acc);  // groups of 32: the loop over a group's runs unrolled away
+    else
+      add_groups<0>(p, m0, n0, acc);
+    const int64_t groups = p.K / p.G;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < NR; ++j)
+        p.y[(m0 + r) * p.N + n0 + j] =
+            sum8(acc[r][j]) + min_term(p.min + (n0 + j) * groups, p.xsum + (m0 + r) * groups, groups);
+  }
+
+  // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
+  template <int RUNS>
+  static void add_groups(const Int4A8Problem<S>& p, int64_t m0, int64_t n0, __m256 (&acc)[R][NR]) {
+    const int64_t groups = p.K / p.G, runs = RUNS ? RUNS : p.G / kRun, K = p.K, row_bytes = p.K / 2;
+    const int8_t* x = p.x + m0 * K;
+    const float* xscale = p.xscale + m0 * (K / kRun);
+    const uint8_t* q = p.q + n0 * row_bytes;
+    const S* scale = p.scale + n0 * groups;
+    const __m256i low = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // a run's 16 bytes: low nibbles, high ones
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256 part[R][NR];  // sum over the group's runs of d_run sum(q x)
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < NR; ++j) part[r][j] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < runs; ++c) {
+        const int64_t run = g * runs + c;
+        __m256i xv[R];
+        __m256 d[R];
+        for (int r = 0; r < R; ++r) {
+          xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * K + run * kRun));
+          d[r] = _mm256_set1_ps(xscale[r * (K / kRun) + run]);
+        }
+        for (int j = 0; j < NR; ++j) {
+          const uint8_t* bytes = q + j * row_bytes + run * (kRun / 2);
+          __builtin_prefetch(bytes + kAhead * NR * row_bytes);
+          const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+          const __m256i w = _mm256_and_si256(_mm256_srlv_epi32(both, shift), low);  // numbers 0..31 in order
+          for (int r = 0; r < R; ++r)
+            part[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(zero, w, xv[r])), d[r], part[r][j]);
+        }
+      }
+      for (int j = 0; j < NR; ++j) {
+        const __m256 s = _mm256_set1_ps(to_float(scale[j * groups + g]));
+        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
+      }
+    }
+  }
+};
+
+// y[m0 .. m0+R, n0 .. n0+NR) of an int8 problem: signed weights times signed activations as |w| times x with
+// w's sign
+template <class Dot, typename S, int R, int NR>
+struct Int8A8Tile {
+  static void run(const Int8A8Problem<S>& p, int64_t m0, int64_t n0, float*) {
+    __m256 acc[R][NR];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
+    if (p.G == kRun)
+      add_groups<1>(p, m0, n0, acc);  // Q8_0's groups of 32: the loop over a group's runs unrolled away
+    else
+      add_groups<0>(p, m0, n0, acc);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < NR; ++j) p.y[(m0 + r) * p.N + n0 + j] = sum8(acc[r][j]);
+  }
+
+  // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
+  template <int RUNS>
+  static void add_groups(const Int8A8Problem<S>& p, int64_t m0, int64_t n0, __m256 (&acc)[R][NR]) {
+    const int64_t groups = p.K / p.G, runs = RUNS ? RUNS : p.G / kRun, K = p.K;
+    const int8_t* x = p.x + m0 * K;
+    const float* xscale = p.xscale + m0 * (K / kRun);
+    const int8_t* q = p.q + n0 * K;
+    const S* scale = p.scale + n0 * groups;
+    const __m256i zero = _mm256_setzero_si256();
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256 part[R][NR];
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < NR; ++j) part[r][j] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < runs; ++c) {
+        const int64_t run = g * runs + c;
+        __m256i xv[R];
+        __m256 d[R];
+        for (int r = 0; r < R; ++r) {
+          xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * K + run * kRun));
+          d[r] = _mm256_set1_ps(xscale[r * (K / kRun) + run]);
+        }
+        for (int j = 0; j < NR; ++j) {
+          const int8_t* bytes = q + j * K + run * kRun;
+          if (run % 2 == 0) __builtin_prefetch(bytes + kAheadInt8 * NR * K, 0, 2);  // once a line, into L2
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+          const __m256i magnitude = _mm256_abs_epi8(w);
+          for (int r = 0; r < R; ++r) {
+            const __m256i signed_x = _mm256_sign_epi8(xv[r], w);
+            part[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(zero, magnitude, signed_x)), d[r], part[r][j]);
+          }
+        }
+      }
+      for (int j = 0; j < NR; ++j) {
+        const __m256 s = _mm256_set1_ps(to_float(scale[j * groups + g]));
+        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
+      }
+    }
+  }
+};
+
+// Every output row of a problem through integer tiles: VNNI's instruction in the AVX-512 build, AVX2's pair
+// in the AVX2 one (the caller runs the values through the fp32 kernels on plain C++)
+template <template <class, typename, int, int> class Tile, typename S, template <typename> class Problem>
+void run_integer(const Problem<S>& p) {
+  for_rows(p.N, [&](auto isa, int64_t begin, int64_t end) {
+    using T = decltype(isa);
+    if constexpr (!std::is_same_v<T, Plain>)
+      rows<std::conditional_t<std::is_same_v<T, Avx2>, Maddubs, Vnni>, Tile, S, Problem>(p, begin, end);
+  });
+}
+
+// y (M, N) on the integer tiles
+void integer_matmul(const RoundedRows& x, int64_t M, const at::Tensor& q, const at::Tensor& scale,
+                    const at::Tensor& min, int64_t G, float* y) {
+  const int64_t N = q.size(0);
+  if (min.defined()) {
+    const int64_t K = q.size(1) * 2, groups = K / G;
+    std::vector<float> xsum(M * groups, 0.f);  // (M, groups): the runs' sums
+    for (int64_t i = 0; i < M * K / kRun; ++i) xsum[i / (G / kRun)] += x.sum[i];
+    AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_int4_linear",
+      AT_DISPATCH_CASE(at::kFloat, [&] {
+        run_integer<Int4A8Tile>(Int4A8Problem<float>{x.q.data(), x.scale.data(), xsum.data(), q.data_ptr<uint8_t>(),
+                                                     scale.data_ptr<float>(), min.data_ptr<float>(), y, M, N, K, G});
+      })
+      AT_DISPATCH_CASE(at::kHalf, [&] {
+        run_integer<Int4A8Tile>(Int4A8Problem<at::Half>{x.q.data(), x.scale.data(), xsum.data(),
+                                                        q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
+                                                        min.data_ptr<at::Half>(), y, M, N, K, G});
+      }));
+    return;
+  }
+  const int64_t K = q.size(1);
+  AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_int8_linear",
+    AT_DISPATCH_CASE(at::kFloat, [&] {
+      run_integer<Int8A8Tile>(Int8A8Problem<float>{x.q.data(), x.scale.data(), q.data_ptr<int8_t>(),
+                                                   scale.data_ptr<float>(), y, M, N, K, G});
+    })
+    AT_DISPATCH_CASE(at::kHalf, [&] {
+      run_integer<Int8A8Tile>(Int8A8Problem<at::Half>{x.q.data(), x.scale.data(), q.data_ptr<int8_t>(),
+                                                      scale.data_ptr<at::Half>(), y, M, N, K, G});
+    }));
+}
+
+#endif
+
+// ---- the values through the fp32 kernels ----
+
+// x's rounded values d q, (M, K) fp32
+at::Tensor rounded_values(const RoundedRows& x, int64_t M, int64_t K) {
+  at::Tensor values = at::empty({M, K}, at::kFloat);
+  float* out = values.data_ptr<float>();
+  for (int64_t i = 0; i < M * K; ++i) out[i] = x.scale[i / kRun] * static_cast<float>(x.q[i]);
+  return values;
+}
+
+// y (M, N) += (stored block sums - sums of the values) mins^T: q8_1's product multiplies each int4 block's
+// min by the sum it stored, where the fp32 kernels multiplied it by the values' sum (activation_rounding.py's
+// q8_1_min_correction)
+void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at::Tensor& min, int64_t G,
+                        at::Tensor& y) {
+  const int64_t M = values.size(0), K = values.size(1);
+  TORCH_CHECK(G == kRun, "q8_1 activations go with int4 groups of 32, not ", G);
+  at::Tensor gap = at::empty({M, K / kRun}, at::kFloat);
+  const float* v = values.data_ptr<float>();
+  float* out = gap.data_ptr<float>();
+  for (int64_t b = 0; b < M * K / kRun; ++b) {
+    float total = 0.f;
+    for (int64_t i = 0; i < kRun; ++i) total += v[b * kRun + i];
+    out[b] = x.sum[b] - total;
+  }
+  y.addmm_(gap, min.to(at::kFloat).t());
+}
+
+bool integer_path(int64_t M, int64_t G) {
+#if defined(__AVX2__) && defined(__FMA__)
+  return isa_in_use.load() >= AVX2 && G % kRun == 0 && M <= kIntegerRows;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void rounded_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
+                    int64_t G, Rounding rounding, float* y) {
+  const int64_t N = q.size(0), K = min.defined() ? q.size(1) * 2 : q.size(1);
+  const RoundedRows rounded = round_rows(x, M, K, rounding);
+#if defined(__AVX2__) && defined(__FMA__)
+  if (integer_path(M, G)) return integer_matmul(rounded, M, q, scale, min, G, y);
+#endif
+  const at::Tensor values = rounded_values(rounded, M, K);
+  quantized_matmul(values.data_ptr<float>(), M, q, scale, min, G, y);
+  if (rounding == Q8_1 && min.defined()) {
+    at::Tensor out = at::from_blob(y, {M, N}, at::kFloat);
+    add_min_correction(rounded, values, min, G, out);
+  }
+}
+
+// x (..., K) -> (..., N) with x rounded by `rounding` (1 q8_0, 2 q8_1, 3 q8_K), for int4 weights (mins given)
+// or int8; many rows (a prompt) multiply the rounded values by the dequantized weight in MKL
+at::Tensor rounded_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Tensor& scale,
+                          const std::optional<at::Tensor>& min_in, int64_t G, int64_t rounding) {
+  const at::Tensor min = min_in.has_value() ? *min_in : at::Tensor();
+  const bool int4 = min.defined();
+  TORCH_CHECK(q.dim() == 2 && q.scalar_type() == (int4 ? at::kByte : at::kChar),
+              "weights must be (out, in / 2) uint8 for int4 or (out, in) int8");
+  TORCH_CHECK(rounding == Q8_0 || rounding == Q8_1 || rounding == Q8_K, "unknown rounding ", rounding);
+  const int64_t N = q.size(0), K = int4 ? q.size(1) * 2 : q.size(1);
+  TORCH_CHECK(x_in.dim() >= 1 && x_in.size(-1) == K && K % (rounding == Q8_K ? 256 : kRun) == 0,
+              "x must be (..., ", K, ") with a width the rounding's blocks divide, got ", x_in.sizes());
+  const at::Tensor x = x_in.reshape({-1, K}).contiguous();
+  check_groups(x, q, scale, K, G, int4 ? kRun : 1);
+  if (int4)
+    TORCH_CHECK(min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() && min.is_contiguous(),
+                "mins must be like the scales");
+  const int64_t M = x.size(0);
+  at::Tensor y;
+  if (M > max_kernel_rows(int4 ? kMaxRowsInt4 : kMaxRowsInt8)) {
+    const RoundedRows rounded = round_rows(x.data_ptr<float>(), M, K, static_cast<Rounding>(rounding));
+    const at::Tensor values = rounded_values(rounded, M, K);
+    y = at::linear(values, int4 ? int4_dequantize(q, scale, min, G) : int8_dequantize(q, scale, G));
+    if (rounding == Q8_1 && int4) add_min_correction(rounded, values, min, G, y);
+  } else {
+    y = at::empty({M, N}, x.options());
+    rounded_matmul(x.data_ptr<float>(), M, q, scale, min, G, static_cast<Rounding>(rounding), y.data_ptr<float>());
+  }
+  return y.view(out_shape(x_in, N));
+}
+
+TORCH_LIBRARY_FRAGMENT(lmlab_quant, m) {
+  m.def("rounded_linear(Tensor x, Tensor q, Tensor scales, Tensor? mins, int group_size, int rounding) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(lmlab_quant, CPU, m) { m.impl("rounded_linear", &rounded_linear); }
+
+}  // namespace lmlab_quant
