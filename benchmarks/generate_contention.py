@@ -69,10 +69,10 @@ def print_table(results: dict, machine: dict, args) -> None:
           f"{machine['cpu']}, {machine['cores']} cores, {machine['torch_threads']} torch threads; load average "
           f"{machine['load_average_1min'][0]:.1f} before, {machine['load_average_1min'][1]:.1f} after")
     names = list(results)
-    print(f"{'(tokens/s)':<34}" + "".join(f"{n:>13}" for n in names))
+    print(f"{'(tokens/s)':<34}" + "".join(f"{n:>15}" for n in names))
 
     def row(label: str, value) -> None:
-        print(f"{label:<34}" + "".join(f"{value(results[n]):>13.2f}" for n in names))
+        print(f"{label:<34}" + "".join(f"{value(results[n]):>15.2f}" for n in names))
 
     row("quiet, median", lambda r: statistics.median(r["rounds_quiet_tokens_per_s"]))
     row("quiet, worst", lambda r: min(r["rounds_quiet_tokens_per_s"]))

@@ -1,5 +1,6 @@
-"""Decode speed per family at int4: lmlab's fused C++ step, lmlab through its modules, and llama.cpp, on one
-GGUF file per family (`python benchmarks/generate.py --families`).
+"""Decode speed per family at int4: lmlab's fused C++ step (with fp32 activations, and "a8": rounded to int8 as
+llama.cpp rounds them, `activations="int8"`), lmlab through its modules, and llama.cpp, on one GGUF file per
+family (`python benchmarks/generate.py --families`).
 
 Each family is SmolLM2-135M's shape (30 layers of width 576, 9 query and 3 key/value heads of 64, a 1536-wide
 feed-forward, 49152 tokens) with the family's own settings on top (q/k/v biases, q/k norms, norm placement,
@@ -82,11 +83,11 @@ def written(family: str, root: Path) -> tuple[Path, Path]:
 
 
 class Lmlab:
-    """lmlab's int4 model decoding through the fused step, or (fused=False) through its modules."""
+    """lmlab's int4 model decoding through the fused step, or (fused=False) through its modules; `name` says
+    which, and whether its activations are rounded to int8 as llama.cpp rounds them (" a8")."""
 
-    def __init__(self, model, fused: bool):
-        self.model, self.fused = model, fused
-        self.name = "lmlab fused" if fused else "lmlab modules"
+    def __init__(self, model, fused: bool, name: str):
+        self.model, self.fused, self.name = model, fused, name
 
     def decode(self, n: int) -> list[int]:
         with torch.inference_mode():
@@ -122,11 +123,14 @@ def measure(family: str, root: Path, args) -> dict:
     hf_dir, path = written(family, root)
     try:
         model, _ = lmlab.load(path, "int4")
+        rounded, _ = lmlab.load(path, "int4", activations="int8")
         source = "the GGUF file"
     except LmlabError as error:  # lmlab does not read this family's GGUF yet: the same weights from HF
         model, _ = lmlab.load(hf_dir, "int4")
+        rounded, _ = lmlab.load(hf_dir, "int4", activations="int8")
         source = f"the HF directory (lmlab int4 groups of 32; its GGUF: {str(error)[:120]})"
-    sides = [Lmlab(model, True), Lmlab(model, False)]
+    sides = [Lmlab(model, True, "lmlab fused"), Lmlab(rounded, True, "lmlab fused a8"),
+             Lmlab(model, False, "lmlab modules")]
     try:
         sides.append(LlamaCpp(path))
         llama_cpp = None
@@ -146,6 +150,8 @@ def measure(family: str, root: Path, args) -> dict:
     return {"lmlab_read": source, "refusal": fused_step_refusal(model), "llama_cpp_error": llama_cpp,
             "tokens_per_s": medians, "rounds": speeds,
             "fused_vs_llama_cpp": medians["lmlab fused"] / medians["llama.cpp"] if "llama.cpp" in medians else None,
+            "fused_a8_vs_llama_cpp": (medians["lmlab fused a8"] / medians["llama.cpp"] if "llama.cpp" in medians
+                                      else None),
             "fused_vs_modules": medians["lmlab fused"] / medians["lmlab modules"]}
 
 
@@ -171,16 +177,16 @@ def run_families(args) -> None:
     print(f"\nDecode at batch 1, int4, SmolLM2-135M's shape with each family's settings, random weights; {cpu}, "
           f"{torch.get_num_threads()} threads, {args.new_tokens} new tokens, median of {args.rounds} interleaved "
           f"rounds; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (a shared machine: noisy)")
-    print(f"{'family':<10}{'lmlab fused':>13}{'lmlab modules':>15}{'llama.cpp':>11}{'fused/llama.cpp':>17}"
-          f"{'fused/modules':>15}  lmlab read")
+    print(f"{'family':<10}{'lmlab fused':>13}{'fused a8':>10}{'lmlab modules':>15}{'llama.cpp':>11}"
+          f"{'fused/llama.cpp':>17}{'a8/llama.cpp':>14}{'fused/modules':>15}  lmlab read")
     for family, r in results.items():
         if "error" in r:
             print(f"{family:<10}  not measured: {r['error']}")
             continue
-        t, ratio = r["tokens_per_s"], r["fused_vs_llama_cpp"]
-        theirs = (f"{t['llama.cpp']:>11.1f}{ratio:>16.2f}x" if ratio is not None
-                  else f"{'n/a':>11}{'n/a':>17}")  # llama.cpp refused the file (llama_cpp_error)
-        print(f"{family:<10}{t['lmlab fused']:>13.1f}{t['lmlab modules']:>15.1f}{theirs}"
+        t, ratio, ratio_a8 = r["tokens_per_s"], r["fused_vs_llama_cpp"], r["fused_a8_vs_llama_cpp"]
+        theirs = (f"{t['llama.cpp']:>11.1f}{ratio:>16.2f}x{ratio_a8:>13.2f}x" if ratio is not None
+                  else f"{'n/a':>11}{'n/a':>17}{'n/a':>14}")  # llama.cpp refused the file (llama_cpp_error)
+        print(f"{family:<10}{t['lmlab fused']:>13.1f}{t['lmlab fused a8']:>10.1f}{t['lmlab modules']:>15.1f}{theirs}"
               f"{r['fused_vs_modules']:>14.2f}x  {r['lmlab_read'][:60]}")
     machine = {"cpu": cpu, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                "load_average_1min": [load_before, os.getloadavg()[0]]}
