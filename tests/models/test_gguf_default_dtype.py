@@ -18,6 +18,7 @@ from lmlab.models.llama import gguf_file
 from lmlab.models.load import load
 from lmlab.models.peft_files import base_fingerprint, save_peft
 from lmlab.modules.peft.methods import apply_peft
+from lmlab.modules.positions import RotaryEmbedding
 from lmlab.tokenizers.bpe import train_bpe
 from lmlab.training.post_training import PostTrainConfig, load_tunable
 
@@ -97,3 +98,22 @@ def test_a_cached_models_rotary_tables_are_mapped_from_a_file_rewritten_when_sta
     model, _ = load(q4_file)
     assert torch.equal(model.rotary.cos, computed) and torch.equal(load_file(tables)["rotary.cos"], computed)
     assert torch.equal(logits(model, IDS), logits(load(q4_file, "int4")[0], IDS))
+
+
+def test_a_cached_load_computes_no_rotary_tables_until_their_key_changes(q4_file, monkeypatch):
+    """The tables file records what its tables are computed from (`RotaryEmbedding.table_key`): a load that
+    finds the same key maps them and runs no trigonometry; another key (another torch) computes them again."""
+    computed = []
+    real = RotaryEmbedding.tables
+    monkeypatch.setattr(RotaryEmbedding, "tables", lambda self: computed.append(self) or real(self))
+    first, _ = load(q4_file, "fp32")  # each cache's first load converts the file and writes its tables
+    load(q4_file, "int4")
+    computed.clear()
+    for dtype in ("fp32", "int4", "fp32", "int4"):
+        load(q4_file, dtype)
+    assert computed == []
+    computed.clear()
+    monkeypatch.setattr(RotaryEmbedding, "table_key", lambda self: "another torch")
+    model, _ = load(q4_file, "fp32")
+    assert len(computed) == 1 and torch.equal(model.rotary.cos, first.rotary.cos)
+    assert torch.equal(model.rotary.cos, real(model.rotary)[0])

@@ -1,7 +1,10 @@
 """Position information: learned and sinusoidal tables added to token embeddings, and rotary
 embeddings (RoPE) that rotate queries and keys by an angle proportional to their position."""
 
+import contextlib
+import contextvars
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -53,6 +56,21 @@ class SinusoidalPositions(nn.Module):
         return self.table[positions]
 
 
+_DEFERRED = contextvars.ContextVar("rotary_tables_deferred", default=False)
+
+
+@contextlib.contextmanager
+def deferred_rotary_tables() -> Iterator[None]:
+    """Within the block, a RotaryEmbedding built leaves its cos / sin tables unmade (meta tensors of their
+    shape) for the caller to fill, from a file or from `tables()`: a loader that memory-maps the tables
+    (`gguf_file.mapped_tables`) then runs no trigonometry, whose code pages would stay resident."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 class RotaryEmbedding(nn.Module):
     """RoPE: pairs of query/key features are rotated by position * base^(-2i/head_dim), so the
     score q_m . k_n depends on m - n only. Pairs are (i, i + head_dim/2), as in Llama/HF. `scaling`
@@ -60,15 +78,30 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0, scaling: RopeScaling | None = None):
         super().__init__()
-        # on the CPU even under torch.device("meta"): see sinusoidal_table
-        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim)
+        self.head_dim, self.max_len, self.base, self.scaling = head_dim, max_len, base, scaling
+        if _DEFERRED.get():
+            cos = sin = torch.empty(max_len, head_dim, device="meta")
+        else:
+            cos, sin = self.tables()
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (max_len, head_dim) fp32, on the CPU even under torch.device("meta") (see sinusoidal_table)."""
+        inv_freq = 1.0 / self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32, device="cpu")
+                                       / self.head_dim)
         attention = 1.0
-        if scaling is not None:
-            inv_freq, attention = scaled_frequencies(inv_freq, head_dim, base, scaling)
-        angles = torch.arange(max_len, dtype=torch.float32, device="cpu")[:, None] * inv_freq  # (max_len, D/2)
+        if self.scaling is not None:
+            inv_freq, attention = scaled_frequencies(inv_freq, self.head_dim, self.base, self.scaling)
+        angles = torch.arange(self.max_len, dtype=torch.float32, device="cpu")[:, None] * inv_freq  # (max_len, D/2)
         angles = torch.cat([angles, angles], dim=-1)  # (max_len, D)
-        self.register_buffer("cos", angles.cos() * attention, persistent=False)
-        self.register_buffer("sin", angles.sin() * attention, persistent=False)
+        return angles.cos() * attention, angles.sin() * attention
+
+    def table_key(self) -> str:
+        """What `tables()` computes from, torch's version included: a file of tables made with another key is
+        made again."""
+        return (f"rotary head_dim={self.head_dim} max_len={self.max_len} base={self.base!r} "
+                f"scaling={self.scaling!r} torch={torch.__version__}")
 
     def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, T) or (T,) -> cos, sin shaped to broadcast over (B, H, T, D)."""

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType, ReaderTensor
 from gguf.quants import dequantize
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from lmlab.config import ModelConfig, config_from_dict, config_to_dict
@@ -52,6 +52,7 @@ from lmlab.models.quantized_gguf import (
     stored_mode,
 )
 from lmlab.modules.meta import on_meta
+from lmlab.modules.positions import RotaryEmbedding, deferred_rotary_tables
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.progress import progress_bar
 from lmlab.tokenizers.bpe import return_freed_memory
@@ -171,7 +172,8 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str | None = torch.float32)
         if not (converted / WEIGHTS_FILE).is_file():
             model, tokenizer = convert_gguf(read_gguf(path))
             save_converted(model, tokenizer, converted)
-        model, tokenizer = load_converted(converted)
+        with deferred_rotary_tables():
+            model, tokenizer = load_converted(converted)
         loaded = mapped_tables(model, converted).to(dtype), tokenizer
     remember_content_key(path, identity, key, _key_memo())  # only once it loaded: a refused file leaves no trace
     if listing is not None:
@@ -188,43 +190,49 @@ def load_gguf_quantized(path: Path, mode: str, key: str) -> tuple[TransformerDec
         model, tokenizer = convert_gguf_quantized(read_gguf(path), mode)
         save_quantized(model, converted, tokenizer, source=str(path), tokenizer_tables=True)
     fix = f"delete the folder '{converted}' and load again"
-    return mapped_tables(read_quantized(converted, fix, check_values=False), converted), TextTokenizer.from_dir(
-        converted)
+    with deferred_rotary_tables():
+        model = read_quantized(converted, fix, check_values=False)
+    return mapped_tables(model, converted), TextTokenizer.from_dir(converted)
 
 
 def mapped_tables(model: TransformerDecoder, converted: Path) -> TransformerDecoder:
-    """`model` with its computed tables (its non-persistent buffers: the rotary cos / sin) memory-mapped from a
-    file beside its cache folder `converted`, written there the first time, and the computed ones given back
-    to the system: a mapped table is resident only in the pages decoding reads (the rows of the positions it
-    reaches), where a computed one holds every position (SmolLM2: 8192 x 64, cos and sin, 4 MiB). A file
-    whose tables differ from the computed ones in name, shape, or first rows (lmlab computing them differently
-    now) is written again; one that cannot be written leaves the computed tables in place."""
-    computed = {f"{prefix}.{name}".lstrip("."): buffer for prefix, module in model.named_modules()
-                for name, buffer in module.named_buffers(recurse=False) if name in module._non_persistent_buffers_set}
+    """`model`, built with its rotary tables deferred (`deferred_rotary_tables`), with its cos / sin tables
+    memory-mapped from a file beside its cache folder `converted`, written there the first time: a mapped
+    table is resident only in the pages decoding reads (the rows of the positions it reaches), where a computed
+    one holds every position (SmolLM2: 8192 x 64, cos and sin, 4 MiB), and computing them leaves torch's
+    trigonometry code resident (2-3 MiB). The file records what each table is computed from
+    (`RotaryEmbedding.table_key`); one made from anything else (another lmlab, another torch) is made again.
+    One that cannot be written leaves computed tables in place."""
+    rotaries = {name: m for name, m in model.named_modules() if isinstance(m, RotaryEmbedding)}
+    keys = {name: m.table_key() for name, m in rotaries.items()}
+    shapes = {f"{name}.{part}": (m.max_len, m.head_dim) for name, m in rotaries.items() for part in ("cos", "sin")}
     file = converted.parent / f"{converted.name}-tables.safetensors"
     try:
-        mapped = load_file(file) if file.is_file() else {}
-        if not _same_tables(mapped, computed):
+        tables = load_file(file) if _table_keys(file) == keys else {}
+        if {name: tuple(table.shape) for name, table in tables.items()} != shapes:
             with atomic_path(file) as tmp:
-                save_file({name: table.contiguous() for name, table in computed.items()}, tmp)
-            mapped = load_file(file)
+                save_file(_computed(rotaries), tmp, metadata=keys)
+            tables = load_file(file)
     except (OSError, SafetensorError, LmlabError):
-        return model
-    for name, table in mapped.items():
-        owner, _, buffer = name.rpartition(".")
-        model.get_submodule(owner).register_buffer(buffer, table, persistent=False)
-    del computed
+        tables = _computed(rotaries)
+    for name, table in tables.items():
+        owner, _, part = name.rpartition(".")
+        rotaries[owner].register_buffer(part, table, persistent=False)
     return_freed_memory()
     return model
 
 
-def _same_tables(mapped: dict[str, torch.Tensor], computed: dict[str, torch.Tensor]) -> bool:
-    """Whether the mapped tables are the computed ones, judged by their names, shapes, dtypes and first two
-    rows (row 1 holds every frequency): the first pages read, not the whole tables (reading the last row
-    maps in a whole large page-cache folio, ~1 MiB)."""
-    return mapped.keys() == computed.keys() and all(
-        m.shape == c.shape and m.dtype == c.dtype and torch.equal(m[:2], c[:2])
-        for m, c in ((mapped[name], computed[name]) for name in computed))
+def _computed(rotaries: dict[str, RotaryEmbedding]) -> dict[str, torch.Tensor]:
+    """Each rotary module's tables, computed, named as the tables file names them."""
+    return {f"{name}.{part}": table for name, m in rotaries.items() for part, table in zip(("cos", "sin"), m.tables())}
+
+
+def _table_keys(file: Path) -> dict[str, str] | None:
+    """The table keys a tables file records (its safetensors metadata), None when there is no such file."""
+    if not file.is_file():
+        return None
+    with safe_open(file, "pt") as f:
+        return f.metadata() or {}
 
 
 def _key_memo() -> Path:
