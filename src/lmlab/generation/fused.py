@@ -13,7 +13,8 @@ about 1.4 / 1.9 / 2.3 / 4.1 one-token calls, where the modules' pass over them c
 It serves a model only when the model is exactly what the C++ computes, and says None otherwise
 (`fused_step_refusal` says why, in a few words): pre-norm blocks with RMSNorm, self-attention with rotary
 positions (grouped-query heads allowed), a gated feed-forward (SwiGLU, or GeGLU's tanh GELU), and every
-matrix (qkv, out, gate_up, down, the LM head) an int8 / int4 `QuantizedLinear`, with or without a bias;
+matrix (qkv, out, gate_up, down, the LM head) an int8 / int4 `QuantizedLinear`, with or without a bias, its
+input kept fp32 or rounded to 8 bits as llama.cpp rounds it (`--activations int8`: integer products);
 fp32 on the CPU, the kernels built, no additive positions, no dropout in training mode, no attention maps
 asked for, no forward hooks. The settings of today's Llama-like families are in: q/k/v biases (Qwen2), q/k
 norms per head (Qwen3, Gemma 3) or over all heads (OLMo 2), a head size of its own, norms on each sublayer's
