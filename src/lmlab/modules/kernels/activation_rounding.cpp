@@ -149,182 +149,135 @@ float min_term(const S* min, const float* xsum, int64_t n) {
 }
 
 template <typename S>
-struct Int4A8Problem {
+struct IntegerProblem {
   const int8_t* x;      // (M, K) the activations' integers
   const float* xscale;  // (M, K / 32)
-  const float* xsum;    // (M, K / G): what multiplies each group's min
-  const uint8_t* q;     // (N, K / 2)
+  const float* xsum;    // (M, K / G): what multiplies each group's min (int4)
+  const uint8_t* q;     // (N, K / 2) int4 numbers, or (N, K) int8 ones
   const S* scale;       // (N, K / G)
-  const S* min;         // (N, K / G)
+  const S* min;         // (N, K / G) for int4; null for int8
   float* y;             // (M, N)
   int64_t M, N, K, G;
   static constexpr int kRowFloats = 0;  // the tiles read scales and mins where they lie
 };
 
-template <typename S>
-struct Int8A8Problem {
-  const int8_t* x;      // (M, K)
-  const float* xscale;  // (M, K / 32)
-  const int8_t* q;      // (N, K)
-  const S* scale;       // (N, K / G)
-  float* y;             // (M, N)
-  int64_t M, N, K, G;
-  static constexpr int kRowFloats = 0;
+// How a run of 32 weights becomes the unsigned and signed operands of the integer dot product: int4's 16
+// bytes (byte i holds numbers i and i + 16) unpacked to 0..15 against x; int8's 32 bytes as |w| against x
+// with w's sign
+struct Int4Runs {
+  static constexpr int64_t kRunBytes = kRun / 2;
+  static __m256i load(const uint8_t* bytes) {
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // low nibbles, then high ones
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    return _mm256_and_si256(_mm256_srlv_epi32(both, shift), _mm256_set1_epi8(0x0F));  // numbers 0..31 in order
+  }
+  static __m256i magnitude(__m256i w) { return w; }
+  static __m256i signed_x(__m256i x, __m256i) { return x; }
+  static void prefetch(const uint8_t* bytes, int64_t, int64_t tile_bytes) {
+    __builtin_prefetch(bytes + kAhead * tile_bytes);
+  }
+};
+struct Int8Runs {
+  static constexpr int64_t kRunBytes = kRun;
+  static __m256i load(const uint8_t* bytes) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes)); }
+  static __m256i magnitude(__m256i w) { return _mm256_abs_epi8(w); }
+  static __m256i signed_x(__m256i x, __m256i w) { return _mm256_sign_epi8(x, w); }
+  static void prefetch(const uint8_t* bytes, int64_t run, int64_t tile_bytes) {  // once a line, into L2
+    if (run % 2 == 0) __builtin_prefetch(bytes + kAheadInt8 * tile_bytes, 0, 2);
+  }
 };
 
-// y[m0 .. m0+R, n0 .. n0+NR) of an int4 problem; `buf` holds NR * groups * 2 floats
-template <class Dot, typename S, int R, int NR>
-struct Int4A8Tile {
-  static void run(const Int4A8Problem<S>& p, int64_t m0, int64_t n0, float*) {
-    __m256 acc[R][NR];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
-    if (p.G == kRun)
-      add_groups<1>(p, m0, n0, acc);  // groups of 32: the loop over a group's runs unrolled away
-    else
-      add_groups<0>(p, m0, n0, acc);
-    const int64_t groups = p.K / p.G;
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NR; ++j)
-        p.y[(m0 + r) * p.N + n0 + j] =
-            sum8(acc[r][j]) + min_term(p.min + (n0 + j) * groups, p.xsum + (m0 + r) * groups, groups);
-  }
-
-  // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
-  template <int RUNS>
-  static void add_groups(const Int4A8Problem<S>& p, int64_t m0, int64_t n0, __m256 (&acc)[R][NR]) {
-    const int64_t groups = p.K / p.G, runs = RUNS ? RUNS : p.G / kRun, K = p.K, row_bytes = p.K / 2;
-    const int8_t* x = p.x + m0 * K;
-    const float* xscale = p.xscale + m0 * (K / kRun);
-    const uint8_t* q = p.q + n0 * row_bytes;
-    const S* scale = p.scale + n0 * groups;
-    const __m256i low = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
-    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // a run's 16 bytes: low nibbles, high ones
-    for (int64_t g = 0; g < groups; ++g) {
-      __m256 part[R][NR];  // sum over the group's runs of d_run sum(q x)
+// y[m0 .. m0+R, n0 .. n0+NR) of a problem whose weights are W's runs
+template <class W>
+struct IntegerTile {
+  template <class Dot, typename S, int R, int NR>
+  struct Of {
+    static void run(const IntegerProblem<S>& p, int64_t m0, int64_t n0, float*) {
+      __m256 acc[R][NR];
       for (int r = 0; r < R; ++r)
-        for (int j = 0; j < NR; ++j) part[r][j] = _mm256_setzero_ps();
-      for (int64_t c = 0; c < runs; ++c) {
-        const int64_t run = g * runs + c;
-        __m256i xv[R];
-        __m256 d[R];
-        for (int r = 0; r < R; ++r) {
-          xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * K + run * kRun));
-          d[r] = _mm256_set1_ps(xscale[r * (K / kRun) + run]);
-        }
-        for (int j = 0; j < NR; ++j) {
-          const uint8_t* bytes = q + j * row_bytes + run * (kRun / 2);
-          __builtin_prefetch(bytes + kAhead * NR * row_bytes);
-          const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-          const __m256i w = _mm256_and_si256(_mm256_srlv_epi32(both, shift), low);  // numbers 0..31 in order
-          for (int r = 0; r < R; ++r)
-            part[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(zero, w, xv[r])), d[r], part[r][j]);
-        }
-      }
-      for (int j = 0; j < NR; ++j) {
-        const __m256 s = _mm256_set1_ps(to_float(scale[j * groups + g]));
-        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
-      }
+        for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
+      if (p.G == kRun)
+        add_groups<1>(p, m0, n0, acc);  // groups of 32: the loop over a group's runs unrolled away
+      else
+        add_groups<0>(p, m0, n0, acc);
+      const int64_t groups = p.K / p.G;
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < NR; ++j)
+          p.y[(m0 + r) * p.N + n0 + j] = sum8(acc[r][j]) + (p.min ? min_term(p.min + (n0 + j) * groups,
+                                                                              p.xsum + (m0 + r) * groups, groups)
+                                                                  : 0.f);
     }
-  }
-};
 
-// y[m0 .. m0+R, n0 .. n0+NR) of an int8 problem: signed weights times signed activations as |w| times x with
-// w's sign
-template <class Dot, typename S, int R, int NR>
-struct Int8A8Tile {
-  static void run(const Int8A8Problem<S>& p, int64_t m0, int64_t n0, float*) {
-    __m256 acc[R][NR];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
-    if (p.G == kRun)
-      add_groups<1>(p, m0, n0, acc);  // Q8_0's groups of 32: the loop over a group's runs unrolled away
-    else
-      add_groups<0>(p, m0, n0, acc);
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < NR; ++j) p.y[(m0 + r) * p.N + n0 + j] = sum8(acc[r][j]);
-  }
-
-  // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
-  template <int RUNS>
-  static void add_groups(const Int8A8Problem<S>& p, int64_t m0, int64_t n0, __m256 (&acc)[R][NR]) {
-    const int64_t groups = p.K / p.G, runs = RUNS ? RUNS : p.G / kRun, K = p.K;
-    const int8_t* x = p.x + m0 * K;
-    const float* xscale = p.xscale + m0 * (K / kRun);
-    const int8_t* q = p.q + n0 * K;
-    const S* scale = p.scale + n0 * groups;
-    const __m256i zero = _mm256_setzero_si256();
-    for (int64_t g = 0; g < groups; ++g) {
-      __m256 part[R][NR];
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < NR; ++j) part[r][j] = _mm256_setzero_ps();
-      for (int64_t c = 0; c < runs; ++c) {
-        const int64_t run = g * runs + c;
-        __m256i xv[R];
-        __m256 d[R];
-        for (int r = 0; r < R; ++r) {
-          xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * K + run * kRun));
-          d[r] = _mm256_set1_ps(xscale[r * (K / kRun) + run]);
-        }
-        for (int j = 0; j < NR; ++j) {
-          const int8_t* bytes = q + j * K + run * kRun;
-          if (run % 2 == 0) __builtin_prefetch(bytes + kAheadInt8 * NR * K, 0, 2);  // once a line, into L2
-          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
-          const __m256i magnitude = _mm256_abs_epi8(w);
+    // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
+    template <int RUNS>
+    static void add_groups(const IntegerProblem<S>& p, int64_t m0, int64_t n0, __m256 (&acc)[R][NR]) {
+      const int64_t groups = p.K / p.G, runs = RUNS ? RUNS : p.G / kRun, K = p.K;
+      const int64_t row_bytes = p.K / kRun * W::kRunBytes;
+      const int8_t* x = p.x + m0 * K;
+      const float* xscale = p.xscale + m0 * (K / kRun);
+      const uint8_t* q = p.q + n0 * row_bytes;
+      const S* scale = p.scale + n0 * groups;
+      const __m256i zero = _mm256_setzero_si256();
+      for (int64_t g = 0; g < groups; ++g) {
+        __m256 part[R][NR];  // sum over the group's runs of d_run sum(q x)
+        for (int r = 0; r < R; ++r)
+          for (int j = 0; j < NR; ++j) part[r][j] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < runs; ++c) {
+          const int64_t run = g * runs + c;
+          __m256i xv[R];
+          __m256 d[R];
           for (int r = 0; r < R; ++r) {
-            const __m256i signed_x = _mm256_sign_epi8(xv[r], w);
-            part[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(zero, magnitude, signed_x)), d[r], part[r][j]);
+            xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * K + run * kRun));
+            d[r] = _mm256_set1_ps(xscale[r * (K / kRun) + run]);
+          }
+          for (int j = 0; j < NR; ++j) {
+            const uint8_t* bytes = q + j * row_bytes + run * W::kRunBytes;
+            W::prefetch(bytes, run, NR * row_bytes);
+            const __m256i w = W::load(bytes), u = W::magnitude(w);
+            for (int r = 0; r < R; ++r)
+              part[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(zero, u, W::signed_x(xv[r], w))), d[r],
+                                           part[r][j]);
           }
         }
-      }
-      for (int j = 0; j < NR; ++j) {
-        const __m256 s = _mm256_set1_ps(to_float(scale[j * groups + g]));
-        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
+        for (int j = 0; j < NR; ++j) {
+          const __m256 s = _mm256_set1_ps(to_float(scale[j * groups + g]));
+          for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
+        }
       }
     }
-  }
+  };
 };
 
 // Every output row of a problem through integer tiles: VNNI's instruction in the AVX-512 build, AVX2's pair
 // in the AVX2 one (the caller runs the values through the fp32 kernels on plain C++)
-template <template <class, typename, int, int> class Tile, typename S, template <typename> class Problem>
-void run_integer(const Problem<S>& p) {
+template <class W, typename S>
+void run_integer(const IntegerProblem<S>& p) {
   for_rows(p.N, [&](auto isa, int64_t begin, int64_t end) {
     using T = decltype(isa);
     if constexpr (!std::is_same_v<T, Plain>)
-      rows<std::conditional_t<std::is_same_v<T, Avx2>, Maddubs, Vnni>, Tile, S, Problem>(p, begin, end);
+      rows<std::conditional_t<std::is_same_v<T, Avx2>, Maddubs, Vnni>, IntegerTile<W>::template Of, S,
+           IntegerProblem>(p, begin, end);
   });
 }
 
 // y (M, N) on the integer tiles
 void integer_matmul(const RoundedRows& x, int64_t M, const at::Tensor& q, const at::Tensor& scale,
                     const at::Tensor& min, int64_t G, float* y) {
-  const int64_t N = q.size(0);
-  if (min.defined()) {
-    const int64_t K = q.size(1) * 2, groups = K / G;
-    std::vector<float> xsum(M * groups, 0.f);  // (M, groups): the runs' sums
-    for (int64_t i = 0; i < M * K / kRun; ++i) xsum[i / (G / kRun)] += x.sum[i];
-    AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_int4_linear",
-      AT_DISPATCH_CASE(at::kFloat, [&] {
-        run_integer<Int4A8Tile>(Int4A8Problem<float>{x.q.data(), x.scale.data(), xsum.data(), q.data_ptr<uint8_t>(),
-                                                     scale.data_ptr<float>(), min.data_ptr<float>(), y, M, N, K, G});
-      })
-      AT_DISPATCH_CASE(at::kHalf, [&] {
-        run_integer<Int4A8Tile>(Int4A8Problem<at::Half>{x.q.data(), x.scale.data(), xsum.data(),
-                                                        q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
-                                                        min.data_ptr<at::Half>(), y, M, N, K, G});
-      }));
-    return;
-  }
-  const int64_t K = q.size(1);
-  AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_int8_linear",
+  const bool int4 = min.defined();
+  const int64_t N = q.size(0), K = int4 ? q.size(1) * 2 : q.size(1), groups = K / G;
+  std::vector<float> xsum(int4 ? M * groups : 0, 0.f);  // (M, groups): the runs' sums
+  for (int64_t i = 0; int4 && i < M * K / kRun; ++i) xsum[i / (G / kRun)] += x.sum[i];
+  const auto* bytes = static_cast<const uint8_t*>(q.data_ptr());
+  AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_linear",
     AT_DISPATCH_CASE(at::kFloat, [&] {
-      run_integer<Int8A8Tile>(Int8A8Problem<float>{x.q.data(), x.scale.data(), q.data_ptr<int8_t>(),
-                                                   scale.data_ptr<float>(), y, M, N, K, G});
+      const IntegerProblem<float> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<float>(),
+                                    int4 ? min.data_ptr<float>() : nullptr, y, M, N, K, G};
+      int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
-      run_integer<Int8A8Tile>(Int8A8Problem<at::Half>{x.q.data(), x.scale.data(), q.data_ptr<int8_t>(),
-                                                      scale.data_ptr<at::Half>(), y, M, N, K, G});
+      const IntegerProblem<at::Half> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<at::Half>(),
+                                       int4 ? min.data_ptr<at::Half>() : nullptr, y, M, N, K, G};
+      int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     }));
 }
 
