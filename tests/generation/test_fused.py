@@ -20,6 +20,7 @@ from lmlab.inference.engine import Engine
 from lmlab.models.decoder import build_decoder
 from lmlab.models.presets import preset
 from lmlab.models.quantize import quantize_model, quantized_decoder, quantized_state
+from lmlab.modules.quantized import QuantizedLinear
 
 pytestmark = pytest.mark.usefixtures("one_thread", "built_kernels")
 
@@ -327,3 +328,21 @@ def test_a_short_prompt_fills_the_cache_through_the_fused_step_with_the_modules_
         assert tokens == [g.token_ids for g in generate_batch(model, prompts, config)]
     assert ((2, length) in shapes) == fused_prefill
     torch.testing.assert_close(first[0], first[1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q8_1"])
+def test_with_activations_rounded_as_llama_cpp_rounds_them_the_engine_and_generation_give_the_modules_tokens(kind):
+    """`--activations int8`: every matrix rounds its input per row, so a row's tokens do not depend on the
+    rows beside it, and the fused step's integer products give the modules' greedy tokens."""
+    model = tiny("int4")
+    for layer in model.modules():
+        if isinstance(layer, QuantizedLinear):
+            layer.activations = kind
+    assert fused_step_refusal(model) is None
+    prompts = [[4, 8, 15, 16, 23, 42, 7, 99, 3], [9, 9, 1], [1, 2, 3, 4, 5, 6], [7]]
+    config = GenerationConfig(max_new_tokens=10, temperature=0.0)
+    alone = [eager(model, [p], config)[0] for p in prompts]
+    assert [generate_batch(model, [p], config)[0].token_ids for p in prompts] == alone
+    with Engine(model, Digits(), slots=3) as engine:
+        assert engine._fused is not None
+        assert [[t for chunk in engine.submit(p, config) for t in chunk.token_ids] for p in prompts] == alone
