@@ -14,13 +14,14 @@
 //
 // The integer path runs on 8-lane vectors (AVX2 registers): the AVX-512 build uses VNNI's `vpdpbusd`, the
 // AVX2 one `vpmaddubsw` + `vpmaddwd` (pairs of products to int16, then to int32: |w| <= 128 and |x| <= 127
-// keep the pairs within int16), so one build checks both (`set_isa`). Plain C++ (and group sizes that are
-// not a multiple of 32, and more than kIntegerRows rows of x) multiply the rounded values through the fp32
-// kernels instead, adding q8_1's min correction as activation_rounding.py does.
+// keep the pairs within int16), so one build checks both (`set_isa`). Plain C++ and group sizes that are not
+// a multiple of 32 multiply the rounded values through the fp32 kernels instead, and a long prompt (past the
+// op's row limit, as int4_linear's) through MKL on the dequantized weight, adding q8_1's min correction as
+// activation_rounding.py does.
 //
-// Measured on SmolLM2-135M's matrices (AMD EPYC Zen 4, one thread, batch 1): int4 gate_up (1536 x 576)
-// 50 -> 32 us in cache, int4 from memory 12.6 -> 21 G weights/s (prototype, benchmarks/decode_profile.py
-// measures the whole step).
+// Measured on SmolLM2-135M's matrices (AMD EPYC Zen 4, one thread, batch 1, fp32 activations -> integer):
+// int4 gate_up (3072 x 576) 109 -> 65 us, down (576 x 1536) 48 -> 31 us, the int8 LM head (49152 x 576, read
+// from memory) 1.9 -> 1.7 ms; benchmarks/decode_profile.py --activations int8 measures the whole step.
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -40,10 +41,6 @@ namespace lmlab_quant {
 namespace {
 
 constexpr int64_t kRun = 32;  // numbers in one integer dot product
-
-// Up to this many rows of x the integer tiles run (re-unpacking the weights every 4 rows costs little: 3
-// integer instructions per run); more rows are a prompt, whose values go through the fp32 kernels or MKL.
-constexpr int64_t kIntegerRows = 16;
 
 // x (M, K) rounded: integers, each run's scale d, and each run's sum as the rounding gives it
 struct RoundedRows {
@@ -311,9 +308,13 @@ void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at
   y.addmm_(gap, min.to(at::kFloat).t());
 }
 
-bool integer_path(int64_t M, int64_t G) {
+// Whether the integer tiles serve: any number of rows up to the op's MKL limit (re-unpacking the weights every 4
+// rows of x costs 3 integer instructions a run), measured on SmolLM2's 3072 x 576 int4 matrix on 2 threads
+// against the dequantized weight through MKL: 255 / 361 / 728 / 1523 us against 659 / 927 / 1176 / 1895 at 8 /
+// 16 / 32 / 64 rows
+bool integer_path(int64_t G) {
 #if defined(__AVX2__) && defined(__FMA__)
-  return isa_in_use.load() >= AVX2 && G % kRun == 0 && M <= kIntegerRows;
+  return isa_in_use.load() >= AVX2 && G % kRun == 0;
 #else
   return false;
 #endif
@@ -326,7 +327,7 @@ void rounded_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Te
   const int64_t N = q.size(0), K = min.defined() ? q.size(1) * 2 : q.size(1);
   const RoundedRows rounded = round_rows(x, M, K, rounding);
 #if defined(__AVX2__) && defined(__FMA__)
-  if (integer_path(M, G)) return integer_matmul(rounded, M, q, scale, min, G, y);
+  if (integer_path(G)) return integer_matmul(rounded, M, q, scale, min, G, y);
 #endif
   const at::Tensor values = rounded_values(rounded, M, K);
   quantized_matmul(values.data_ptr<float>(), M, q, scale, min, G, y);
