@@ -14,10 +14,10 @@
 //
 // The integer path runs on 8-lane vectors (AVX2 registers): the AVX-512 build uses VNNI's `vpdpbusd`, the
 // AVX2 one `vpmaddubsw` + `vpmaddwd` (pairs of products to int16, then to int32: |w| <= 128 and |x| <= 127
-// keep the pairs within int16), so one build checks both (`set_isa`). Plain C++ and group sizes that are not
-// a multiple of 32 multiply the rounded values through the fp32 kernels instead, and a long prompt (past the
-// op's row limit, as int4_linear's) through MKL on the dequantized weight, adding q8_1's min correction as
-// activation_rounding.py does.
+// keep the pairs within int16), so one build checks both (`set_isa`). Plain C++, group sizes that are not a
+// multiple of 32 and prompts of more than 16 rows multiply the rounded values through the fp32 kernels instead,
+// and a long prompt (past the op's row limit, as int4_linear's) through MKL on the dequantized weight, adding
+// q8_1's min correction as activation_rounding.py does.
 //
 // Measured on SmolLM2-135M's matrices (AMD EPYC Zen 4, one thread, batch 1, fp32 activations -> integer):
 // int4 gate_up (3072 x 576) 109 -> 65 us, down (576 x 1536) 48 -> 31 us, the int8 LM head (49152 x 576, read
@@ -308,13 +308,18 @@ void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at
   y.addmm_(gap, min.to(at::kFloat).t());
 }
 
-// Whether the integer tiles serve: any number of rows up to the op's MKL limit (re-unpacking the weights every 4
-// rows of x costs 3 integer instructions a run), measured on SmolLM2's 3072 x 576 int4 matrix on 2 threads
-// against the dequantized weight through MKL: 255 / 361 / 728 / 1523 us against 659 / 927 / 1176 / 1895 at 8 /
-// 16 / 32 / 64 rows
-bool integer_path(int64_t G) {
+// Whether the integer tiles serve: up to 16 rows of x (a decoding step, a speculative check, a short prompt).
+// They would be faster for more (SmolLM2's 3072 x 576 int4 matrix on 2 threads: 728 / 1523 us at 32 / 64 rows
+// against 1176 / 1895 through MKL on the dequantized weight), but a prompt's rows stay on the rounded values
+// through the fp32 kernels, whose sums llama.cpp's greedy tokens on lmlab's Q4_K export were checked against:
+// summing in the integer tiles' order moves some activation of a 23-token prompt across an 8-bit rounding
+// boundary, and the tokens part at a near-tie (top two logits 0.004 apart) 7 steps on
+// (tests/models/test_gguf_q4_k.py)
+constexpr int64_t kIntegerRows = 16;
+
+bool integer_path(int64_t M, int64_t G) {
 #if defined(__AVX2__) && defined(__FMA__)
-  return isa_in_use.load() >= AVX2 && G % kRun == 0;
+  return isa_in_use.load() >= AVX2 && G % kRun == 0 && M <= kIntegerRows;
 #else
   return false;
 #endif
@@ -327,7 +332,7 @@ void rounded_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Te
   const int64_t N = q.size(0), K = min.defined() ? q.size(1) * 2 : q.size(1);
   const RoundedRows rounded = round_rows(x, M, K, rounding);
 #if defined(__AVX2__) && defined(__FMA__)
-  if (integer_path(G)) return integer_matmul(rounded, M, q, scale, min, G, y);
+  if (integer_path(M, G)) return integer_matmul(rounded, M, q, scale, min, G, y);
 #endif
   const at::Tensor values = rounded_values(rounded, M, K);
   quantized_matmul(values.data_ptr<float>(), M, q, scale, min, G, y);
