@@ -7,10 +7,12 @@ the step becomes several times slower than on one thread. Measured (SmolLM2-135M
 quiet, 147 tokens/s on 2 threads against 86 on 1; beside one busy process, 40 against 83. Which count wins depends on
 the machine and on what else runs at that moment, so the decoding loop measures instead of assuming.
 
-`ThreadTuner` times every step, keeps an average per thread count, runs on the fastest count, and now and then
-tries another count for a couple of steps. It also tries another count at once when its steps become markedly
-slower than they were, so it follows other work as it comes and goes. The steps it spends on a slower count cost
-about 1% of a quiet run; tries get rarer, down to one per 128 steps, while they keep confirming the count in use.
+`ThreadTuner` times every step, keeps an average per thread count, runs on the fastest count, and tries each other
+count for a couple of steps at the start. It tries another count at once when its steps become markedly slower
+than they were (another process starting), so it follows other work as it comes and goes; on fewer than all
+cores it also tries the others now and then, to see the other work end, less often (down to once per 128 steps)
+while the tries keep confirming the count in use. On all cores running as fast as they have, it tries nothing:
+a quiet run spends only its first tries (2 steps per other count) on a slower count.
 
 `pin_threads(n)` (the CLI's --threads) fixes the count, and then nothing is tuned.
 """
@@ -78,12 +80,15 @@ class ThreadTuner:
     def close(self) -> None:
         torch.set_num_threads(self.most)
 
-    def _wait(self) -> int:
+    def _wait(self) -> float:
         """Steps on the current count before the next try: few while a count is untried or the current one
-        has slowed down, else the period."""
+        has slowed down; none on all cores while they run as fast as they have (another process starting
+        slows their steps, which sends it trying); else the period."""
         untried = any(c not in self.average for c in self.counts)
         slowed = self.current in self.average and self.average[self.current] > SLOWER * self.best[self.current]
-        return SETTLE if untried or slowed else self.period
+        if untried or slowed:
+            return SETTLE
+        return float("inf") if self.current == self.most else self.period
 
     def _next(self) -> int | None:
         others = [c for c in self.order if c != self.current]
