@@ -195,7 +195,12 @@ def remember_tensors(path: Path, listing: tuple[str | None, dict], key: str | No
 
 
 def _tensors_memo(path: Path, key: str | None) -> Path:
-    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path)}-tensors.json"
+    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path, key_memo())}-tensors.json"
+
+
+def key_memo() -> Path:
+    """Where the content keys of GGUF files already loaded are remembered (`content_key`)."""
+    return cache_dir("gguf") / "content-keys.json"
 
 
 def open_gguf(path: Path, everything: bool = True) -> tuple[GGUFReader, dict]:

@@ -45,6 +45,7 @@ from lmlab.models.quantized_files import is_quantized_dir, read_quantized, save_
 from lmlab.models.quantized_gguf import (
     assemble,
     file_tensors,
+    key_memo,
     open_gguf,
     remember_tensors,
     repack,
@@ -161,7 +162,7 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str | None = torch.float32)
     path = Path(path)
     if not path.is_file():
         raise LmlabError(f"GGUF file '{path}' does not exist; check the path")
-    identity, key = file_identity(path), content_key(path, _key_memo())
+    identity, key = file_identity(path), content_key(path, key_memo())
     listing = file_tensors(path, key, remember=False) if dtype is None else None
     if listing is not None:
         dtype = stored_mode(listing[1]) or torch.float32
@@ -175,7 +176,7 @@ def load_gguf(path: str | Path, dtype: torch.dtype | str | None = torch.float32)
         with deferred_rotary_tables():
             model, tokenizer = load_converted(converted)
         loaded = mapped_tables(model, converted).to(dtype), tokenizer
-    remember_content_key(path, identity, key, _key_memo())  # only once it loaded: a refused file leaves no trace
+    remember_content_key(path, identity, key, key_memo())  # only once it loaded: a refused file leaves no trace
     if listing is not None:
         remember_tensors(path, listing, key)
     return loaded
@@ -235,15 +236,10 @@ def _table_keys(file: Path) -> dict[str, str] | None:
         return f.metadata() or {}
 
 
-def _key_memo() -> Path:
-    """Where the content keys of GGUF files already loaded are remembered (`content_key`)."""
-    return cache_dir("gguf") / "content-keys.json"
-
-
 def converted_dir(path: Path, key: str | None = None) -> Path:
     """Where the conversion of the GGUF file at `path` lives: named after its content (`content_key`, or `key`
     when the caller has it) and the converted layout's version; the file's name only labels the folder."""
-    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path, _key_memo())}-v{CONVERTED_VERSION}"
+    return cache_dir("gguf") / f"{path.stem}-{key or content_key(path, key_memo())}-v{CONVERTED_VERSION}"
 
 
 def save_converted(model: TransformerDecoder, tokenizer: TextTokenizer, directory: Path) -> None:
