@@ -104,6 +104,12 @@ def test_rounded_activations_on_integers_match_the_rounded_values_product(ops, i
         assert close(y, rounded_reference(x, weight, kind)), (out, rows)
 
 
+def test_rounding_refuses_a_row_that_is_not_whole_blocks(ops):
+    weight = random_int8(8, 96, 32, torch.float32)  # 96 numbers: whole blocks of 32, not of q8_K's 256
+    with pytest.raises(RuntimeError, match="not whole blocks of the rounding's 256"):
+        ops.rounded_linear(torch.randn(1, 96), weight.q, weight.scales, None, 32, KERNEL_CODES["q8_K"])
+
+
 def test_a_rounded_layer_runs_the_op_and_the_torch_path_gives_the_same_numbers(monkeypatch):
     layer = QuantizedLinear(random_int4(40, 256, 32, torch.float16), torch.randn(40), activations="q8_1")
     x = torch.randn(3, 256)

@@ -94,6 +94,8 @@ void round_q8_k(const float* x, int64_t n, int8_t* q, float* scale, float* sum) 
 }
 
 RoundedRows round_rows(const float* x, int64_t M, int64_t K, Rounding rounding) {
+  TORCH_CHECK(K % (rounding == Q8_K ? 256 : kRun) == 0, "a row of ", K, " numbers is not whole blocks of the ",
+              "rounding's ", rounding == Q8_K ? 256 : kRun);
   RoundedRows out{std::vector<int8_t>(M * K), std::vector<float>(M * K / kRun), std::vector<float>(M * K / kRun)};
   for (int64_t m = 0; m < M; ++m) {
     int8_t* q = out.q.data() + m * K;
@@ -352,8 +354,7 @@ at::Tensor rounded_linear(const at::Tensor& x_in, const at::Tensor& q, const at:
               "weights must be (out, in / 2) uint8 for int4 or (out, in) int8");
   TORCH_CHECK(rounding == Q8_0 || rounding == Q8_1 || rounding == Q8_K, "unknown rounding ", rounding);
   const int64_t N = q.size(0), K = int4 ? q.size(1) * 2 : q.size(1);
-  TORCH_CHECK(x_in.dim() >= 1 && x_in.size(-1) == K && K % (rounding == Q8_K ? 256 : kRun) == 0,
-              "x must be (..., ", K, ") with a width the rounding's blocks divide, got ", x_in.sizes());
+  TORCH_CHECK(x_in.dim() >= 1 && x_in.size(-1) == K, "x must be (..., ", K, "), got ", x_in.sizes());
   const at::Tensor x = x_in.reshape({-1, K}).contiguous();
   check_groups(x, q, scale, K, G, int4 ? kRun : 1);
   if (int4)
