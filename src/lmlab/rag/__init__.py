@@ -11,7 +11,7 @@ Inside: `passages` (corpus -> passages), `index` (embeddings on disk, checked wh
 (closed book against open book, recall@k).
 """
 
-from importlib import import_module
+from lmlab.lazy import lazy_exports
 
 # name -> the module it lives in: imported on first use, so that `lmlab.rag.passages` and `lmlab.rag.choices`
 # (what the CLI's parsers read) load without torch
@@ -23,9 +23,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'lmlab.rag' has no attribute {name!r}")
-    return getattr(import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

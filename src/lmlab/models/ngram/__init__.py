@@ -1,7 +1,7 @@
 """N-gram language models: counting, smoothing (MLE, add-k, Kneser-Ney, modified KN, stupid backoff),
 backoff scoring, and the `StatefulLM` interface. ARPA files are read and written by `lmlab.models.ngram.arpa`."""
 
-from importlib import import_module
+from lmlab.lazy import lazy_exports
 
 # name -> the module it lives in: imported on first use, so that `lmlab.models.ngram.smoothings` (what the
 # CLI's parsers read) loads without torch
@@ -16,9 +16,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'lmlab.models.ngram' has no attribute {name!r}")
-    return getattr(import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
