@@ -23,8 +23,8 @@ to different adapters still share each step: the base weights once, each adapter
 its own rows.
 
 With a `Speculation` (`lmlab serve --speculate`), a step while few requests run (one, by default) first lets
-each running request draft a few tokens and checks them all in one pass (`inference.speculation`): greedy requests get the same tokens,
-sampled ones the same distribution, a few tokens per step instead of one.
+each running request draft a few tokens and checks them all in one pass (`inference.speculation`): greedy
+requests get the same tokens, sampled ones the same distribution, a few tokens per step instead of one.
 """
 
 import threading

@@ -1,8 +1,9 @@
 """Speculative decoding in the serving engine: every running slot drafts, and one pass checks all the drafts.
 
 `lmlab serve --speculate lookup|MODEL` gives the engine a `Speculation`. Each step while at most
-`Speculation.max_running` requests run (one, by default), each running slot drafts up to k tokens on its own (`SlotDrafter`: prompt lookup over its own prompt and reply, or the draft model with a
-cache of its own for that slot), and the engine feeds every slot its last token and its drafts in ONE forward
+`Speculation.max_running` requests run (one, by default), each running slot drafts up to k tokens on its own
+(`SlotDrafter`: prompt lookup over its own prompt and reply, or the draft model with a cache of its own for
+that slot), and the engine feeds every slot its last token and its drafts in ONE forward
 pass, rows padded to the longest draft (`slots.StepKV` with T tokens a row, each row at its own length). Padding
 rather than grouping slots by draft length: a CPU step streams every weight once whatever the rows, so one pass
 over B x (1 + k) tokens costs about one step, where one pass per group would cost one step per group; the padded
@@ -13,8 +14,8 @@ draft while it is the argmax, so the tokens are exactly plain decoding's; sampli
 probability p(draft), else draws from p without it, so each token is distributed as p), keeps its accepted
 drafts and one token of the model's own, and its cache row is cut back to the tokens it kept. A slot with
 nothing to draft takes one token in the same pass; when no slot drafts, or more requests run, the step is the
-plain one. An int4 / int8 Llama checks the drafts in one call of its fused C++ step, as it decodes. Every emitted token comes with the model's logits at its position, so
-logprobs are the model's, speculated or not.
+plain one. An int4 / int8 Llama checks the drafts in one call of its fused C++ step, as it decodes. Every
+emitted token comes with the model's logits at its position, so logprobs are the model's, speculated or not.
 """
 
 from dataclasses import dataclass
