@@ -15,7 +15,7 @@ A step streams every weight once, so it is first compared with what the memory g
               less one fused step: the Python loop, the embedding row, sampling and the stop checks
   busy        the fused step on 1 and 2 threads beside one busy process of our own: what a shared core costs
 
-Usage: python benchmarks/decode_profile.py [--repeats 50] [--context 64] [--activations int8]; writes
+Usage: python benchmarks/decode_profile.py [--repeats 50] [--context 64] [--activations fp32]; writes
 results/decode_profile.json (--out to keep both).
 """
 
@@ -46,9 +46,9 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=50, help="timings per measurement; the median is kept")
     p.add_argument("--context", type=int, default=64, help="positions already in the KV cache")
-    p.add_argument("--activations", choices=["fp32", "int8"], default="fp32",
-                   help="what the int4 matrices multiply: fp32 activations, or int8 rounded as llama.cpp rounds them "
-                        "(integer dot products)")
+    p.add_argument("--activations", choices=["fp32", "int8"], default="int8",
+                   help="what the int4 matrices multiply: int8 rounded as llama.cpp rounds them (integer dot "
+                        "products; lmlab's default for the GGUF file), or fp32 activations")
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args()
 

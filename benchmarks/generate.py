@@ -79,7 +79,7 @@ from lmlab.modules.kernels.build import kernel_ops
 from machine import alternating, busy_processes, device_name, downloaded, synchronize  # benchmarks/machine.py
 
 RESULTS = Path(__file__).parent / "results" / "generate.json"
-LMLAB_DTYPES = ("fp32", "int8", "int4", "int4 a8")  # a8: activations rounded to int8 as llama.cpp rounds them
+LMLAB_DTYPES = ("fp32", "int8", "int4", "int4 a32")  # a32: fp32 activations, not the GGUF default of rounded int8
 COMPILED_DTYPES = ("fp32",)  # a quantized Llama decodes through its fused C++ step, compiled view or not
 MODEL = "smollm2-135m-instruct"
 PROMPT = "Once upon a time, in a small village at the edge of a great forest,"
@@ -152,18 +152,20 @@ def lmlab_cache(path: str):
 
 class Lmlab:
     """lmlab's own entry points: `load` (as `dtype`), the generation prefill (`last_logits`), `generate_batch`.
-    A dtype ending in " a8" loads with `activations="int8"`: each matrix's input rounded as llama.cpp rounds it,
-    the products taken on integers."""
+    The quantized dtypes load with `load`'s default activations: on the GGUF file, each matrix's input rounded
+    to int8 as llama.cpp rounds it, the products taken on integers; a dtype ending in " a32" loads with
+    `activations="fp32"` (the kernels multiply fp32 activations)."""
 
     def __init__(self, path: Path, device: torch.device, dtype: str = "fp32"):
         self.path, self.device = path, device
-        self.dtype, self.activations = dtype.removesuffix(" a8"), "int8" if dtype.endswith(" a8") else "fp32"
+        self.dtype, self.activations = dtype.removesuffix(" a32"), "fp32" if dtype.endswith(" a32") else None
         self.name = "lmlab" if dtype == "fp32" else f"lmlab {dtype}"
         self.thread_steps = Counter()  # thread count -> decoding steps run on it, since the last `took_threads`
 
     def load(self):
         model, self.tokenizer = load(self.path, self.dtype, activations=self.activations)
         self.model = model.to(self.device)
+        self.rounded = any(getattr(layer, "activations", None) for layer in model.modules())
 
     @torch.inference_mode()
     def prefill(self, ids: list[int]) -> None:
@@ -186,8 +188,8 @@ class Lmlab:
         if self.dtype == "fp32":
             return "torch (MKL) on the decoding layout"
         isa = ("plain C++", "AVX2", "AVX-512")[kernel_ops().set_isa(2)]
-        products = "8-bit integer activations (VNNI)" if self.activations == "int8" and isa == "AVX-512" else (
-            "8-bit integer activations" if self.activations == "int8" else "fp32 activations")
+        products = "8-bit integer activations (VNNI)" if self.rounded and isa == "AVX-512" else (
+            "8-bit integer activations" if self.rounded else "fp32 activations")
         return f"lmlab's {self.dtype} kernels ({isa}, {products}), the fused C++ step"
 
 

@@ -1,8 +1,9 @@
 """Decode speed at batch 1, quiet and beside busy processes (`python benchmarks/generate.py --decode-only
 --contention N`): the part of generate.py's run that the issue about shared machines asks for, in minutes.
 
-The same sides as generate.py (lmlab int4 (with fp32 activations, and "a8": rounded to int8 as llama.cpp rounds
-them) / int8 / fp32, HF transformers, llama.cpp on the same GGUF file, each
+The same sides as generate.py (lmlab int4 (as lmlab loads the GGUF file by default: activations rounded to int8
+as llama.cpp rounds them; and "a32": with fp32 activations) / int8 / fp32, HF transformers, llama.cpp on the
+same GGUF file, each
 loaded once), the same prompt and greedy decoding of --new-tokens; rounds interleave the sides, first on a quiet
 machine, then while --contention N processes of the benchmark's own keep cores busy. For each side it reports the
 median, the worst and the spread (best / worst) of the quiet rounds, the median beside the busy processes and
@@ -29,7 +30,7 @@ def run_contention(args) -> None:
     """Measure, print the table and write the JSON (args.out unless it is generate.py's own default)."""
     device = torch.device("cpu")
     path = downloaded(MODEL)
-    impls = [Lmlab(path, device, dtype) for dtype in ("int4", "int4 a8", "int8", "fp32")] + [HF(path, device)]
+    impls = [Lmlab(path, device, dtype) for dtype in ("int4", "int4 a32", "int8", "fp32")] + [HF(path, device)]
     if llama_cpp_installed():
         impls.append(LlamaCpp(path, args.new_tokens + 64))
     load_before = os.getloadavg()[0]
@@ -82,7 +83,7 @@ def print_table(results: dict, machine: dict, args) -> None:
         row(f"beside {args.contention} busy, worst", lambda r: min(r["rounds_busy_tokens_per_s"]))
         row("  share of quiet speed kept", lambda r: statistics.median(r["rounds_busy_tokens_per_s"])
             / statistics.median(r["rounds_quiet_tokens_per_s"]))
-    for side in ("lmlab int4", "lmlab int4 a8") if "llama.cpp" in results else ():
+    for side in ("lmlab int4", "lmlab int4 a32") if "llama.cpp" in results else ():
         ours, theirs = results[side], results["llama.cpp"]
         for phase in ("quiet", "busy") if args.contention else ("quiet",):
             a, b = ours[f"rounds_{phase}_tokens_per_s"], theirs[f"rounds_{phase}_tokens_per_s"]

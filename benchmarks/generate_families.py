@@ -1,6 +1,6 @@
-"""Decode speed per family at int4: lmlab's fused C++ step (with fp32 activations, and "a8": rounded to int8 as
-llama.cpp rounds them, `activations="int8"`), lmlab through its modules, and llama.cpp, on one GGUF file per
-family (`python benchmarks/generate.py --families`).
+"""Decode speed per family at int4: lmlab's fused C++ step (with fp32 activations, `activations="fp32"`, and
+"a8": rounded to int8 as llama.cpp rounds them, lmlab's default for a quantized GGUF file), lmlab through its
+modules, and llama.cpp, on one GGUF file per family (`python benchmarks/generate.py --families`).
 
 Each family is SmolLM2-135M's shape (30 layers of width 576, 9 query and 3 key/value heads of 64, a 1536-wide
 feed-forward, 49152 tokens) with the family's own settings on top (q/k/v biases, q/k norms, norm placement,
@@ -122,11 +122,11 @@ def measure(family: str, root: Path, args) -> dict:
     """Decode tokens/s of each side on `family`'s file, and how lmlab read it."""
     hf_dir, path = written(family, root)
     try:
-        model, _ = lmlab.load(path, "int4")
-        rounded, _ = lmlab.load(path, "int4", activations="int8")
+        model, _ = lmlab.load(path, "int4", activations="fp32")
+        rounded, _ = lmlab.load(path, "int4")
         source = "the GGUF file"
     except LmlabError as error:  # lmlab does not read this family's GGUF yet: the same weights from HF
-        model, _ = lmlab.load(hf_dir, "int4")
+        model, _ = lmlab.load(hf_dir, "int4", activations="fp32")
         rounded, _ = lmlab.load(hf_dir, "int4", activations="int8")
         source = f"the HF directory (lmlab int4 groups of 32; its GGUF: {str(error)[:120]})"
     sides = [Lmlab(model, True, "lmlab fused"), Lmlab(rounded, True, "lmlab fused a8"),

@@ -4,10 +4,11 @@ Greedy replies (--new-tokens each, stopping at end of turn) to the chat-template
 written for lmlab: input-grounded (summarise, or answer from, a short invented passage: a reply that can quote
 its prompt) and free chat (a poem, an explanation, a list: nothing to quote). Each is decoded by
 
-  fp32 plain / int4 plain          one token per pass (int4: the fused C++ step)
+  fp32 plain / int4 plain          one token per pass (int4: the fused C++ step, on activations rounded to int8
+                                   as llama.cpp rounds them, lmlab's default for the GGUF file: integer
+                                   products, which check several tokens cheaply)
   fp32 lookup / int4 lookup        `--speculate lookup`: drafts by prompt lookup, checked in one pass
-  int4a8 plain / int4a8 lookup     the same on int4 with activations rounded to int8 as llama.cpp rounds them
-                                   (`--activations int8`: integer products, which check several tokens cheaply)
+  int4a32 plain / int4a32 lookup   the same on int4 with fp32 activations (`--activations fp32`)
   fp32 draft int4                  `--speculate`: SmolLM2 in int4 drafts for itself in fp32 (one tokenizer)
 
 in interleaved rounds (`machine.alternating`); each side's tokens/s is the median over rounds of all tokens
@@ -51,7 +52,8 @@ TASKS = {
              "Explain in a few sentences why the sky is blue.",
              "Give me five tips for learning to cook."],
 }
-SIDES = ["fp32 plain", "fp32 lookup", "fp32 draft int4", "int4 plain", "int4 lookup", "int4a8 plain", "int4a8 lookup"]
+SIDES = ["fp32 plain", "fp32 lookup", "fp32 draft int4", "int4 plain", "int4 lookup", "int4a32 plain",
+         "int4a32 lookup"]
 DRAFT_TOKENS = 5  # lmlab generate's default
 RESULTS = Path(__file__).parent / "results" / "speculative.json"
 
@@ -75,8 +77,8 @@ def measure(rounds: int, new_tokens: int, sides: list[str], draft_tokens: int) -
     each round, acceptance, and whether each side's replies equal plain decoding's of the same dtype."""
     path = downloaded("smollm2-135m-instruct")
     dtypes = {side.split()[0] for side in sides} | {"int4" for side in sides if "draft int4" in side}
-    models = {dtype: lmlab.load(path, dtype.removesuffix("a8"), activations="int8" if dtype.endswith("a8") else "fp32")[0]
-              for dtype in dtypes}
+    models = {dtype: lmlab.load(path, dtype.removesuffix("a32"),
+                                activations="fp32" if dtype.endswith("a32") else None)[0] for dtype in dtypes}
     tokenizer = lmlab.load(path, "int4")[1]
     results = {}
     for kind, texts in TASKS.items():

@@ -8,12 +8,14 @@ from gguf import GGMLQuantizationType as Q
 
 import lmlab
 from conftest import lmlab as run_lmlab
-from gguf_files import TEXTS, fitted
+from gguf_files import TEXTS, fitted, write_gguf
 from gguf_reference import PROMPTS, assert_llama_cpp_decodes_as, greedy, llama_cpp_greedy, wide_model, written_as
 from lmlab.errors import LmlabError
 from lmlab.generation.batch import new_cache
 from lmlab.generation.fused import fused_step, fused_step_refusal
+from lmlab.models.decoder_files import save_hf_dir
 from lmlab.modules.activation_rounding import round_activations
+from lmlab.modules.quantized import QuantizedLinear
 from lmlab.tokenizers.bpe import train_bpe
 
 MODE = {Q.Q8_0: "int8", Q.Q4_0: "int4", Q.Q4_1: "int4", Q.Q4_K: "int4"}  # the mode that keeps the type's blocks
@@ -34,11 +36,17 @@ def files(tmp_path_factory):
     return {qtype: written_as(root, model, tokenizer, qtype) for qtype in MODE}
 
 
+def roundings(model) -> set[str | None]:
+    """How the model's quantized layers round their inputs (None: fp32 activations)."""
+    return {layer.activations for layer in model.modules() if isinstance(layer, QuantizedLinear)}
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("qtype", list(MODE), ids=lambda t: t.name)
-def test_lmlab_with_rounded_activations_decodes_llama_cpps_tokens(files, qtype):
-    model, _ = lmlab.load(files[qtype], MODE[qtype], activations="int8")
-    assert {layer.activations for layer in model.modules() if hasattr(layer, "activations")} == {ROUNDING[qtype]}
+def test_lmlab_as_stored_rounds_activations_and_decodes_llama_cpps_tokens(files, qtype):
+    model, _ = lmlab.load(files[qtype])  # the defaults: the file's own blocks, rounded as llama.cpp rounds
+    assert roundings(model) == {ROUNDING[qtype]}
+    assert roundings(lmlab.load(files[qtype], MODE[qtype], activations="int8")[0]) == {ROUNDING[qtype]}
     for prompt in PROMPTS:
         assert_llama_cpp_decodes_as(model, files[qtype], prompt, 32)
 
@@ -47,7 +55,7 @@ def test_lmlab_with_rounded_activations_decodes_llama_cpps_tokens(files, qtype):
 def test_with_fp32_activations_the_logits_are_a_rounding_away_from_llama_cpps(files):
     """What the rounding is for: without it lmlab's logits differ from llama.cpp's at every step by far more than
     the 1e-4 they agree to with it."""
-    model, _ = lmlab.load(files[Q.Q8_0], "int8")
+    model, _ = lmlab.load(files[Q.Q8_0], "int8", activations="fp32")
     theirs, their_logits = llama_cpp_greedy(files[Q.Q8_0], PROMPTS[0], 8)
     with torch.no_grad():
         logits = model(torch.tensor([PROMPTS[0] + theirs]))[0, len(PROMPTS[0]) - 1:-1]
@@ -80,6 +88,24 @@ def test_rounded_activations_run_the_fused_step_with_the_modules_logits(files, q
         fused = step(ids, cache.k, cache.v, [0])  # (1, 5, V): the five tokens in one call
         modules = model(ids)  # (1, 5, V)
     torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
+
+
+def test_by_default_only_matrices_from_quantized_gguf_types_take_rounded_activations(tmp_path, files):
+    """What llama.cpp multiplies in floats keeps fp32 activations: a matrix from an F16 tensor (re-quantized
+    to int8 by lmlab), a float model quantized by lmlab, and a file whose stacked parts round differently."""
+    tokenizer = train_bpe(TEXTS * 20, vocab_size=300)
+    model = wide_model(tokenizer.get_vocab_size(), 256, 512)
+    beside_f16 = write_gguf(tmp_path / "f16.gguf", model, tokenizer, {"ffn_down.weight": Q.F16, "weight": Q.Q4_0})
+    loaded, _ = lmlab.load(beside_f16, "int4")
+    assert {block.feed_forward.down.activations for block in loaded.blocks} == {None}
+    assert roundings(loaded) == {None, "q8_0"}
+    mixed = write_gguf(tmp_path / "mixed.gguf", model, tokenizer, {"attn_q.weight": Q.Q4_1, "weight": Q.Q4_0})
+    assert roundings(lmlab.load(mixed)[0]) == {None}  # q (Q8_1 inputs) stacked with k and v (Q8_0 inputs)
+    with pytest.raises(LmlabError, match="cannot round as llama.cpp does"):
+        lmlab.load(mixed, activations="int8")
+    assert roundings(lmlab.load(files[Q.Q4_1], activations="fp32")[0]) == {None}
+    float_model = save_hf_dir(model, tmp_path / "hf", tokenizer)
+    assert roundings(lmlab.load(float_model, "int4")[0]) == {None}
 
 
 def test_activations_int8_needs_a_quantized_model_and_takes_int8_only(files):

@@ -102,7 +102,7 @@ def test_parts_of_different_kernels_stack_as_the_same_numbers_in_int8(tmp_path, 
     model = wide_model(tokenizer.get_vocab_size(), *WIDTHS["96"])
     path = write_gguf(tmp_path / "m.gguf", model, tokenizer, types)
     fp32, _ = load(path, "fp32")  # transformers dequantizes: compare with lmlab's dequantized load
-    int4, _ = load(path, "int4")
+    int4, _ = load(path, "int4", activations="fp32")  # the kernels' fp32 products, not llama.cpp's rounding
     qkv, gate_up = int4.blocks[0].attention.qkv, int4.blocks[0].feed_forward.gate_up
     assert (qkv.bits, qkv.group_size, gate_up.bits) == (8, 32, 4)  # q/k/v in int8, gate/up (Q4_0) int4
     exact = all(form(t, "int8")[2] for t in types.values())
@@ -115,7 +115,7 @@ def _check_file(path, tokenizer, qtype, expected_types):
     """`path` holds `expected_types` (name suffix -> type); lmlab's fp32 load gives transformers' logits and
     greedy tokens on the held-out prompts; its int8 / int4 loads give the fp32 load's logits (kept exactly:
     float noise, and the same greedy tokens; re-quantized: within `REQUANTIZED_ERROR`, and the same greedy
-    tokens wherever transformers' choice is not a tie within that error)."""
+    tokens wherever transformers' choice is not a tie within that error), with fp32 activations."""
     types = matrix_types(path)
     for name, t in types.items():
         assert t == next(e for suffix, e in expected_types.items() if name.endswith(suffix)), name
@@ -127,7 +127,7 @@ def _check_file(path, tokenizer, qtype, expected_types):
     expected_tokens = [reference_greedy(reference, prompt, 8) for prompt in PROMPTS]
     assert [greedy(fp32, prompt, 8) for prompt in PROMPTS] == expected_tokens
     for mode in ("int8", "int4"):
-        quantized, _ = load(path, mode)
+        quantized, _ = load(path, mode, activations="fp32")
         ours, exact = logits(quantized, IDS), logits(fp32, IDS)
         error = ((ours - exact).norm() / exact.norm()).item()
         if all(form(t, mode)[2] for t in types.values()):

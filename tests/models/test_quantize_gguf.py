@@ -26,7 +26,7 @@ def test_q4_file_as_int4_gives_the_logits_of_its_fp32_load(tmp_path, tiny_tokeni
     model = tiny_model(tiny_tokenizer.get_vocab_size(), tie)
     path = write_gguf(tmp_path / "m.gguf", model, tiny_tokenizer, {"token_embd.weight": Q.Q8_0, "weight": qtype})
     fp32, _ = load(path, "fp32")
-    int4, _ = load(path, "int4")
+    int4, _ = load(path, "int4", activations="fp32")  # fp32 products: the dequantized load's numbers
     assert int4.blocks[0].attention.qkv.bits == 4 and int4.token_embedding.bits == 8
     for ids in (IDS, IDS[:1, :5], IDS[:, :1]):  # the prompt path (dequantize + F.linear) and the kernels'
         expected = logits(fp32, ids)

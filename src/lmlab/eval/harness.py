@@ -198,12 +198,12 @@ def _lm_class() -> type:
     @register_model("lmlab")
     class LmlabLM(LM):
         """lm-eval's model interface over `HarnessScorer`. model_args: pretrained (any name lmlab.load
-        reads), dtype (fp32, bf16, int8 or int4), activations (fp32 or int8: `lmlab.load`'s), adapter (a PEFT
+        reads), dtype (fp32, bf16, int8 or int4), activations (fp32 or int8; default as `lmlab.load`'s), adapter (a PEFT
         adapter directory), max_length, add_bos_token, batch_size, device."""
 
         def __init__(self, pretrained: str, batch_size: int | str = 1, max_length: int | None = None,
                      add_bos_token: bool | None = None, device: str | None = None, show_progress: bool = False,
-                     dtype: str | None = None, adapter: str | None = None, activations: str = "fp32"):
+                     dtype: str | None = None, adapter: str | None = None, activations: str | None = None):
             super().__init__()
             self.scorer = load_scorer(pretrained, batch_size, max_length, add_bos_token, device, show_progress, dtype,
                                       adapter, activations)
@@ -238,7 +238,7 @@ def _lm_class() -> type:
 def run_tasks(model: str, tasks: Sequence[str], include_path: str | None = None, num_fewshot: int | None = None,
               limit: int | None = None, batch_size: int = 1, show_progress: bool = False,
               trust_task_code: bool = False, dtype: str | None = None, adapter: str | None = None,
-              activations: str = "fp32") -> dict[str, dict]:
+              activations: str | None = None) -> dict[str, dict]:
     """Run lm-eval `tasks` on the lmlab model `model` (loaded as `dtype` with `activations`, `lmlab.load`'s, with
     the PEFT adapter in directory `adapter` when given); per task its
     metrics (name -> value, "samples" the number of examples scored). Tasks come from the YAMLs under
@@ -362,7 +362,7 @@ def _sampling_settings(kwargs: dict) -> dict:
 
 def load_scorer(name: str, batch_size: int | str = 1, max_length: int | None = None, add_bos: bool | None = None,
                 device: str | None = None, show_progress: bool = False, dtype: str | None = None,
-                adapter: str | None = None, activations: str = "fp32") -> HarnessScorer:
+                adapter: str | None = None, activations: str | None = None) -> HarnessScorer:
     """A `HarnessScorer` over the lmlab model `name` (zoo name, model directory or file) loaded as `dtype`
     (`lmlab.load`'s: None as stored, fp32, bf16, int8, int4) with `activations` (`lmlab.load`'s), in eval mode on
     `device` (default: where it loads), with the PEFT adapter in directory `adapter` on it when given."""

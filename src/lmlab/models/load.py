@@ -21,6 +21,7 @@ from lmlab.models.quantize import MODES, dequantize_model, quantize_model
 from lmlab.models.quantized_files import is_quantized_dir, mode_of, read_quantized
 from lmlab.models.quantized_gguf import activation_kinds
 from lmlab.models.stateful import StatefulLM
+from lmlab.modules.activation_rounding import KERNEL_CODES
 from lmlab.modules.quantized import QuantizedLinear
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.bpe import TOKENIZER_FILE, return_freed_memory
@@ -32,7 +33,7 @@ DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, "int8", "int4"), 
 
 
 def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group_size: int = 32,
-         adapter: str | Path | None = None, activations: str = "fp32",
+         adapter: str | Path | None = None, activations: str | None = None,
          ) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
     """(model, tokenizer) from a zoo name, a .gguf file, an HF-layout model directory, an lmlab run
     directory (its model/, or for a post-training run that saved only its adapter, its base model with the
@@ -51,15 +52,20 @@ def load(name_or_path: str | Path, dtype: torch.dtype | str | None = None, group
     model, loaded onto it (`models/peft_files.load_peft`, which checks the base); float weights only
     (dtype None loads fp32).
 
-    `activations`: "fp32" (the default: the int8 / int4 kernels multiply fp32 activations) or "int8": each
-    quantized matrix's input is rounded to 8 bits in blocks first, as llama.cpp rounds it for the GGUF type
-    the weight came from (`modules/activation_rounding.py`; Q8_0's blocks of 32 for a model lmlab quantized),
-    so that lmlab running a GGUF file computes what llama.cpp computes on it."""
+    `activations`: what the int8 / int4 matrices multiply. "int8": each quantized matrix's input is rounded
+    to 8 bits in blocks first, as llama.cpp rounds it for the GGUF type the weight came from
+    (`modules/activation_rounding.py`; Q8_0's blocks of 32 for a model lmlab quantized), so that lmlab running
+    a GGUF file computes what llama.cpp computes on it, with integer products. "fp32": the kernels multiply
+    fp32 activations (the more accurate, and what HF computes on the dequantized weights). None (the
+    default): as llama.cpp runs the file: int8 for the matrices that keep a GGUF file's quantized blocks
+    (`_as_llama_cpp`), fp32 for everything else."""
+    if activations is None:
+        return _as_llama_cpp(load(name_or_path, dtype, group_size, adapter, "fp32"), name_or_path)
     if activations != "fp32":
-        return _with_rounding(load(name_or_path, dtype, group_size, adapter), name_or_path, activations)
+        return _with_rounding(load(name_or_path, dtype, group_size, adapter, "fp32"), name_or_path, activations)
     if adapter is not None:
-        return _with_adapter(load(name_or_path, torch.float32 if dtype is None else dtype, group_size), adapter,
-                             dtype)
+        return _with_adapter(load(name_or_path, torch.float32 if dtype is None else dtype, group_size,
+                                  activations="fp32"), adapter, dtype)
     dtype = checked_dtype(dtype)
     path = zoo_or_path(name_or_path)
     if path.is_file():
@@ -124,6 +130,29 @@ def _with_rounding(loaded: tuple, name_or_path: str | Path, activations: str) ->
     for name, layer in layers.items():
         layer.activations = kinds.get(name, "q8_0")
     return model, tokenizer
+
+
+def _as_llama_cpp(loaded: tuple, name_or_path: str | Path) -> tuple[TransformerDecoder | StatefulLM, TextTokenizer]:
+    """The loaded (model, tokenizer), with the input of each quantized matrix that came from a quantized GGUF
+    type (Q4_0, Q4_1, Q8_0, the K-quants, ...) rounded to 8 bits as llama.cpp rounds it for that type: `load`'s
+    default, so that a quantized GGUF file runs as llama.cpp runs it (the same arithmetic, integer products).
+    Matrices from float tensors (F16, BF16, F32: llama.cpp multiplies those in floats) and models that are not
+    GGUF files keep fp32 activations, and so does every matrix of a file where one layer of ours stacks parts
+    llama.cpp rounds differently (`activation_kinds` refuses it)."""
+    model, tokenizer = loaded
+    path = zoo_or_path(name_or_path)
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
+    if path.suffix != ".gguf" or not layers:
+        return loaded
+    try:
+        kinds = activation_kinds(path, model.config)
+    except LmlabError:
+        return loaded
+    return_freed_memory()  # the row labels activation_kinds traced (7 MiB for SmolLM2), freed but resident
+    for name, layer in layers.items():
+        if kinds.get(name) in KERNEL_CODES:
+            layer.activations = kinds[name]
+    return loaded
 
 
 def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:

@@ -16,17 +16,18 @@ HELP = ("load the model as fp32, bf16, int8 or int4 (default: as stored: a quant
         "load (int8 per channel, int4 in groups of 32); see `lmlab quantize`")
 
 
-ACTIVATIONS_HELP = ("what int8 / int4 matrices multiply: fp32 activations (default, the more accurate), or int8: each "
-                    "matrix's input rounded to 8 bits in blocks first, as llama.cpp rounds it for the GGUF type of the "
-                    "weight (Q8_0's blocks of 32, Q8_K's of 256), so that lmlab computes on a GGUF file what llama.cpp "
-                    "computes on it")
+ACTIVATIONS_HELP = ("what int8 / int4 matrices multiply: int8: each matrix's input rounded to 8 bits in blocks first, "
+                    "as llama.cpp rounds it for the GGUF type of the weight (Q8_0's blocks of 32, Q8_K's of 256), so "
+                    "that lmlab computes on a GGUF file what llama.cpp computes on it, with integer products; or "
+                    "fp32 activations (the more accurate; what HF computes on the dequantized weights). Default: as "
+                    "llama.cpp runs the file: int8 for a quantized GGUF file's quantized matrices, fp32 for the rest")
 
 
 def add_dtype_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add `--dtype {fp32,bf16,int8,int4}` and `--activations {fp32,int8}` to `p`; pass `args.dtype` and
     `args.activations` to `lmlab.load` (`adapter_arg.load_decoder` does)."""
     p.add_argument("--dtype", choices=list(DTYPE_NAMES), default=None, help=HELP)
-    p.add_argument("--activations", choices=list(ACTIVATIONS), default="fp32", help=ACTIVATIONS_HELP)
+    p.add_argument("--activations", choices=list(ACTIVATIONS), default=None, help=ACTIVATIONS_HELP)
 
 
 def say_gguf_kernels(model_arg: str, dtype: str | None, model) -> None:

@@ -28,7 +28,7 @@ VOCABULARY = {
     "--png": "also save the figure as this PNG",
     "--device": "auto, cpu, cuda, cuda:1 ...",
     "--dtype": "the weights' dtype in memory (export: in the file written)",
-    "--activations": "what quantized weights multiply: fp32 activations, or int8 as llama.cpp rounds them",
+    "--activations": "what quantized weights multiply: int8 as llama.cpp rounds them (a GGUF file's default), or fp32",
     "--resume": "continue the run in --out from its last checkpoint",
     "--stop-after": "stop (with a checkpoint) after this many steps this session",
     "--text": "the text(s) to work on, given on the command line",
