@@ -25,6 +25,8 @@ llama.cpp does, which is faster than fp32 activations: `quantized_ops.rounded_li
 
 import torch
 
+from lmlab.modules.quantized_formats import divided
+
 BLOCK = {"q8_0": 32, "q8_1": 32, "q8_K": 256}
 KERNEL_CODES = {"q8_0": 1, "q8_1": 2, "q8_K": 3}  # the C++ kernels' Rounding codes (kernels/quantized_matmul.h)
 
@@ -38,15 +40,15 @@ def round_activations(x: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "q8_K":
         return _q8_k(blocks).flatten(-2)
     amax = blocks.abs().amax(-1, keepdim=True)  # (..., K / block, 1)
-    d = (amax / 127).half().float()
-    inverse = torch.where(amax != 0, _divide(127, amax), torch.zeros_like(amax))
+    d = divided(amax, 127).half().float()
+    inverse = torch.where(amax != 0, divided(127, amax), torch.zeros_like(amax))
     return ((blocks * inverse).round() * d).flatten(-2)
 
 
 def _q8_k(blocks: torch.Tensor) -> torch.Tensor:
     """q8_K's values of (..., n, 256) blocks: the scale's sign is that of the block's largest magnitude."""
     signed_max = blocks.gather(-1, blocks.abs().argmax(-1, keepdim=True))  # (..., n, 1)
-    inverse = torch.where(signed_max != 0, _divide(-127, signed_max), torch.zeros_like(signed_max))
+    inverse = torch.where(signed_max != 0, divided(-127, signed_max), torch.zeros_like(signed_max))
     d = torch.where(inverse != 0, 1 / inverse, torch.zeros_like(inverse))
     return (blocks * inverse).round().clamp_max(127) * d
 
@@ -57,12 +59,7 @@ def q8_1_min_correction(x: torch.Tensor, rounded: torch.Tensor, mins: torch.Tens
     stores, d sum(q) in fp16 (d unrounded), not by the sum of the values. -> (..., out)"""
     blocks = x.unflatten(-1, (-1, 32))  # (..., K / 32, 32)
     amax = blocks.abs().amax(-1, keepdim=True)  # (..., K / 32, 1)
-    inverse = torch.where(amax != 0, _divide(127, amax), torch.zeros_like(amax))
-    stored = ((amax / 127)[..., 0] * (blocks * inverse).round().sum(-1)).half().float()  # (..., K / 32)
+    inverse = torch.where(amax != 0, divided(127, amax), torch.zeros_like(amax))
+    stored = (divided(amax, 127)[..., 0] * (blocks * inverse).round().sum(-1)).half().float()  # (..., K / 32)
     return (stored - rounded.unflatten(-1, (-1, 32)).sum(-1)) @ mins.float().T
 
-
-def _divide(numerator: float, t: torch.Tensor) -> torch.Tensor:
-    """numerator / t rounded once, as C's `127.f / max` is: torch's `127 / t` is `t.reciprocal() * 127`, which
-    differs in the last bit for a quarter of values and then rounds some activations to the other integer."""
-    return torch.full_like(t, numerator) / t

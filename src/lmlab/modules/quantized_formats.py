@@ -45,7 +45,7 @@ def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> QuantizedWe
     out, width = w.shape
     group_size = group_size or width
     groups = w.detach().float().reshape(out, width // group_size, group_size)  # (out, G, g)
-    scales = groups.abs().amax(-1) / 127  # (out, G)
+    scales = divided(groups.abs().amax(-1), 127)  # (out, G)
     q = torch.where(scales[..., None] > 0, groups / scales[..., None].clamp_min(torch.finfo(torch.float32).tiny),
                     torch.zeros_like(groups))
     q = q.round().clamp(-127, 127).to(torch.int8).reshape(out, width)
@@ -59,7 +59,7 @@ def quantize_int4(w: torch.Tensor, group_size: int = 32) -> QuantizedWeight:
     out, width = w.shape
     groups = w.detach().float().reshape(out, width // group_size, group_size)  # (out, G, g)
     low, high = groups.amin(-1), groups.amax(-1)  # (out, G)
-    scales, mins = (high - low) / 15, low
+    scales, mins = divided(high - low, 15), low
     half = scales.half(), mins.half()
     if all(torch.isfinite(t).all() for t in half):
         scales, mins = half
@@ -67,6 +67,17 @@ def quantize_int4(w: torch.Tensor, group_size: int = 32) -> QuantizedWeight:
     q = torch.where(s > 0, (groups - m) / s.clamp_min(torch.finfo(torch.float32).tiny), torch.zeros_like(groups))
     q = q.round().clamp(0, 15).to(torch.uint8).reshape(out, width)
     return QuantizedWeight(pack_int4(q), scales.contiguous(), mins.contiguous(), group_size)
+
+
+def divided(numerator: torch.Tensor | float, denominator: torch.Tensor | float) -> torch.Tensor:
+    """numerator / denominator (a tensor and a number, either way round) rounded once, as C divides floats, on
+    every device. torch takes `t / 127` on CUDA and `127 / t` everywhere as a product with a reciprocal, off in
+    the last bit for some values: a model quantized on a GPU would get other scales than on the CPU, and an
+    activation rounded to 8 bits could land on the other integer than llama.cpp's."""
+    like = numerator if isinstance(numerator, torch.Tensor) else denominator
+    numerator, denominator = (x if isinstance(x, torch.Tensor) else torch.full_like(like, x)
+                              for x in (numerator, denominator))
+    return numerator / denominator
 
 
 def pack_int4(values: torch.Tensor) -> torch.Tensor:
