@@ -70,6 +70,7 @@ def test_bf16_autocast_trains_close_to_fp32(tmp_path, corpus_file):
 
 def test_lmlab_train_runs_on_the_device(tmp_path, corpus_file):
     assert lmlab("train", "--model", "gpt2-tiny", *TINY_MODEL_ARGS, "--data", corpus_file, "--out", tmp_path / "r",
-                 "--max-steps", "3", "--batch-size", "4", "--block-size", "16", "--log-every", "1", "--device", DEVICE, "--bf16") == 0
+                 "--max-steps", "3", "--batch-size", "4", "--block-size", "16", "--log-every", "1", "--device", DEVICE,
+                 "--bf16") == 0
     assert list(losses(tmp_path / "r")) == [1, 2, 3]
     assert (tmp_path / "r" / "model" / "model.safetensors").is_file()
