@@ -74,7 +74,7 @@ def main() -> None:
     gguf = downloaded(MODEL)
     instances = requests(shots, limit)
     questions = len({i.doc_id for i in instances})
-    sides = {"lmlab": register()(str(gguf)),
+    sides = {"lmlab": register()(str(gguf), activations="fp32"),  # int4 weights, fp32 products: HF's numbers
              "lm-eval hf": HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, dtype="float32", device="cpu",
                                 batch_size=1)}
     scores = {name: lm.loglikelihood(instances) for name, lm in sides.items()}  # warm-up, and the answers

@@ -1,9 +1,10 @@
 """Quality of lmlab's quantized modes on SmolLM2-135M-Instruct: perplexity on held-out text and greedy
 continuations, each against the fp32 model of the same GGUF file.
 
-Modes: fp32 (the GGUF dequantized, lmlab's default), bf16, int4 and int8 straight from the GGUF (Q4_1 blocks
-kept as int4 with "int4", Q8_0 kept as int8, the Q4_1 matrices re-quantized to int8 in groups of 32 with
-"int8"), and int8 / int4 quantized from the fp32 model by `quantize_model` (per channel; groups of 32).
+Modes: fp32 (the GGUF dequantized), bf16, int4 and int8 straight from the GGUF (Q4_1 blocks kept as int4 with
+"int4", Q8_0 kept as int8, the Q4_1 matrices re-quantized to int8 in groups of 32 with "int8") with fp32
+activations, int4 as lmlab runs the file by default (activations rounded to 8 bits as llama.cpp rounds them),
+and int8 / int4 quantized from the fp32 model by `quantize_model` (per channel; groups of 32).
 
   perplexity  exp(mean NLL) over the first --tokens tokens of the Python standard library's sources
               (lmlab's embedded `stdlib` corpus, text the model never saw in this form), in windows of
@@ -45,8 +46,9 @@ def modes(path: Path):
     return [
         ("fp32", lambda: load(path, "fp32")[0]),
         ("bf16", lambda: load(path, "bf16")[0]),
-        ("int8 (GGUF)", lambda: load(path, "int8")[0]),
-        ("int4 (GGUF)", lambda: load(path, "int4")[0]),
+        ("int8 (GGUF)", lambda: load(path, "int8", activations="fp32")[0]),
+        ("int4 (GGUF)", lambda: load(path, "int4", activations="fp32")[0]),
+        ("int4 (GGUF, 8-bit activations)", lambda: load(path, "int4")[0]),  # as stored, as llama.cpp runs it
         ("int8 (from fp32)", lambda: quantize_model(load(path, "fp32")[0], "int8")),
         ("int4 (from fp32)", lambda: quantize_model(load(path, "fp32")[0], "int4", 32)),
     ]

@@ -90,7 +90,7 @@ def peft_logit_error(base, run, base_hf) -> float:
     (the same adapter on the same base), over the first prompt in the chat template; also checks the adapter
     moves the logits (so the parity is about a trained adapter, not a no-op)."""
     peft, transformers = pytest.importorskip("peft"), pytest.importorskip("transformers")
-    model, tokenizer = lmlab.load(base)
+    model, tokenizer = lmlab.load(base, "fp32")  # the float weights the adapter was trained on
     ours_model = load_peft(model, run / "adapter").eval()
     ids = torch.tensor([tokenizer.encode(chat_prompt(tokenizer, [{"role": "user", "content": PROMPTS[0]}]))])
     reference = transformers.AutoModelForCausalLM.from_pretrained(base_hf, attn_implementation="eager")

@@ -133,10 +133,12 @@ def test_a_bad_pair_is_one_error_and_nothing_is_written(tmp_path, capsys, line, 
 
 @pytest.mark.slow
 def test_smollm2_gives_the_documented_verdicts_on_the_gender_pairs(monkeypatch, capsys):
-    """docs/evaluation.md's run, on its 14 gender pairs: the same verdict for each, 11 of 14 stereotyped."""
+    """docs/evaluation.md's run (its numbers are fp32's: int4 with fp32 activations gives them), on its 14 gender
+    pairs: the same verdict for each, 11 of 14 stereotyped."""
     real_model("smollm2-135m-instruct")
     monkeypatch.setenv("LMLAB_CACHE", models_root())
-    assert lmlab("eval", "bias", "--model", "smollm2-135m-instruct", "--limit", "14", "--json") == 0
+    assert lmlab("eval", "bias", "--model", "smollm2-135m-instruct", "--activations", "fp32", "--limit", "14",
+                 "--json") == 0
     result = json.loads(capsys.readouterr().out)
     assert [int(r["stereotype"]) for r in result["per_pair"]] == [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1]
     assert [r["more"] - r["less"] for r in result["per_pair"][:5]] == pytest.approx(

@@ -216,7 +216,7 @@ def test_real_smollm2_gives_hfs_loglikelihoods_and_generations(monkeypatch):
     harness.register()
     manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)
     models = {"hf": f"pretrained={gguf.parent},gguf_file={gguf.name},dtype=float32,device=cpu",
-              "lmlab": f"pretrained={gguf}"}
+              "lmlab": f"pretrained={gguf},activations=fp32"}  # int4 weights, fp32 products: HF's numbers
     runs = {name: [simple_evaluate(model=name, model_args=args, tasks=tasks, num_fewshot=shots, limit=5,
                                    task_manager=manager, log_samples=True, bootstrap_iters=0)
                    for tasks, shots in ((["lmlab_choices"], 3), (["lmlab_sequences"], None))]
