@@ -120,13 +120,11 @@ def _with_rounding(loaded: tuple, name_or_path: str | Path, activations: str) ->
         raise LmlabError(f"activations {activations!r} is not one lmlab computes with; use one of "
                          f"{', '.join(ACTIVATIONS)}")
     model, tokenizer = loaded
-    layers = {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
+    layers = _quantized_layers(model)
     if not layers:
         raise LmlabError("--activations int8 rounds the inputs of int8 / int4 matrices, and this model has none; "
                          "add --dtype int8 or int4")
-    path = zoo_or_path(name_or_path)
-    kinds = activation_kinds(path, model.config) if path.suffix == ".gguf" else {}
-    return_freed_memory()  # the row labels activation_kinds traced (7 MiB for SmolLM2), freed but resident
+    kinds = _gguf_roundings(model, zoo_or_path(name_or_path))
     for name, layer in layers.items():
         layer.activations = kinds.get(name, "q8_0")
     return model, tokenizer
@@ -139,20 +137,33 @@ def _as_llama_cpp(loaded: tuple, name_or_path: str | Path) -> tuple[TransformerD
     Matrices from float tensors (F16, BF16, F32: llama.cpp multiplies those in floats) and models that are not
     GGUF files keep fp32 activations, and so does every matrix of a file where one layer of ours stacks parts
     llama.cpp rounds differently (`activation_kinds` refuses it)."""
-    model, tokenizer = loaded
-    path = zoo_or_path(name_or_path)
-    layers = {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
-    if path.suffix != ".gguf" or not layers:
+    model, _ = loaded
+    layers = _quantized_layers(model)
+    if not layers:  # an fp32 load: no file tensors to list
         return loaded
     try:
-        kinds = activation_kinds(path, model.config)
+        kinds = _gguf_roundings(model, zoo_or_path(name_or_path))
     except LmlabError:
         return loaded
-    return_freed_memory()  # the row labels activation_kinds traced (7 MiB for SmolLM2), freed but resident
     for name, layer in layers.items():
         if kinds.get(name) in KERNEL_CODES:
             layer.activations = kinds[name]
     return loaded
+
+
+def _quantized_layers(model) -> dict[str, QuantizedLinear]:
+    """The model's int8 / int4 linear layers by name."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
+
+
+def _gguf_roundings(model, path: Path) -> dict[str, str | None]:
+    """How llama.cpp rounds the input of each of the model's layers when `path` is a GGUF file
+    (`quantized_gguf.activation_kinds`, which refuses a layer stacking parts rounded differently); else {}."""
+    if path.suffix != ".gguf":
+        return {}
+    kinds = activation_kinds(path, model.config)
+    return_freed_memory()  # the row labels activation_kinds traced (7 MiB for SmolLM2), freed but resident
+    return kinds
 
 
 def _adapter_run(run: Path, dtype: torch.dtype | str | None) -> tuple[TransformerDecoder, TextTokenizer]:
