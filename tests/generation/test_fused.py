@@ -274,24 +274,51 @@ def test_the_engine_serves_each_slot_what_it_gets_alone(setting):
     assert served == [eager(model, [p], config)[0] for p in prompts]
 
 
-def test_long_contexts_attend_on_every_thread_as_on_one():
-    """Past ~16k multiply-adds a step's attention is shared among threads (decoder_step.cpp)."""
-    model = tiny("int4", context=160)
-    step = fused_step(model)
-    prompts = torch.randint(0, 120, (3, 120), generator=torch.Generator().manual_seed(2))
+def on_threads(threads: int, fn):
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
     try:
-        with torch.inference_mode():
-            fused_cache, module_cache = new_cache(model, 3, 130), new_cache(model, 3, 130)
-            last_logits(model, prompts, None, fused_cache)
-            last_logits(model, prompts, None, module_cache)
-            ids = torch.tensor([5, 6, 7])
-            fused = step(ids, fused_cache.k, fused_cache.v, [120] * 3)  # 3 rows x 4 heads x 121 x 16: threaded
-            modules = last_logits(decoding_view(model), ids[:, None], None, module_cache)
+        return fn()
     finally:
         torch.set_num_threads(before)
-    torch.testing.assert_close(fused, modules, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rounding", [None, "q8_1", "q8_0"])
+@pytest.mark.parametrize("setting", ["Llama", *SETTINGS])
+def test_a_team_of_threads_computes_bit_for_bit_what_one_thread_computes(setting, rounding):
+    """decoder_step shares each matrix's output rows among torch's threads, and the attention heads past ~16k
+    multiply-adds (the Llama case's 120 positions), each number computed whole by one thread: on 2 or 3 threads
+    the logits and the cache are the very numbers of one thread, whichever setting and rounding, for rows at
+    their own positions and for several tokens a row (a speculative check)."""
+    model = tiny("int4", context=160) if setting == "Llama" else with_setting(setting)
+    for layer in model.modules():
+        if rounding and isinstance(layer, QuantizedLinear):
+            layer.activations = rounding
+    step = fused_step(model)
+    longest = 120 if setting == "Llama" else 30
+    prompts = [torch.randint(0, 120, (1, n), generator=torch.Generator().manual_seed(n)) for n in (longest, 3, 9)]
+    new = torch.randint(0, 120, (3, 4), generator=torch.Generator().manual_seed(7))
+
+    def run():
+        with torch.inference_mode():
+            cache = new_cache(model, 3, longest + 8)
+            for row, prompt in enumerate(prompts):
+                own = new_cache(model, 1, longest + 8)
+                last_logits(model, prompt, None, own)
+                for layer in range(len(model.blocks)):
+                    cache.k[layer][row], cache.v[layer][row] = own.k[layer][0], own.v[layer][0]
+            lengths = [p.size(1) for p in prompts]
+            one_each = step(new[:, 0], cache.k, cache.v, lengths)
+            several = step(new[:, 1:], cache.k, cache.v, [n + 1 for n in lengths])
+        return one_each, several, cache.k, cache.v
+
+    alone = on_threads(1, run)
+    for threads in (2, 3):
+        team = on_threads(threads, run)
+        for ours, theirs in zip(team[:2], alone[:2]):
+            assert torch.equal(ours, theirs)
+        for ours, theirs in zip([*team[2], *team[3]], [*alone[2], *alone[3]]):
+            assert torch.equal(ours, theirs)
 
 
 def test_a_position_past_the_cache_is_refused():
