@@ -160,3 +160,29 @@ def test_wrong_quantization_file_is_one_line(tmp_path, chat_dir):
     (out / QUANTIZATION_FILE).write_text(json.dumps({"format": "lmlab-quantized", "version": 99, "mode": "int8"}))
     with pytest.raises(LmlabError, match="not an lmlab quantized model of version 1"):
         load(out)
+
+
+def test_int4_layers_without_mins_are_listed_read_back_and_checked(tmp_path, chat_dir):
+    """An int4 layer may store no mins (m = -8 s: GGUF's Q4_0 blocks, 18 bytes a block as in the file):
+    quantization.json lists those layers, so a listed layer reads back without its mins and to the same logits,
+    while an unlisted layer that lost its mins, a listed one that holds some, or a list that is not one, is a
+    damaged directory."""
+    model, tokenizer = load(chat_dir, "int4")
+    down = model.blocks[1].feed_forward.down
+    down.mins = None  # its numbers now s (q - 8)
+    out = save_quantized(model, tmp_path / "q", tokenizer)
+    info = json.loads((out / QUANTIZATION_FILE).read_text())
+    assert info["int4_without_mins"] == ["blocks.1.feed_forward.down"]
+    assert "blocks.1.feed_forward.down.mins" not in load_file(out / WEIGHTS_FILE)
+    back, _ = load(out)
+    assert back.blocks[1].feed_forward.down.mins is None and back.blocks[0].feed_forward.down.mins is not None
+    torch.testing.assert_close(logits(back), logits(model), rtol=0, atol=0)
+    damage(out, lambda s: s.update({"blocks.1.feed_forward.down.mins": s["blocks.1.feed_forward.down.scales"].clone()}))
+    with pytest.raises(LmlabError, match="down.mins is there, but quantization.json lists blocks.1.feed_forward.down"):
+        load(out)
+    damage(out, lambda s: [s.pop("blocks.1.feed_forward.down.mins"), s.pop("blocks.0.feed_forward.down.mins")])
+    with pytest.raises(LmlabError, match="blocks.0.feed_forward.down.mins is None, but an int4 layer needs mins"):
+        load(out)
+    (out / QUANTIZATION_FILE).write_text(json.dumps(info | {"int4_without_mins": "all of them"}))
+    with pytest.raises(LmlabError, match="int4_without_mins is all of them, not a list of layer names"):
+        load(out)

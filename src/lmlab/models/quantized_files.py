@@ -2,12 +2,13 @@
 
 A directory holds config.json (Hugging Face's fields plus our full config under "lmlab", as
 `decoder_files.py` writes it), model.safetensors with each quantized layer as `<layer>.qweight`,
-`.scales` and (int4) `.mins` beside the float norms, quantization.json (format, version, mode, group
-size) and the tokenizer files. `lmlab.load` reads it back, memory-mapped, as a quantized model.
+`.scales` and (int4) `.mins` beside the float norms, quantization.json (format, version, mode, group size, and
+the int4 layers stored without mins, whose m is -8 s: GGUF's Q4_0) and the tokenizer files. `lmlab.load` reads it back, memory-mapped, as a quantized model.
 
 A directory may come from anyone, so `read_quantized` checks it all against the config before
 building anything: every tensor's dtype and shape (int4 packs two numbers a byte; scales give a
-group size that divides the layer's width, a multiple of 32 for int4; mins only with int4), no tensor
+group size that divides the layer's width, a multiple of 32 for int4; mins with int4 but the layers listed
+without), no tensor
 missing or left over, and the scales, mins and float weights finite.
 """
 
@@ -28,7 +29,7 @@ from lmlab.models import registry
 from lmlab.models.decoder_files import read_hf_config, special_ids
 from lmlab.models.quantize import MODES, fill_quantized, input_width, quantized_state
 from lmlab.modules.meta import on_meta
-from lmlab.modules.quantized import QuantizedLinear
+from lmlab.modules.quantized import QuantizedEmbedding, QuantizedLinear
 from lmlab.modules.quantized_formats import RUN
 from lmlab.modules.transformer import TransformerDecoder
 from lmlab.tokenizers.text import TextTokenizer
@@ -59,7 +60,10 @@ def save_quantized(model: TransformerDecoder, directory: str | Path, tokenizer: 
     hf_config = convert.config_to_hf(cfg) | special_ids(tokenizer, cfg.vocab_size) | {
         "torch_dtype": "float32", "lmlab": config_to_dict(cfg)}
     mode, group_size = mode_of(model)
-    info = {"format": FORMAT, "version": VERSION, "mode": mode, "group_size": group_size, "source": source}
+    without_mins = sorted(name for name, m in model.named_modules()
+                          if isinstance(m, (QuantizedLinear, QuantizedEmbedding)) and m.bits == 4 and m.mins is None)
+    info = {"format": FORMAT, "version": VERSION, "mode": mode, "group_size": group_size, "source": source,
+            "int4_without_mins": without_mins}
     directory = Path(directory)
     with atomic_path(directory) as tmp:
         tmp.mkdir()
@@ -82,6 +86,10 @@ def read_quantized(directory: str | Path, fix: str = "quantize the model again w
         raise LmlabError(f"{directory / QUANTIZATION_FILE} is not an lmlab quantized model of version {VERSION} "
                          f"(format={info.get('format')!r}, version={info.get('version')!r}, mode="
                          f"{info.get('mode')!r}); {fix}")
+    without_mins = info.get("int4_without_mins", [])
+    if not isinstance(without_mins, list) or not all(isinstance(name, str) for name in without_mins):
+        raise LmlabError(f"{directory / QUANTIZATION_FILE}: int4_without_mins is {str(without_mins)[:80]}, not a "
+                         f"list of layer names; {fix}")
     cfg = read_hf_config(directory)
     source = str(directory / WEIGHTS_FILE)
     header = _header(directory / WEIGHTS_FILE, fix)
@@ -94,7 +102,8 @@ def read_quantized(directory: str | Path, fix: str = "quantize the model again w
             continue
         module = expected.get_submodule(layer)
         if leaf == "weight" and isinstance(module, (nn.Linear, nn.Embedding)) and f"{layer}.qweight" in left:
-            _check_quantized(layer, tuple(tensor.shape), input_width(module), left, source, fix)
+            _check_quantized(layer, tuple(tensor.shape), input_width(module), layer in without_mins, left, source,
+                             fix)
         else:
             _check_float(name, tuple(tensor.shape), left, source, fix)
     if left:
@@ -118,8 +127,10 @@ def _header(path: Path, fix: str) -> dict[str, tuple[str, tuple[int, ...]]]:
         raise LmlabError(f"cannot read {path} ({e}); {fix}") from None
 
 
-def _check_quantized(layer: str, shape: tuple[int, int], width: int, left: dict, source: str, fix: str) -> None:
-    """`layer`'s qweight, scales and mins (and bias) fit a matrix `shape` (out, in) of `width` inputs."""
+def _check_quantized(layer: str, shape: tuple[int, int], width: int, without_mins: bool, left: dict, source: str,
+                     fix: str) -> None:
+    """`layer`'s qweight, scales and mins (none if `without_mins`) and bias fit a matrix `shape` (out, in) of
+    `width` inputs."""
     out = shape[0]
     q_dtype, q_shape = left.pop(f"{layer}.qweight")
     bits = {"U8": 4, "I8": 8}.get(q_dtype)
@@ -138,7 +149,10 @@ def _check_quantized(layer: str, shape: tuple[int, int], width: int, left: dict,
     if bits == 4 and (width // groups) % RUN:
         raise LmlabError(f"{source}: {layer} is int4 in groups of {width // groups}, not a multiple of {RUN}; {fix}")
     mins = left.pop(f"{layer}.mins", None)
-    if bits == 4 and mins != (s_dtype, s_shape):
+    if bits == 4 and without_mins and mins is not None:
+        raise LmlabError(f"{source}: {layer}.mins is there, but {QUANTIZATION_FILE} lists {layer} as int4 without "
+                         f"mins; {fix}")
+    if bits == 4 and not without_mins and mins != (s_dtype, s_shape):
         raise LmlabError(f"{source}: {layer}.mins is {mins}, but an int4 layer needs mins like its scales "
                          f"({s_dtype}, {s_shape}); {fix}")
     if bits == 8 and mins is not None:

@@ -5,7 +5,7 @@ holds the file's numbers exactly, so the quantized model computes with the very 
 (lmlab's w = s q (+ m) in fp32 is gguf-py's dequantized value bit for bit):
 
   type    block                                      int4 mode                  int8 mode
-  Q4_0    d, 32 x 4 bits: w = d (q - 8)              int4, groups of 32 (1)     int8, groups of 32, fp16 d
+  Q4_0    d, 32 x 4 bits: w = d (q - 8)              int4 without mins (1)      int8, groups of 32, fp16 d
   Q4_1    d, m, 32 x 4 bits: w = d q + m             int4, groups of 32         re-quantized (3)
   Q4_K    256 = 8 x 32, 6-bit sub-scales and mins    int4, groups of 32 (2)     re-quantized (3)
   Q5_0    d, 32 x 5 bits: w = d (q - 16)             int8, groups of 32, fp16 d (both modes)
@@ -17,7 +17,7 @@ holds the file's numbers exactly, so the quantized model computes with the very 
   Q5_1, Q5_K, Q2_K                                   re-quantized (3) (both modes)
   F32, F16, BF16                                     int8 per channel (both modes), as any float model
 
-(1) scale d, min -8 d (fp16; fp32 if -8 d overflows). (2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits),
+(1) groups of 32, scale d (fp16), no mins: lmlab's int4 takes m = -8 d then, 18 bytes a block as the file. (2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits),
 the nibbles reordered. (3) dequantized (gguf-py) and quantized to int8 in groups of 32, the blocks' own
 width, so that a block's rounding stays within it (per channel, one large block sets the step of the
 whole row: SmolLM2 Q4_K_M's 16 Q4_K matrices as int8 per channel moved its logits by 1.3%).
@@ -239,11 +239,7 @@ def _half(data: np.ndarray) -> torch.Tensor:
 
 
 def _q4_0(data: np.ndarray, values) -> QuantizedWeight:
-    d = _half(data[..., 0:2])  # (rows, blocks)
-    low = -8 * d.float()
-    mins = low.half() if torch.isfinite(low.half()).all() else low
-    scales = d if mins.dtype == torch.float16 else d.float()
-    return QuantizedWeight(_bytes(data[..., 2:18]), scales, mins, 32)
+    return QuantizedWeight(_bytes(data[..., 2:18]), _half(data[..., 0:2]), None, 32)
 
 
 def _q4_1(data: np.ndarray, values) -> QuantizedWeight:
@@ -352,10 +348,13 @@ def stacked(parts: list[QuantizedWeight | torch.Tensor]) -> QuantizedWeight | to
         parts = [_as_int8(p) for p in parts]
         group_size = min(p.group_size for p in parts)
         parts = [_regrouped(p, group_size) for p in parts]
-    dtype = torch.float16 if all(p.scales.dtype == torch.float16 for p in parts) else torch.float32
-    mins = torch.cat([p.mins.to(dtype) for p in parts]) if parts[0].mins is not None else None
-    return QuantizedWeight(torch.cat([p.q for p in parts]), torch.cat([p.scales.to(dtype) for p in parts]), mins,
-                           parts[0].group_size)
+    mins = None  # int8, or int4 parts without mins (m = -8 s) all
+    if parts[0].bits == 4 and any(p.mins is not None for p in parts):
+        mins = torch.cat([p.int4_mins().float() for p in parts])
+    half = all(p.scales.dtype == torch.float16 for p in parts) and (mins is None or torch.isfinite(mins.half()).all())
+    dtype = torch.float16 if half else torch.float32
+    return QuantizedWeight(torch.cat([p.q for p in parts]), torch.cat([p.scales.to(dtype) for p in parts]),
+                           None if mins is None else mins.to(dtype), parts[0].group_size)
 
 
 def _same_format(parts: list[QuantizedWeight | torch.Tensor]) -> bool:
@@ -369,7 +368,7 @@ def _as_int8(weight: QuantizedWeight) -> QuantizedWeight:
     weight as it is."""
     if weight.bits != 4:
         return weight
-    s, m = weight.scales.float(), weight.mins.float()  # (out, groups)
+    s, m = weight.scales.float(), weight.int4_mins().float()  # (out, groups)
     k = torch.where(s != 0, -m / s.masked_fill(s == 0, 1), 0)
     if ((k == k.round()) & (k >= 0) & (k <= 127) & ((s != 0) | (m == 0))).all():
         out, width = weight.shape

@@ -6,6 +6,8 @@
   int4  q (out, in / 2) uint8, two numbers 0..15 a byte, and a scale s and a min m per group:
         w = s q + m. In every run of 32 numbers, byte i holds number i (low nibble) and i + 16 (high
         nibble), GGUF's Q4_0 / Q4_1 order; a group is a whole number of runs (group_size % 32 == 0).
+        Without mins (`mins` None) m = -8 s: w = s (q - 8), GGUF's Q4_0, whose blocks then take 18 bytes
+        as in the file instead of 20.
 
 Scales and mins are fp16 where that is exact and fp32 where it is not (`QuantizedWeight.scales.dtype`).
 The C++ kernels (kernels/quantized_matmul.cpp) read these same tensors; the functions here are their
@@ -25,12 +27,16 @@ class QuantizedWeight:
 
     q: torch.Tensor  # int8 (out, in) or uint8 (out, in / 2)
     scales: torch.Tensor  # (out, in / group_size) fp16 or fp32
-    mins: torch.Tensor | None  # like scales for int4; None for int8
+    mins: torch.Tensor | None  # like scales for int4, or None (m = -8 s); None for int8
     group_size: int
 
     @property
     def bits(self) -> int:
-        return 4 if self.mins is not None else 8
+        return 4 if self.q.dtype == torch.uint8 else 8
+
+    def int4_mins(self) -> torch.Tensor:
+        """An int4 weight's mins, made where it stores none: -8 s in fp32 (exact)."""
+        return self.mins if self.mins is not None else self.scales.float() * -8
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -100,8 +106,8 @@ def dequantize(weight: QuantizedWeight) -> torch.Tensor:
     values = unpack_int4(weight.q) if weight.bits == 4 else weight.q
     groups = values.float().reshape(out, -1, weight.group_size)  # (out, G, g)
     w = groups * weight.scales.float()[..., None]
-    if weight.mins is not None:
-        w = w + weight.mins.float()[..., None]
+    if weight.bits == 4:
+        w = w + weight.int4_mins().float()[..., None]
     return w.reshape(out, width)
 
 

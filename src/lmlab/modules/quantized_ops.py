@@ -22,7 +22,7 @@ def quantized_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tenso
     ops = kernel_ops() if x.is_cpu and x.dtype == torch.float32 else None
     if ops is None:
         y = F.linear(x, dequantized(weight).to(x.dtype))
-    elif weight.mins is not None:
+    elif weight.bits == 4:
         y = ops.int4_linear(x, weight.q, weight.scales, weight.mins, weight.group_size)
     else:
         y = ops.int8_linear(x, weight.q, weight.scales, weight.group_size)
@@ -40,8 +40,8 @@ def rounded_linear(x: torch.Tensor, weight: QuantizedWeight, activations: str,
         return y if bias is None else y + bias
     rounded = round_activations(x, activations)  # (..., in)
     y = quantized_linear(rounded, weight, bias)
-    if activations == "q8_1" and weight.mins is not None:
-        y = y + q8_1_min_correction(x, rounded, weight.mins)
+    if activations == "q8_1" and weight.bits == 4:
+        y = y + q8_1_min_correction(x, rounded, weight.int4_mins())
     return y
 
 

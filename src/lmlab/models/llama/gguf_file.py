@@ -64,7 +64,7 @@ SUPPORTED_TYPES = {getattr(GGMLQuantizationType, name)
                    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
                                 "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")}
 CONVERTED_VERSION = 3  # bump when the converted layout changes, so old caches are not read
-QUANTIZED_VERSION = 3  # the same, for the quantized conversions (`load_gguf_quantized`)
+QUANTIZED_VERSION = 4  # the same, for the quantized conversions (`load_gguf_quantized`)
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "lmlab.json"
 
 

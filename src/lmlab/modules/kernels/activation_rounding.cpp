@@ -154,9 +154,10 @@ struct IntegerProblem {
   const float* xsum;    // (M, K / G): what multiplies each group's min (int4)
   const uint8_t* q;     // (N, K / 2) int4 numbers, or (N, K) int8 ones
   const S* scale;       // (N, K / G)
-  const S* min;         // (N, K / G) for int4; null for int8
+  const S* min;         // (N, K / G) for int4 with mins; null for int8 and for int4 without (m = -8 s)
   float* y;             // (M, N)
   int64_t M, N, K, G;
+  bool int4;
   static constexpr int kRowFloats = 0;  // the tiles read scales and mins where they lie
 };
 
@@ -192,6 +193,8 @@ struct IntegerTile {
   template <class Dot, typename S, int R, int NR>
   struct Of {
     static void run(const IntegerProblem<S>& p, int64_t m0, int64_t n0, float*) {
+      prefetch_rows(p.scale, n0 + kAhead * NR, NR, p.K / p.G);
+      prefetch_rows(p.min, n0 + kAhead * NR, NR, p.K / p.G);
       __m256 acc[R][NR];
       for (int r = 0; r < R; ++r)
         for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
@@ -199,12 +202,17 @@ struct IntegerTile {
         add_groups<1>(p, m0, n0, acc);  // groups of 32: the loop over a group's runs unrolled away
       else
         add_groups<0>(p, m0, n0, acc);
-      const int64_t groups = p.K / p.G;
       for (int r = 0; r < R; ++r)
         for (int j = 0; j < NR; ++j)
-          p.y[(m0 + r) * p.N + n0 + j] = sum8(acc[r][j]) + (p.min ? min_term(p.min + (n0 + j) * groups,
-                                                                              p.xsum + (m0 + r) * groups, groups)
-                                                                  : 0.f);
+          p.y[(m0 + r) * p.N + n0 + j] = sum8(acc[r][j]) + min_part(p, m0 + r, n0 + j);
+    }
+
+    // sum over groups of m xsum for output (m, n): int4's mins (m = -8 s without them: the same numbers, each
+    // product and sum scaled by a power of two), nothing for int8
+    static float min_part(const IntegerProblem<S>& p, int64_t m, int64_t n) {
+      const int64_t groups = p.K / p.G;
+      if (p.min) return min_term(p.min + n * groups, p.xsum + m * groups, groups);
+      return p.int4 ? -8.f * min_term(p.scale + n * groups, p.xsum + m * groups, groups) : 0.f;
     }
 
     // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
@@ -262,7 +270,7 @@ void run_integer(const IntegerProblem<S>& p) {
 // y (M, N) on the integer tiles
 void integer_matmul(const RoundedRows& x, int64_t M, const at::Tensor& q, const at::Tensor& scale,
                     const at::Tensor& min, int64_t G, float* y) {
-  const bool int4 = min.defined();
+  const bool int4 = q.scalar_type() == at::kByte;
   const int64_t N = q.size(0), K = int4 ? q.size(1) * 2 : q.size(1), groups = K / G;
   std::vector<float> xsum(int4 ? M * groups : 0, 0.f);  // (M, groups): the runs' sums
   for (int64_t i = 0; int4 && i < M * K / kRun; ++i) xsum[i / (G / kRun)] += x.sum[i];
@@ -270,12 +278,12 @@ void integer_matmul(const RoundedRows& x, int64_t M, const at::Tensor& q, const 
   AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_linear",
     AT_DISPATCH_CASE(at::kFloat, [&] {
       const IntegerProblem<float> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<float>(),
-                                    int4 ? min.data_ptr<float>() : nullptr, y, M, N, K, G};
+                                    min.defined() ? min.data_ptr<float>() : nullptr, y, M, N, K, G, int4};
       int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
       const IntegerProblem<at::Half> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<at::Half>(),
-                                       int4 ? min.data_ptr<at::Half>() : nullptr, y, M, N, K, G};
+                                       min.defined() ? min.data_ptr<at::Half>() : nullptr, y, M, N, K, G, int4};
       int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     }));
 }
@@ -295,7 +303,8 @@ at::Tensor rounded_values(const RoundedRows& x, int64_t M, int64_t K) {
 // y (M, N) += (stored block sums - sums of the values) mins^T: q8_1's product multiplies each int4 block's
 // min by the sum it stored, where the fp32 kernels multiplied it by the values' sum (activation_rounding.py's
 // q8_1_min_correction)
-void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at::Tensor& min, int64_t G,
+void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at::Tensor& scale, const at::Tensor& min,
+                        int64_t G,
                         at::Tensor& y) {
   const int64_t M = values.size(0), K = values.size(1);
   TORCH_CHECK(G == kRun, "q8_1 activations go with int4 groups of 32, not ", G);
@@ -307,7 +316,7 @@ void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at
     for (int64_t i = 0; i < kRun; ++i) total += v[b * kRun + i];
     out[b] = x.sum[b] - total;
   }
-  y.addmm_(gap, min.to(at::kFloat).t());
+  y.addmm_(gap, (min.defined() ? min.to(at::kFloat) : scale.to(at::kFloat).mul(-8.0)).t());  // no mins: m = -8 s
 }
 
 // Whether the integer tiles serve: up to 16 rows of x (a decoding step, a speculative check, a short prompt).
@@ -331,25 +340,26 @@ bool integer_path(int64_t M, int64_t G) {
 
 void rounded_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                     int64_t G, Rounding rounding, float* y) {
-  const int64_t N = q.size(0), K = min.defined() ? q.size(1) * 2 : q.size(1);
+  const bool int4 = q.scalar_type() == at::kByte;
+  const int64_t N = q.size(0), K = int4 ? q.size(1) * 2 : q.size(1);
   const RoundedRows rounded = round_rows(x, M, K, rounding);
 #if defined(__AVX2__) && defined(__FMA__)
   if (integer_path(M, G)) return integer_matmul(rounded, M, q, scale, min, G, y);
 #endif
   const at::Tensor values = rounded_values(rounded, M, K);
   quantized_matmul(values.data_ptr<float>(), M, q, scale, min, G, y);
-  if (rounding == Q8_1 && min.defined()) {
+  if (rounding == Q8_1 && int4) {
     at::Tensor out = at::from_blob(y, {M, N}, at::kFloat);
-    add_min_correction(rounded, values, min, G, out);
+    add_min_correction(rounded, values, scale, min, G, out);
   }
 }
 
-// x (..., K) -> (..., N) with x rounded by `rounding` (1 q8_0, 2 q8_1, 3 q8_K), for int4 weights (mins given)
+// x (..., K) -> (..., N) with x rounded by `rounding` (1 q8_0, 2 q8_1, 3 q8_K), for int4 weights (mins, or none)
 // or int8; many rows (a prompt) multiply the rounded values by the dequantized weight in MKL
 at::Tensor rounded_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Tensor& scale,
                           const std::optional<at::Tensor>& min_in, int64_t G, int64_t rounding) {
-  const at::Tensor min = min_in.has_value() ? *min_in : at::Tensor();
-  const bool int4 = min.defined();
+  const at::Tensor min = min_in.value_or(at::Tensor());
+  const bool int4 = q.scalar_type() == at::kByte;
   TORCH_CHECK(q.dim() == 2 && q.scalar_type() == (int4 ? at::kByte : at::kChar),
               "weights must be (out, in / 2) uint8 for int4 or (out, in) int8");
   TORCH_CHECK(rounding == Q8_0 || rounding == Q8_1 || rounding == Q8_K, "unknown rounding ", rounding);
@@ -358,15 +368,16 @@ at::Tensor rounded_linear(const at::Tensor& x_in, const at::Tensor& q, const at:
   const at::Tensor x = x_in.reshape({-1, K}).contiguous();
   check_groups(x, q, scale, K, G, int4 ? kRun : 1);
   if (int4)
-    TORCH_CHECK(min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() && min.is_contiguous(),
-                "mins must be like the scales");
+    check_mins(min, scale);
+  else
+    TORCH_CHECK(!min.defined(), "int8 weights have no mins");
   const int64_t M = x.size(0);
   at::Tensor y;
   if (M > max_kernel_rows(int4 ? kMaxRowsInt4 : kMaxRowsInt8)) {
     const RoundedRows rounded = round_rows(x.data_ptr<float>(), M, K, static_cast<Rounding>(rounding));
     const at::Tensor values = rounded_values(rounded, M, K);
     y = at::linear(values, int4 ? int4_dequantize(q, scale, min, G) : int8_dequantize(q, scale, G));
-    if (rounding == Q8_1 && int4) add_min_correction(rounded, values, min, G, y);
+    if (rounding == Q8_1 && int4) add_min_correction(rounded, values, scale, min, G, y);
   } else {
     y = at::empty({M, N}, x.options());
     rounded_matmul(x.data_ptr<float>(), M, q, scale, min, G, static_cast<Rounding>(rounding), y.data_ptr<float>());

@@ -2,7 +2,8 @@
 //
 // int4: q (N, K/2) uint8, two numbers 0..15 a byte; in every run of 32 numbers, byte i holds number i in its
 //       low nibble and number i + 16 in its high one (GGUF's Q4_0 / Q4_1 order, so those blocks copy
-//       straight in). Each group of G numbers along K has a scale s and a min m: w = s q + m.
+//       straight in). Each group of G numbers along K has a scale s and a min m: w = s q + m; without mins
+//       (GGUF's Q4_0, 2 bytes a group less to read) m = -8 s, w = s (q - 8).
 // int8: q (N, K) int8; each group of G numbers has a scale s: w = s q (G = K: one scale per row).
 // Scales (and mins) are fp16 or fp32: a template parameter, so every format reads its own exactly.
 //
@@ -48,7 +49,7 @@ struct Int4Problem {
   const float* xsum;  // (M, K / G): sum of x over each group
   const uint8_t* q;   // (N, K / 2)
   const S* scale;     // (N, K / G)
-  const S* min;       // (N, K / G)
+  const S* min;       // (N, K / G), or null: m = -8 s
   float* y;           // (M, N)
   int64_t M, N, K, G;
   static constexpr int kRowFloats = 2;  // fp32 copies a tile makes per weight row and group: scale and min
@@ -73,9 +74,14 @@ static void run(const Int4Problem<S>& p, int64_t m0, int64_t n0, float* buf) {
   const int64_t groups = p.K / p.G, runs = p.G / 32;
   float* scale = buf;               // (NR, groups)
   float* min = buf + NR * groups;   // (NR, groups)
+  prefetch_rows(p.scale, n0 + kAhead * NR, NR, groups);
+  prefetch_rows(p.min, n0 + kAhead * NR, NR, groups);
   for (int j = 0; j < NR; ++j) {
     to_floats(p.scale + (n0 + j) * groups, scale + j * groups, groups);
-    to_floats(p.min + (n0 + j) * groups, min + j * groups, groups);
+    if (p.min)
+      to_floats(p.min + (n0 + j) * groups, min + j * groups, groups);
+    else
+      for (int64_t g = 0; g < groups; ++g) min[j * groups + g] = -8.f * scale[j * groups + g];
   }
   V acc[R][NR];
   for (int r = 0; r < R; ++r)
@@ -129,6 +135,7 @@ static void run(const Int8Problem<S>& p, int64_t m0, int64_t n0, float* buf) {
   using V = typename T::V;
   const int64_t groups = p.K / p.G, whole = p.G / T::W * T::W;  // numbers of a group the vectors take
   float* scale = buf;  // (NR, groups)
+  prefetch_rows(p.scale, n0 + kAheadInt8 * NR, NR, groups);
   for (int j = 0; j < NR; ++j) to_floats(p.scale + (n0 + j) * groups, scale + j * groups, groups);
   V acc[R][NR];
   for (int r = 0; r < R; ++r)
@@ -197,6 +204,11 @@ void check_groups(const at::Tensor& x, const at::Tensor& q, const at::Tensor& sc
   TORCH_CHECK(q.is_contiguous() && scale.is_contiguous(), "weights and scales must be contiguous");
 }
 
+void check_mins(const at::Tensor& min, const at::Tensor& scale) {
+  TORCH_CHECK(!min.defined() || (min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() &&
+                                 min.is_contiguous()), "mins must be like the scales");
+}
+
 int64_t max_kernel_rows(int64_t per_thread) {
   return per_thread * std::min<int64_t>(at::get_num_threads(), kMaxThreadsMeasured);
 }
@@ -210,23 +222,29 @@ constexpr int64_t kUnpackOnceRows = 4;
 template <typename S>
 void run_dequantized(const Int4Problem<S>& p);
 
+template <typename S>
+const S* or_null(const at::Tensor& t) {  // an optional tensor's numbers (mins), null when it is not there
+  return t.defined() ? t.data_ptr<S>() : nullptr;
+}
+
 void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                       int64_t G, float* y) {
   const int64_t N = q.size(0);
-  if (min.defined() && M > kUnpackOnceRows) {  // int4, many rows
+  const bool int4 = q.scalar_type() == at::kByte;
+  if (int4 && M > kUnpackOnceRows) {  // int4, many rows
     const int64_t K = q.size(1) * 2;
     AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_linear",
       AT_DISPATCH_CASE(at::kFloat, [&] {
         run_dequantized(Int4Problem<float>{x, nullptr, q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
-                                           min.data_ptr<float>(), y, M, N, K, G});
+                                           or_null<float>(min), y, M, N, K, G});
       })
       AT_DISPATCH_CASE(at::kHalf, [&] {
         run_dequantized(Int4Problem<at::Half>{x, nullptr, q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
-                                              min.data_ptr<at::Half>(), y, M, N, K, G});
+                                              or_null<at::Half>(min), y, M, N, K, G});
       }));
     return;
   }
-  if (min.defined()) {  // int4, a few rows
+  if (int4) {  // int4, a few rows
     const int64_t K = q.size(1) * 2;
     std::vector<float> xsum(M * (K / G));  // (M, K / G); a loop here costs less than calling a torch op
     for (int64_t i = 0; i < M * (K / G); ++i) {
@@ -237,11 +255,11 @@ void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::
     AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_linear",
       AT_DISPATCH_CASE(at::kFloat, [&] {
         run<Int4Tile>(Int4Problem<float>{x, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
-                                         min.data_ptr<float>(), y, M, N, K, G});
+                                         or_null<float>(min), y, M, N, K, G});
       })
       AT_DISPATCH_CASE(at::kHalf, [&] {
         run<Int4Tile>(Int4Problem<at::Half>{x, xsum.data(), q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
-                                            min.data_ptr<at::Half>(), y, M, N, K, G});
+                                            or_null<at::Half>(min), y, M, N, K, G});
       }));
     return;
   }
@@ -262,16 +280,16 @@ std::vector<int64_t> out_shape(const at::Tensor& x, int64_t N) {
   return shape;
 }
 
-at::Tensor int4_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
-                       int64_t G) {
+at::Tensor int4_linear(const at::Tensor& x_in, const at::Tensor& q, const at::Tensor& scale,
+                       const std::optional<at::Tensor>& min_in, int64_t G) {
+  const at::Tensor min = min_in.value_or(at::Tensor());
   TORCH_CHECK(q.dim() == 2 && q.scalar_type() == at::kByte, "int4 weights must be (out, in / 2) uint8");
   const int64_t N = q.size(0), K = q.size(1) * 2;
   TORCH_CHECK(x_in.dim() >= 1 && x_in.size(-1) == K, "x must be (..., ", K, "), got ", x_in.sizes());
   const at::Tensor x = x_in.reshape({-1, K}).contiguous();
   const int64_t M = x.size(0);
   check_groups(x, q, scale, K, G, 32);
-  TORCH_CHECK(min.sizes() == scale.sizes() && min.scalar_type() == scale.scalar_type() && min.is_contiguous(),
-              "mins must be like the scales");
+  check_mins(min, scale);
   if (M > max_kernel_rows(kMaxRowsInt4)) return at::linear(x_in, int4_dequantize(q, scale, min, G));
   at::Tensor y = at::empty({M, N}, x.options());
   quantized_matmul(x.data_ptr<float>(), M, q, scale, min, G, y.data_ptr<float>());
@@ -302,7 +320,8 @@ void dequantize_int4_rows(const uint8_t* q, const S* scale, const S* min, float*
   const int64_t groups = K / G;
   for (int64_t n = n_begin; n < n_end; ++n)
     for (int64_t g = 0; g < groups; ++g) {
-      const V s = T::set1(to_float(scale[n * groups + g])), m = T::set1(to_float(min[n * groups + g]));
+      const float scale_g = to_float(scale[n * groups + g]);
+      const V s = T::set1(scale_g), m = T::set1(min ? to_float(min[n * groups + g]) : -8.f * scale_g);
       for (int64_t k = g * G; k < (g + 1) * G; k += 32) {
         V v[CH];
         T::int4_chunk(q + n * (K / 2) + k / 2, v);
@@ -360,7 +379,8 @@ void dequantized_rows(const Int4Problem<S>& p, int64_t n_begin, int64_t n_end) {
   std::vector<float> w(NR * p.K);
   for (int64_t n = n_begin; n < n_end; n += NR) {
     const int64_t nr = std::min(NR, n_end - n);
-    dequantize_int4_rows<T, S>(p.q + n * (p.K / 2), p.scale + n * groups, p.min + n * groups, w.data(), p.K, p.G,
+    dequantize_int4_rows<T, S>(p.q + n * (p.K / 2), p.scale + n * groups, p.min ? p.min + n * groups : nullptr,
+                               w.data(), p.K, p.G,
                                0, nr);
     if (nr == NR)
       fp32_tiles<T, NR>(p.x, w.data(), p.y, p.M, p.K, p.N, n);
@@ -378,26 +398,32 @@ void run_dequantized(const Int4Problem<S>& p) {
 at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in, int64_t G) {
   TORCH_CHECK(q_in.dim() == 2 && q_in.scalar_type() == at::kByte, "int4 weights must be (out, in / 2) uint8");
   const int64_t N = q_in.size(0), K = q_in.size(1) * 2;
-  TORCH_CHECK(G > 0 && G % 32 == 0 && K % G == 0 && scale_in.sizes() == min_in.sizes() && scale_in.dim() == 2 &&
-              scale_in.size(0) == N && scale_in.size(1) == K / G && min_in.scalar_type() == scale_in.scalar_type() &&
-              (scale_in.scalar_type() == at::kHalf || scale_in.scalar_type() == at::kFloat),
+  TORCH_CHECK(G > 0 && G % 32 == 0 && K % G == 0 && scale_in.dim() == 2 && scale_in.size(0) == N &&
+              scale_in.size(1) == K / G && (scale_in.scalar_type() == at::kHalf || scale_in.scalar_type() == at::kFloat) &&
+              (!min_in.defined() || (scale_in.sizes() == min_in.sizes() && min_in.scalar_type() == scale_in.scalar_type())),
               "int4 scales and mins do not fit the weights");
-  const at::Tensor q = q_in.contiguous(), scale = scale_in.contiguous(), min = min_in.contiguous();
+  const at::Tensor q = q_in.contiguous(), scale = scale_in.contiguous();
+  const at::Tensor min = min_in.defined() ? min_in.contiguous() : min_in;
   at::Tensor w = at::empty({N, K}, scale.options().dtype(at::kFloat));
   AT_DISPATCH_SWITCH(scale.scalar_type(), "int4_dequantize",
     AT_DISPATCH_CASE(at::kFloat, [&] {
       for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int4_rows<decltype(isa), float>(q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
-                                                   min.data_ptr<float>(), w.data_ptr<float>(), K, G, b, e);
+                                                   or_null<float>(min), w.data_ptr<float>(), K, G, b, e);
       });
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
       for_rows(N, [&](auto isa, int64_t b, int64_t e) {
         dequantize_int4_rows<decltype(isa), at::Half>(q.data_ptr<uint8_t>(), scale.data_ptr<at::Half>(),
-                                                      min.data_ptr<at::Half>(), w.data_ptr<float>(), K, G, b, e);
+                                                      or_null<at::Half>(min), w.data_ptr<float>(), K, G, b, e);
       });
     }));
   return w;
+}
+
+at::Tensor int4_dequantize_op(const at::Tensor& q, const at::Tensor& scale, const std::optional<at::Tensor>& min,
+                              int64_t G) {
+  return int4_dequantize(q, scale, min.value_or(at::Tensor()), G);
 }
 
 at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, int64_t G) {
@@ -437,9 +463,9 @@ int64_t set_isa(int64_t isa) {
 
 TORCH_LIBRARY(lmlab_quant, m) {
   // x (..., in) -> (..., out); a few rows through the kernels, more through dequantize + at::linear
-  m.def("int4_linear(Tensor x, Tensor q, Tensor scales, Tensor mins, int group_size) -> Tensor");
+  m.def("int4_linear(Tensor x, Tensor q, Tensor scales, Tensor? mins, int group_size) -> Tensor");
   m.def("int8_linear(Tensor x, Tensor q, Tensor scales, int group_size) -> Tensor");
-  m.def("int4_dequantize(Tensor q, Tensor scales, Tensor mins, int group_size) -> Tensor");
+  m.def("int4_dequantize(Tensor q, Tensor scales, Tensor? mins, int group_size) -> Tensor");
   m.def("int8_dequantize(Tensor q, Tensor scales, int group_size) -> Tensor");
   m.def("set_isa(int isa) -> int", &set_isa);
 }
@@ -447,7 +473,7 @@ TORCH_LIBRARY(lmlab_quant, m) {
 TORCH_LIBRARY_IMPL(lmlab_quant, CPU, m) {
   m.impl("int4_linear", &int4_linear);
   m.impl("int8_linear", &int8_linear);
-  m.impl("int4_dequantize", &int4_dequantize);
+  m.impl("int4_dequantize", &int4_dequantize_op);
   m.impl("int8_dequantize", &int8_dequantize);
 }
 

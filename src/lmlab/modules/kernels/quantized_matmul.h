@@ -9,8 +9,9 @@
 
 namespace lmlab_quant {
 
-// y (M, N) = x (M, K) W^T for one quantized weight through the matrix-vector kernels, threaded: int4 when
-// `min` is defined (q (N, K / 2) uint8, scales and mins (N, K / G)), else int8 (q (N, K) int8, scales (N, K / G)).
+// y (M, N) = x (M, K) W^T for one quantized weight through the matrix-vector kernels, threaded: int4 when q is
+// uint8 (q (N, K / 2), scales and mins (N, K / G); mins undefined: m = -8 s, GGUF's Q4_0), else int8 (q (N, K)
+// int8, scales (N, K / G), no mins).
 // x and y are contiguous fp32; the tensors are checked by the caller (as int4_linear / int8_linear check them).
 void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                       int64_t G, float* y);
@@ -37,8 +38,10 @@ int64_t max_kernel_rows(int64_t per_thread);  // rows of x past which the ops de
 // The ops' own checks and pieces
 void check_groups(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale, int64_t K, int64_t G,
                   int64_t multiple);
+void check_mins(const at::Tensor& min, const at::Tensor& scale);  // none, or like the scales
 std::vector<int64_t> out_shape(const at::Tensor& x, int64_t N);  // x (..., K) -> (..., N)
-at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in, int64_t G);
+at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in,
+                           int64_t G);  // min_in undefined: m = -8 s
 at::Tensor int8_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, int64_t G);
 
 }  // namespace lmlab_quant
