@@ -2,14 +2,14 @@
 
 A directory holds config.json (Hugging Face's fields plus our full config under "lmlab", as
 `decoder_files.py` writes it), model.safetensors with each quantized layer as `<layer>.qweight`,
-`.scales` and (int4) `.mins` beside the float norms, quantization.json (format, version, mode, group size, and
-the int4 layers stored without mins, whose m is -8 s: GGUF's Q4_0) and the tokenizer files. `lmlab.load` reads it back, memory-mapped, as a quantized model.
+`.scales` and (int4) `.mins` beside the float norms, quantization.json (format, version, mode, group size,
+and the int4 layers stored without mins, whose m is -8 s: GGUF's Q4_0) and the tokenizer files. `lmlab.load`
+reads it back, memory-mapped, as a quantized model.
 
 A directory may come from anyone, so `read_quantized` checks it all against the config before
 building anything: every tensor's dtype and shape (int4 packs two numbers a byte; scales give a
 group size that divides the layer's width, a multiple of 32 for int4; mins with int4 but the layers listed
-without), no tensor
-missing or left over, and the scales, mins and float weights finite.
+without), no tensor missing or left over, and the scales, mins and float weights finite.
 """
 
 import json

@@ -17,8 +17,8 @@ holds the file's numbers exactly, so the quantized model computes with the very 
   Q5_1, Q5_K, Q2_K                                   re-quantized (3) (both modes)
   F32, F16, BF16                                     int8 per channel (both modes), as any float model
 
-(1) groups of 32, scale d (fp16), no mins: lmlab's int4 takes m = -8 d then, 18 bytes a block as the file. (2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits),
-the nibbles reordered. (3) dequantized (gguf-py) and quantized to int8 in groups of 32, the blocks' own
+(1) groups of 32, scale d (fp16), no mins: lmlab's int4 takes m = -8 d then, 18 bytes a block as in the file.
+(2) scale d sc, min -dmin m (fp32, exact: 11 x 6 bits), the nibbles reordered. (3) dequantized (gguf-py) and quantized to int8 in groups of 32, the blocks' own
 width, so that a block's rounding stays within it (per channel, one large block sets the step of the
 whole row: SmolLM2 Q4_K_M's 16 Q4_K matrices as int8 per channel moved its logits by 1.3%).
 

@@ -278,12 +278,12 @@ void integer_matmul(const RoundedRows& x, int64_t M, const at::Tensor& q, const 
   AT_DISPATCH_SWITCH(scale.scalar_type(), "rounded_linear",
     AT_DISPATCH_CASE(at::kFloat, [&] {
       const IntegerProblem<float> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<float>(),
-                                    min.defined() ? min.data_ptr<float>() : nullptr, y, M, N, K, G, int4};
+                                    or_null<float>(min), y, M, N, K, G, int4};
       int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     })
     AT_DISPATCH_CASE(at::kHalf, [&] {
       const IntegerProblem<at::Half> p{x.q.data(), x.scale.data(), xsum.data(), bytes, scale.data_ptr<at::Half>(),
-                                       min.defined() ? min.data_ptr<at::Half>() : nullptr, y, M, N, K, G, int4};
+                                       or_null<at::Half>(min), y, M, N, K, G, int4};
       int4 ? run_integer<Int4Runs>(p) : run_integer<Int8Runs>(p);
     }));
 }
@@ -304,8 +304,7 @@ at::Tensor rounded_values(const RoundedRows& x, int64_t M, int64_t K) {
 // min by the sum it stored, where the fp32 kernels multiplied it by the values' sum (activation_rounding.py's
 // q8_1_min_correction)
 void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at::Tensor& scale, const at::Tensor& min,
-                        int64_t G,
-                        at::Tensor& y) {
+                        int64_t G, at::Tensor& y) {
   const int64_t M = values.size(0), K = values.size(1);
   TORCH_CHECK(G == kRun, "q8_1 activations go with int4 groups of 32, not ", G);
   at::Tensor gap = at::empty({M, K / kRun}, at::kFloat);

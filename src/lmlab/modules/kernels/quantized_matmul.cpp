@@ -222,10 +222,6 @@ constexpr int64_t kUnpackOnceRows = 4;
 template <typename S>
 void run_dequantized(const Int4Problem<S>& p);
 
-template <typename S>
-const S* or_null(const at::Tensor& t) {  // an optional tensor's numbers (mins), null when it is not there
-  return t.defined() ? t.data_ptr<S>() : nullptr;
-}
 
 void quantized_matmul(const float* x, int64_t M, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& min,
                       int64_t G, float* y) {

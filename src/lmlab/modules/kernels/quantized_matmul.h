@@ -39,6 +39,10 @@ int64_t max_kernel_rows(int64_t per_thread);  // rows of x past which the ops de
 void check_groups(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale, int64_t K, int64_t G,
                   int64_t multiple);
 void check_mins(const at::Tensor& min, const at::Tensor& scale);  // none, or like the scales
+template <typename S>
+const S* or_null(const at::Tensor& t) {  // an optional tensor's numbers (mins), null when it is not there
+  return t.defined() ? t.data_ptr<S>() : nullptr;
+}
 std::vector<int64_t> out_shape(const at::Tensor& x, int64_t N);  // x (..., K) -> (..., N)
 at::Tensor int4_dequantize(const at::Tensor& q_in, const at::Tensor& scale_in, const at::Tensor& min_in,
                            int64_t G);  // min_in undefined: m = -8 s
