@@ -212,7 +212,7 @@ struct IntegerTile {
     static float min_part(const IntegerProblem<S>& p, int64_t m, int64_t n) {
       const int64_t groups = p.K / p.G;
       if (p.min) return min_term(p.min + n * groups, p.xsum + m * groups, groups);
-      return p.int4 ? -8.f * min_term(p.scale + n * groups, p.xsum + m * groups, groups) : 0.f;
+      return p.int4 ? kMinPerScale * min_term(p.scale + n * groups, p.xsum + m * groups, groups) : 0.f;
     }
 
     // acc[r][j] += scale[j][g] * sum over group g's runs of d_run sum(q x); RUNS: runs per group (0: p.G / 32)
@@ -315,7 +315,7 @@ void add_min_correction(const RoundedRows& x, const at::Tensor& values, const at
     for (int64_t i = 0; i < kRun; ++i) total += v[b * kRun + i];
     out[b] = x.sum[b] - total;
   }
-  y.addmm_(gap, (min.defined() ? min.to(at::kFloat) : scale.to(at::kFloat).mul(-8.0)).t());  // no mins: m = -8 s
+  y.addmm_(gap, (min.defined() ? min.to(at::kFloat) : scale.to(at::kFloat).mul(kMinPerScale)).t());
 }
 
 // Whether the integer tiles serve: up to 16 rows of x (a decoding step, a speculative check, a short prompt).

@@ -81,7 +81,7 @@ static void run(const Int4Problem<S>& p, int64_t m0, int64_t n0, float* buf) {
     if (p.min)
       to_floats(p.min + (n0 + j) * groups, min + j * groups, groups);
     else
-      for (int64_t g = 0; g < groups; ++g) min[j * groups + g] = -8.f * scale[j * groups + g];
+      for (int64_t g = 0; g < groups; ++g) min[j * groups + g] = kMinPerScale * scale[j * groups + g];
   }
   V acc[R][NR];
   for (int r = 0; r < R; ++r)
@@ -317,7 +317,7 @@ void dequantize_int4_rows(const uint8_t* q, const S* scale, const S* min, float*
   for (int64_t n = n_begin; n < n_end; ++n)
     for (int64_t g = 0; g < groups; ++g) {
       const float scale_g = to_float(scale[n * groups + g]);
-      const V s = T::set1(scale_g), m = T::set1(min ? to_float(min[n * groups + g]) : -8.f * scale_g);
+      const V s = T::set1(scale_g), m = T::set1(min ? to_float(min[n * groups + g]) : kMinPerScale * scale_g);
       for (int64_t k = g * G; k < (g + 1) * G; k += 32) {
         V v[CH];
         T::int4_chunk(q + n * (K / 2) + k / 2, v);

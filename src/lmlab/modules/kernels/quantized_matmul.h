@@ -39,6 +39,7 @@ int64_t max_kernel_rows(int64_t per_thread);  // rows of x past which the ops de
 void check_groups(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale, int64_t K, int64_t G,
                   int64_t multiple);
 void check_mins(const at::Tensor& min, const at::Tensor& scale);  // none, or like the scales
+inline constexpr float kMinPerScale = -8.f;  // an int4 weight without mins has m = -8 s (GGUF's Q4_0)
 template <typename S>
 const S* or_null(const at::Tensor& t) {  // an optional tensor's numbers (mins), null when it is not there
   return t.defined() ? t.data_ptr<S>() : nullptr;
